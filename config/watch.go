@@ -1,0 +1,203 @@
+package config
+
+import (
+	"bytes"
+	"log/slog"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/veerhq/veer/clock"
+	"github.com/veerhq/veer/obs"
+)
+
+// WatchOptions tune Watch. The zero value works.
+type WatchOptions struct {
+	// Name labels the metrics and logs; default: the file's base name.
+	Name string
+	// Logger receives reload results; default slog.Default().
+	Logger *slog.Logger
+	// Registerer receives the reload metrics; default
+	// prometheus.DefaultRegisterer.
+	Registerer prometheus.Registerer
+	// Debounce groups the bursts of events one save makes; default 100ms.
+	Debounce time.Duration
+	// Clock schedules the debounce; default clock.Real.
+	Clock clock.Clock
+}
+
+// Watcher keeps the latest valid config of one file.
+type Watcher[T any] struct {
+	path    string
+	name    string
+	opts    WatchOptions
+	log     *slog.Logger
+	apply   func(*T)
+	fsw     *fsnotify.Watcher
+	cur     atomic.Pointer[T]
+	reloads *prometheus.CounterVec
+
+	mu      sync.Mutex // serialises reloads and apply
+	last    []byte
+	pending clock.Timer
+	done    chan struct{}
+	wg      sync.WaitGroup
+}
+
+// Watch loads path into a new T, calls apply with it, and from then on
+// reloads the file whenever it changes, calling apply with each new valid
+// config. An invalid change is logged and counted and the previous config
+// stays in force. The initial load must succeed.
+//
+// apply runs on the watcher's goroutine, one call at a time; it may be nil
+// when the caller only reads Current.
+func Watch[T any](path string, opts WatchOptions, apply func(*T)) (*Watcher[T], error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, err
+	}
+	if opts.Debounce <= 0 {
+		opts.Debounce = 100 * time.Millisecond
+	}
+	opts.Clock = clock.Or(opts.Clock)
+	w := &Watcher[T]{
+		path:  abs,
+		name:  opts.Name,
+		opts:  opts,
+		log:   obs.LoggerOr(opts.Logger),
+		apply: apply,
+		done:  make(chan struct{}),
+	}
+	if w.name == "" {
+		w.name = filepath.Base(abs)
+	}
+	w.reloads = obs.Register(opts.Registerer, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "veer_config_reloads_total",
+		Help: "Config file reloads by config name and result (ok, invalid, unreadable).",
+	}, []string{"config", "result"}))
+	for _, r := range []string{"ok", "invalid", "unreadable"} {
+		w.reloads.WithLabelValues(w.name, r)
+	}
+	if err := w.reload(true); err != nil {
+		return nil, err
+	}
+	fsw, err := fsnotify.NewWatcher()
+	if err != nil {
+		return nil, err
+	}
+	if err := fsw.Add(filepath.Dir(abs)); err != nil {
+		fsw.Close()
+		return nil, err
+	}
+	w.fsw = fsw
+	w.wg.Add(1)
+	go w.loop()
+	return w, nil
+}
+
+// Current returns the config in force. It never returns nil.
+func (w *Watcher[T]) Current() *T { return w.cur.Load() }
+
+// Reload re-reads the file now (e.g. on SIGHUP). It returns the error that
+// kept the old config in force, or nil.
+func (w *Watcher[T]) Reload() error { return w.reload(false) }
+
+// Close stops watching. It is safe to call more than once.
+func (w *Watcher[T]) Close() error {
+	w.mu.Lock()
+	select {
+	case <-w.done:
+		w.mu.Unlock()
+		return nil
+	default:
+	}
+	close(w.done)
+	if w.pending != nil {
+		w.pending.Stop()
+	}
+	w.mu.Unlock()
+	err := w.fsw.Close()
+	w.wg.Wait()
+	return err
+}
+
+func (w *Watcher[T]) loop() {
+	defer w.wg.Done()
+	for {
+		select {
+		case _, ok := <-w.fsw.Events:
+			if !ok {
+				return
+			}
+			// Any event in the directory may concern our file: a rename onto
+			// it, a symlink swap of a parent entry (Kubernetes ..data), a
+			// write. reload() compares contents, so extra events are cheap.
+			w.schedule()
+		case err, ok := <-w.fsw.Errors:
+			if !ok {
+				return
+			}
+			w.log.Warn("config watch error", "config", w.name, "err", err)
+		case <-w.done:
+			return
+		}
+	}
+}
+
+func (w *Watcher[T]) schedule() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	select {
+	case <-w.done:
+		return
+	default:
+	}
+	if w.pending != nil {
+		w.pending.Reset(w.opts.Debounce)
+		return
+	}
+	w.pending = w.opts.Clock.AfterFunc(w.opts.Debounce, func() { _ = w.reload(false) })
+}
+
+func (w *Watcher[T]) reload(initial bool) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	data, err := readFile(w.path)
+	if err != nil {
+		if initial {
+			return err
+		}
+		// A rename-and-replace briefly removes the file; the event for the
+		// new file follows. Keep the old config.
+		w.reloads.WithLabelValues(w.name, "unreadable").Inc()
+		w.log.Warn("config reload failed; keeping the previous config", "config", w.name, "path", w.path, "err", err)
+		return err
+	}
+	if !initial && bytes.Equal(data, w.last) {
+		return nil
+	}
+	v := new(T)
+	if err := Parse(data, w.path, v); err != nil {
+		if initial {
+			return err
+		}
+		w.last = data
+		w.reloads.WithLabelValues(w.name, "invalid").Inc()
+		w.log.Error("config reload rejected; keeping the previous config", "config", w.name, "path", w.path, "err", err)
+		return err
+	}
+	w.last = data
+	w.cur.Store(v)
+	if !initial {
+		w.reloads.WithLabelValues(w.name, "ok").Inc()
+		w.log.Info("config reloaded", "config", w.name, "path", w.path)
+	}
+	if w.apply != nil {
+		w.apply(v)
+	}
+	return nil
+}

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Installs the real servers that integration tests start on loopback, when
+# they are missing. Debian packages, installed non-interactively. Tests never
+# skip because a server is missing: they fail and point here.
+set -euo pipefail
+
+need=()
+# command -> Debian package
+declare -A pkgs=(
+  [redis-server]=redis-server
+)
+for cmd in "${!pkgs[@]}"; do
+  command -v "$cmd" >/dev/null 2>&1 || need+=("${pkgs[$cmd]}")
+done
+if [ ${#need[@]} -eq 0 ]; then
+  exit 0
+fi
+if [ "$(id -u)" -ne 0 ]; then
+  echo "test-deps: need ${need[*]}; run as root or: sudo apt-get install -y ${need[*]}" >&2
+  exit 1
+fi
+echo "test-deps: installing ${need[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
