@@ -1,0 +1,143 @@
+package failover
+
+import (
+	"time"
+
+	"github.com/veerhq/veer/outcome"
+)
+
+// Domains are named by index in a policy: 0 is the primary, 1..n the
+// backups in configured order. The Transport maps indices to host names.
+const (
+	PrimaryIndex = 0
+	// None means "no domain" in an Action (no canary to send).
+	None = -1
+)
+
+// Policy is the pure decision core of client domain failover: a state
+// machine fed with (time, domain, outcome) that tells its shell which domain
+// regular traffic uses, which canary to send and when to wake it up.
+//
+// Contract: a Policy never reads a clock, starts a goroutine, sleeps or does
+// I/O; every method takes the current time and returns at once. Methods are
+// not safe for concurrent use: the shell serialises calls (the Transport with
+// a mutex, the simulator by running on one goroutine). Outcomes that are not
+// network failures (outcome.Kind.Network() == false) never count as
+// failures. The same Policy values drive the real Transport and the
+// simulator.
+type Policy interface {
+	// Start initialises the policy at now. restored is the backup domain
+	// index persisted by a previous run (the seed's "app launch" in BACKUP),
+	// or None.
+	Start(now time.Time, restored int) Action
+	// Domain is the index of the domain regular traffic uses now.
+	Domain() int
+	// State is the current state (baselines report Primary or Backup).
+	State() State
+	// Report feeds the outcome of a regular request sent to domain.
+	Report(now time.Time, domain int, o outcome.Outcome) Action
+	// CanaryDone feeds the outcome of the canary sent to domain.
+	CanaryDone(now time.Time, domain int, o outcome.Outcome) Action
+	// Tick is called by the shell at (or after) the last Action's Wake.
+	Tick(now time.Time) Action
+	// NetworkChanged tells the policy that the device changed network
+	// (Wi-Fi to cellular, say).
+	NetworkChanged(now time.Time) Action
+}
+
+// Action is what a Policy asks its shell to do after a call.
+type Action struct {
+	// Canary is the domain index to send one canary to now, or None.
+	Canary int
+	// Wake is when the shell must call Tick; the zero time means no wake-up
+	// is needed. A later Action's Wake replaces an earlier one.
+	Wake time.Time
+	// Transition is the state change this call caused; Transition.From ==
+	// Transition.To (both zero) when there was none.
+	Transition Transition
+}
+
+// Transition describes one state change.
+type Transition struct {
+	From, To State
+	Reason   Reason
+	// Domain is the domain index regular traffic uses after the change.
+	Domain int
+}
+
+// Changed reports whether t records a state change.
+func (t Transition) Changed() bool { return t.From != t.To }
+
+// State is a state of the failover machine.
+type State uint8
+
+// The states of Uber's failover machine (seed 000).
+const (
+	Primary  State = iota // all traffic to primary
+	Failover              // traffic still on primary; canaries probe backups
+	Backup                // all traffic to the backup whose canary succeeded
+	Recovery              // traffic on backup; a canary probes primary
+)
+
+func (s State) String() string {
+	switch s {
+	case Primary:
+		return "primary"
+	case Failover:
+		return "failover"
+	case Backup:
+		return "backup"
+	case Recovery:
+		return "recovery"
+	}
+	return "unknown"
+}
+
+// Reason says why a transition happened.
+type Reason uint8
+
+// Reasons for transitions.
+const (
+	ReasonNone            Reason = iota
+	ReasonFailures               // X consecutive network failures within Y
+	ReasonStreakTimeout          // a failure streak older than T (low traffic)
+	ReasonCanarySuccess          // a backup canary succeeded
+	ReasonPrimarySuccess         // a regular request to primary succeeded
+	ReasonRecoveryTimer          // the recovery timer expired
+	ReasonRecoverySuccess        // the primary canary succeeded
+	ReasonRecoveryFailure        // the primary canary failed
+	ReasonNetworkChanged         // the app reported a network change
+	ReasonRestored               // started in BACKUP from a persisted domain
+	ReasonDeviceOffline          // every canary failed: the device is offline
+	ReasonBaselineSwitch         // a baseline policy moved to another domain
+)
+
+func (r Reason) String() string {
+	switch r {
+	case ReasonNone:
+		return "none"
+	case ReasonFailures:
+		return "failures"
+	case ReasonStreakTimeout:
+		return "streak_timeout"
+	case ReasonCanarySuccess:
+		return "canary_success"
+	case ReasonPrimarySuccess:
+		return "primary_success"
+	case ReasonRecoveryTimer:
+		return "recovery_timer"
+	case ReasonRecoverySuccess:
+		return "recovery_success"
+	case ReasonRecoveryFailure:
+		return "recovery_failure"
+	case ReasonNetworkChanged:
+		return "network_changed"
+	case ReasonRestored:
+		return "restored"
+	case ReasonDeviceOffline:
+		return "device_offline"
+	case ReasonBaselineSwitch:
+		return "baseline_switch"
+	}
+	return "unknown"
+}
