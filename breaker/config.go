@@ -1,0 +1,122 @@
+package breaker
+
+import (
+	"errors"
+	"time"
+
+	"github.com/veerhq/veer/config"
+)
+
+// Level is one step of multi-level breaking: when the failure ratio in the
+// window reaches FailureRatio, only the Admit share of requests is let
+// through. A level with Admit 0 opens the circuit.
+type Level struct {
+	// FailureRatio in (0, 1] at which the level starts.
+	FailureRatio float64 `yaml:"failure_ratio" json:"failure_ratio"`
+	// Admit is the share of requests let through, in [0, 1).
+	Admit float64 `yaml:"admit" json:"admit"`
+}
+
+// DefaultLevels are the levels used when Config.Levels is empty:
+// ≥ 50 % failures admit half, ≥ 80 % admit a tenth, ≥ 95 % open.
+var DefaultLevels = []Level{{0.5, 0.5}, {0.8, 0.1}, {0.95, 0}}
+
+// Config tunes a Breaker. The zero value works.
+type Config struct {
+	// Window is the span over which outcomes are counted; default 10s.
+	Window time.Duration `yaml:"window" json:"window"`
+	// Buckets divides the window; default 10.
+	Buckets int `yaml:"buckets" json:"buckets"`
+	// MinRequests is the number of outcomes in the window below which the
+	// breaker stays closed whatever the ratio; default 20.
+	MinRequests int `yaml:"min_requests" json:"min_requests"`
+	// Levels, in increasing FailureRatio with non-increasing Admit; default
+	// DefaultLevels.
+	Levels []Level `yaml:"levels" json:"levels"`
+	// OpenFor is how long an open circuit rejects everything before it
+	// turns half-open; also how long a half-open probe may stay without an
+	// answer. Default 5s.
+	OpenFor time.Duration `yaml:"open_for" json:"open_for"`
+	// MaxProbes caps the half-open probes in flight at once; default 1.
+	MaxProbes int `yaml:"max_probes" json:"max_probes"`
+	// ProbeSuccesses is the number of successful probes that close the
+	// circuit; default 3.
+	ProbeSuccesses int `yaml:"probe_successes" json:"probe_successes"`
+}
+
+// Validate reports invalid fields.
+func (c *Config) Validate() error {
+	var errs []error
+	if c.Window < 0 {
+		errs = append(errs, config.Field("window", "must not be negative"))
+	}
+	if c.Buckets < 0 || c.Buckets > 1000 {
+		errs = append(errs, config.Field("buckets", "must be in [0, 1000]"))
+	}
+	if c.MinRequests < 0 {
+		errs = append(errs, config.Field("min_requests", "must not be negative"))
+	}
+	if c.OpenFor < 0 {
+		errs = append(errs, config.Field("open_for", "must not be negative"))
+	}
+	if c.MaxProbes < 0 {
+		errs = append(errs, config.Field("max_probes", "must not be negative"))
+	}
+	if c.ProbeSuccesses < 0 {
+		errs = append(errs, config.Field("probe_successes", "must not be negative"))
+	}
+	if len(c.Levels) > 16 {
+		errs = append(errs, config.Field("levels", "at most 16 levels"))
+	}
+	for i, l := range c.Levels {
+		f := func(sub string) string { return "levels[" + itoa(i) + "]." + sub }
+		if !(l.FailureRatio > 0 && l.FailureRatio <= 1) {
+			errs = append(errs, config.Field(f("failure_ratio"), "must be in (0, 1], got %v", l.FailureRatio))
+		}
+		if !(l.Admit >= 0 && l.Admit < 1) {
+			errs = append(errs, config.Field(f("admit"), "must be in [0, 1), got %v", l.Admit))
+		}
+		if i > 0 {
+			p := c.Levels[i-1]
+			if l.FailureRatio <= p.FailureRatio {
+				errs = append(errs, config.Field(f("failure_ratio"), "must be greater than the previous level's"))
+			}
+			if l.Admit > p.Admit {
+				errs = append(errs, config.Field(f("admit"), "must not exceed the previous level's"))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func itoa(i int) string {
+	if i < 10 {
+		return string(rune('0' + i))
+	}
+	return itoa(i/10) + string(rune('0'+i%10))
+}
+
+func (c Config) withDefaults() Config {
+	if c.Window <= 0 {
+		c.Window = 10 * time.Second
+	}
+	if c.Buckets <= 0 {
+		c.Buckets = 10
+	}
+	if c.MinRequests <= 0 {
+		c.MinRequests = 20
+	}
+	if len(c.Levels) == 0 {
+		c.Levels = DefaultLevels
+	}
+	if c.OpenFor <= 0 {
+		c.OpenFor = 5 * time.Second
+	}
+	if c.MaxProbes <= 0 {
+		c.MaxProbes = 1
+	}
+	if c.ProbeSuccesses <= 0 {
+		c.ProbeSuccesses = 3
+	}
+	return c
+}

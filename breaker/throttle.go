@@ -1,0 +1,172 @@
+package breaker
+
+import (
+	"errors"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/veerhq/veer/clock"
+	"github.com/veerhq/veer/config"
+	"github.com/veerhq/veer/obs"
+	"github.com/veerhq/veer/outcome"
+)
+
+// ErrThrottled is returned by Throttle.Allow when the request is rejected
+// locally.
+var ErrThrottled = errors.New("breaker: throttled by client-side adaptive throttling")
+
+// ThrottleConfig tunes a Throttle. The zero value works.
+type ThrottleConfig struct {
+	// K is the multiplier of accepts: the client sends up to K times what
+	// the dependency accepts before rejecting locally. Default 2. Must be
+	// ≥ 1 when set.
+	K float64 `yaml:"k" json:"k"`
+	// Window is the span over which requests and accepts are counted;
+	// default 2m (the SRE book's choice).
+	Window time.Duration `yaml:"window" json:"window"`
+	// Buckets divides the window; default 24.
+	Buckets int `yaml:"buckets" json:"buckets"`
+}
+
+// Validate reports invalid fields.
+func (c *ThrottleConfig) Validate() error {
+	var errs []error
+	if c.K != 0 && !(c.K >= 1 && c.K <= 1000) {
+		errs = append(errs, config.Field("k", "must be in [1, 1000], got %v", c.K))
+	}
+	if c.Window < 0 {
+		errs = append(errs, config.Field("window", "must not be negative"))
+	}
+	if c.Buckets < 0 || c.Buckets > 1000 {
+		errs = append(errs, config.Field("buckets", "must be in [0, 1000]"))
+	}
+	return errors.Join(errs...)
+}
+
+// ThrottleOptions are the non-config dependencies of a Throttle.
+type ThrottleOptions struct {
+	// Name labels metrics; default "default".
+	Name string
+	// Clock drives Allow; default clock.Real.
+	Clock clock.Clock
+	// Classify decides which outcomes are rejections by the dependency
+	// (Failure); default DefaultClassify. Success and Ignore count as
+	// accepts.
+	Classify func(outcome.Outcome) Verdict
+	// Rand returns uniform values in [0, 1); default math/rand/v2.Float64.
+	// Tests inject a fixed sequence.
+	Rand func() float64
+	// Registerer receives the metrics; default prometheus.DefaultRegisterer.
+	Registerer prometheus.Registerer
+}
+
+// Throttle is Google SRE client-side adaptive throttling.
+type Throttle struct {
+	k        float64
+	clk      clock.Clock
+	classify func(outcome.Outcome) Verdict
+	rand     func() float64
+	base     time.Time
+	done     func(outcome.Outcome)
+	rejected prometheus.Counter
+
+	mu  sync.Mutex
+	win window // a = requests, b = accepts
+}
+
+// NewThrottle returns a Throttle; invalid config values are replaced by
+// defaults.
+func NewThrottle(cfg ThrottleConfig, opts ThrottleOptions) *Throttle {
+	if cfg.Validate() != nil {
+		cfg = ThrottleConfig{}
+	}
+	if cfg.K == 0 {
+		cfg.K = 2
+	}
+	if cfg.Window <= 0 {
+		cfg.Window = 2 * time.Minute
+	}
+	if cfg.Buckets <= 0 {
+		cfg.Buckets = 24
+	}
+	t := &Throttle{
+		k:        cfg.K,
+		clk:      clock.Or(opts.Clock),
+		classify: opts.Classify,
+		rand:     opts.Rand,
+		win:      newWindow(int64(cfg.Window), cfg.Buckets),
+	}
+	if t.classify == nil {
+		t.classify = DefaultClassify
+	}
+	if t.rand == nil {
+		t.rand = rand.Float64
+	}
+	name := opts.Name
+	if name == "" {
+		name = "default"
+	}
+	t.rejected = obs.Register(opts.Registerer, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "veer_breaker_throttled_total",
+		Help: "Requests rejected locally by client-side adaptive throttling.",
+	}, []string{"breaker"})).WithLabelValues(name)
+	t.base = t.clk.Now()
+	t.done = func(o outcome.Outcome) { t.DoneAt(t.clk.Now(), o) }
+	return t
+}
+
+// Allow counts a request and decides whether to send it. On success the
+// caller must call done once with the outcome.
+func (t *Throttle) Allow() (done func(outcome.Outcome), err error) {
+	if err := t.AllowAt(t.clk.Now()); err != nil {
+		return nil, err
+	}
+	return t.done, nil
+}
+
+// AllowAt is the pure form of Allow (the random draw aside).
+func (t *Throttle) AllowAt(now time.Time) error {
+	u := t.rand()
+	t.mu.Lock()
+	t.win.advance(int64(now.Sub(t.base)))
+	p := t.probLocked()
+	t.win.add(1, 0)
+	t.mu.Unlock()
+	if u < p {
+		t.rejected.Inc()
+		return ErrThrottled
+	}
+	return nil
+}
+
+// DoneAt reports the outcome of an admitted request.
+func (t *Throttle) DoneAt(now time.Time, o outcome.Outcome) {
+	if t.classify(o) == Failure {
+		return
+	}
+	t.mu.Lock()
+	t.win.advance(int64(now.Sub(t.base)))
+	t.win.add(0, 1)
+	t.mu.Unlock()
+}
+
+// RejectProbability is the probability with which a request at now would
+// be rejected: max(0, (requests − K·accepts) / (requests + 1)).
+func (t *Throttle) RejectProbability(now time.Time) float64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.win.advance(int64(now.Sub(t.base)))
+	return t.probLocked()
+}
+
+func (t *Throttle) probLocked() float64 {
+	req, acc := float64(t.win.sum.a), float64(t.win.sum.b)
+	p := (req - t.k*acc) / (req + 1)
+	if p < 0 {
+		return 0
+	}
+	return p
+}
