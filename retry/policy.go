@@ -1,0 +1,158 @@
+package retry
+
+import (
+	"errors"
+	"math"
+	"net/http"
+	"time"
+
+	"github.com/veerhq/veer/config"
+	"github.com/veerhq/veer/outcome"
+)
+
+// Policy says how often and how long to retry. The zero value works: 3
+// attempts, full-jitter backoff from 100ms doubling to at most 10s per wait,
+// no total deadline.
+type Policy struct {
+	// MaxAttempts counts the first attempt too; default 3. -1 means no
+	// limit, which requires a Deadline.
+	MaxAttempts int `yaml:"max_attempts" json:"max_attempts"`
+	// Initial is the backoff base before the first retry; default 100ms.
+	Initial time.Duration `yaml:"initial" json:"initial"`
+	// Multiplier grows the base after each retry; default 2.
+	Multiplier float64 `yaml:"multiplier" json:"multiplier"`
+	// MaxWait caps every wait, including one asked for by Retry-After (a
+	// longer Retry-After stops the retries with ErrRetryAfter); default 10s.
+	MaxWait time.Duration `yaml:"max_wait" json:"max_wait"`
+	// Deadline bounds the time from the first attempt's start to the last
+	// attempt's start; default 0, no deadline.
+	Deadline time.Duration `yaml:"deadline" json:"deadline"`
+	// NoJitter waits exactly the base; by default each wait is drawn
+	// uniformly from [0, base) ("full jitter").
+	NoJitter bool `yaml:"no_jitter" json:"no_jitter"`
+}
+
+// Async is the seed's schedule for asynchronous invocations: 2, 4, 8 … s,
+// capped at 20 min between tries, 6 h in all (26 retries; see the package
+// comment for the arithmetic).
+func Async() Policy {
+	return Policy{MaxAttempts: -1, Initial: 2 * time.Second, Multiplier: 2, MaxWait: 20 * time.Minute, Deadline: 6 * time.Hour, NoJitter: true}
+}
+
+// Validate reports invalid fields.
+func (p *Policy) Validate() error {
+	var errs []error
+	if p.MaxAttempts < -1 || p.MaxAttempts > 1000 {
+		errs = append(errs, config.Field("max_attempts", "must be -1 (no limit), 0 (default) or in [1, 1000]"))
+	}
+	if p.MaxAttempts == -1 && p.Deadline <= 0 {
+		errs = append(errs, config.Field("max_attempts", "-1 (no limit) needs a deadline"))
+	}
+	if p.Initial < 0 {
+		errs = append(errs, config.Field("initial", "must not be negative"))
+	}
+	if p.Multiplier != 0 && !(p.Multiplier >= 1 && p.Multiplier <= 100) {
+		errs = append(errs, config.Field("multiplier", "must be in [1, 100], got %v", p.Multiplier))
+	}
+	if p.MaxWait < 0 {
+		errs = append(errs, config.Field("max_wait", "must not be negative"))
+	}
+	if p.Deadline < 0 {
+		errs = append(errs, config.Field("deadline", "must not be negative"))
+	}
+	return errors.Join(errs...)
+}
+
+func (p Policy) withDefaults() Policy {
+	if p.MaxAttempts == 0 {
+		p.MaxAttempts = 3
+	}
+	if p.Initial <= 0 {
+		p.Initial = 100 * time.Millisecond
+	}
+	if p.Multiplier == 0 {
+		p.Multiplier = 2
+	}
+	if p.MaxWait <= 0 {
+		p.MaxWait = 10 * time.Second
+	}
+	return p
+}
+
+// Base is the backoff base before retry number n (1 for the first retry):
+// Initial·Multiplier^(n−1), capped at MaxWait.
+func (p Policy) Base(n int) time.Duration {
+	p = p.withDefaults()
+	if n < 1 {
+		n = 1
+	}
+	b := float64(p.Initial) * math.Pow(p.Multiplier, float64(n-1))
+	if b >= float64(p.MaxWait) || math.IsInf(b, 0) || math.IsNaN(b) {
+		return p.MaxWait
+	}
+	return time.Duration(b)
+}
+
+// Backoff is the wait before retry n given a uniform draw u in [0, 1):
+// u·Base(n) with full jitter, Base(n) without.
+func (p Policy) Backoff(n int, u float64) time.Duration {
+	b := p.Base(n)
+	if p.NoJitter {
+		return b
+	}
+	return time.Duration(u * float64(b))
+}
+
+// Schedule lists the waits of a request whose every attempt fails at once
+// and takes no time, without jitter: the longest schedule the policy allows.
+func (p Policy) Schedule() []time.Duration {
+	q := p.withDefaults()
+	var out []time.Duration
+	var elapsed time.Duration
+	for n := 1; q.MaxAttempts < 0 || n < q.MaxAttempts; n++ {
+		w := q.Base(n)
+		if q.Deadline > 0 && elapsed+w > q.Deadline {
+			break
+		}
+		elapsed += w
+		out = append(out, w)
+		if n > 100000 {
+			break
+		}
+	}
+	return out
+}
+
+// Retryable reports whether an outcome is worth retrying at all, whatever
+// the method: network failures, 503 (Overloaded), 429 (Limited), and 502 /
+// 504 from a proxy. A 500, a 4xx and the caller's own cancellation are not.
+func Retryable(o outcome.Outcome) bool {
+	switch o.Kind {
+	case outcome.Overloaded, outcome.Limited:
+		return true
+	case outcome.ServerError:
+		return o.Status == http.StatusBadGateway || o.Status == http.StatusGatewayTimeout
+	}
+	return o.Kind.Network()
+}
+
+// IdempotencyKeyHeader is the header (IETF draft
+// httpapi-idempotency-key-header) that makes a non-idempotent request safe
+// to resend.
+const IdempotencyKeyHeader = "Idempotency-Key"
+
+// Idempotent reports whether method is idempotent (RFC 9110 section 9.2.2)
+// or h carries an Idempotency-Key.
+func Idempotent(method string, h http.Header) bool {
+	switch method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace, http.MethodPut, http.MethodDelete:
+		return true
+	}
+	return h.Get(IdempotencyKeyHeader) != ""
+}
+
+// Safe is the retry safety rule: a request may be sent again if it never
+// reached the upstream (o.Kind.NotSent()), or if it is idempotent.
+func Safe(idempotent bool, o outcome.Outcome) bool {
+	return idempotent || o.Kind.NotSent()
+}
