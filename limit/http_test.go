@@ -1,0 +1,199 @@
+package limit
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/veerhq/veer/clock"
+	"github.com/veerhq/veer/config"
+	"github.com/veerhq/veer/obs"
+	"github.com/veerhq/veer/outcome"
+)
+
+func TestMiddleware(t *testing.T) {
+	l, _ := newTest(t, Config{Dimensions: []Dimension{
+		{Name: "tenant", Default: Limits{Rate: 0.5, Burst: 2}},
+		{Name: "api", Default: Limits{Concurrency: 10}},
+	}})
+	h := Middleware(l, 2, HeaderKeys("X-Tenant", ""))(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "ok")
+	}))
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	get := func(tenant string) *http.Response {
+		req, _ := http.NewRequest(http.MethodGet, srv.URL, nil)
+		req.Header.Set("X-Tenant", tenant)
+		resp, err := srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	for i := range 2 {
+		resp := get("acme")
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("request %d: %d", i, resp.StatusCode)
+		}
+	}
+	resp := get("acme")
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") != "2" {
+		t.Fatalf("got %d Retry-After %q, want 429 and 2 (one token per 2 s)", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+	var rej outcome.Rejection
+	if err := json.NewDecoder(resp.Body).Decode(&rej); err != nil {
+		t.Fatal(err)
+	}
+	if rej.Reason != "rate limit of tenant" || rej.Error != "limited" {
+		t.Fatalf("rejection body %+v", rej)
+	}
+	if resp := get("other"); resp.StatusCode != 200 {
+		t.Fatalf("other tenant: %d", resp.StatusCode)
+	}
+}
+
+func TestBodyLimit(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	var called, readErr = 0, error(nil)
+	h := BodyLimit(1024, reg)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		called++
+		_, readErr = io.ReadAll(r.Body)
+		if readErr != nil {
+			http.Error(w, "too large", http.StatusRequestEntityTooLarge)
+			return
+		}
+		io.WriteString(w, "ok")
+	}))
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+
+	// Declared too large: 413 before the handler runs.
+	resp, err := http.Post(srv.URL, "application/octet-stream", strings.NewReader(strings.Repeat("x", 1<<20)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusRequestEntityTooLarge || called != 0 {
+		t.Fatalf("declared 1 MiB: status %d, handler called %d times", resp.StatusCode, called)
+	}
+
+	// Chunked, no length: the handler's read stops at the limit.
+	pr, pw := io.Pipe()
+	go func() {
+		chunk := []byte(strings.Repeat("y", 512))
+		for range 1 << 12 { // 2 MiB unless the server stops reading
+			if _, err := pw.Write(chunk); err != nil {
+				return
+			}
+		}
+		pw.Close()
+	}()
+	req, _ := http.NewRequest(http.MethodPost, srv.URL, pr)
+	resp, err = http.DefaultClient.Do(req)
+	pr.CloseWithError(errors.New("test done"))
+	if err == nil {
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusRequestEntityTooLarge {
+			t.Fatalf("chunked: status %d", resp.StatusCode)
+		}
+	}
+	var mbe *http.MaxBytesError
+	if !errors.As(readErr, &mbe) {
+		t.Fatalf("handler read error %v, want *http.MaxBytesError", readErr)
+	}
+	if got := counterValue(t, reg, "veer_limit_body_rejected_total"); got != 2 {
+		t.Fatalf("body rejections %v, want 2", got)
+	}
+
+	// Small body passes.
+	resp, err = http.Post(srv.URL, "text/plain", strings.NewReader("small"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("small body: %d", resp.StatusCode)
+	}
+}
+
+func TestResponseLimit(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		big := strings.Repeat("z", 10000)
+		if r.URL.Path == "/chunked" {
+			io.WriteString(w, big[:5000])
+			w.(http.Flusher).Flush()
+			io.WriteString(w, big[5000:])
+			return
+		}
+		w.Header().Set("Content-Length", "10000")
+		io.WriteString(w, big)
+	}))
+	defer srv.Close()
+	c := &http.Client{Transport: &ResponseLimit{Base: srv.Client().Transport, Max: 4096, Registerer: prometheus.NewRegistry()}}
+	if _, err := c.Get(srv.URL + "/declared"); !errors.Is(err, ErrBodyTooLarge) {
+		t.Fatalf("declared: err %v", err)
+	}
+	resp, err := c.Get(srv.URL + "/chunked")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if !errors.Is(err, ErrBodyTooLarge) || len(b) != 4096 {
+		t.Fatalf("chunked: read %d bytes, err %v; want 4096 and ErrBodyTooLarge", len(b), err)
+	}
+}
+
+func TestWatchReload(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "limits.yaml")
+	write := func(s string) {
+		if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("dimensions:\n  - name: tenant\n    default: {rate: 1, burst: 1}\n")
+	l, _ := newTest(t, Config{})
+	reg := prometheus.NewRegistry()
+	w, err := Watch(path, l, config.WatchOptions{Registerer: reg, Logger: obs.Discard, Clock: clock.NewManual(t0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	admitted := func(key string) int {
+		n := 0
+		for range 10 {
+			if r := l.AllowAt(t0, []string{key}); r.Allowed {
+				n++
+			}
+		}
+		return n
+	}
+	if got := admitted("a"); got != 1 {
+		t.Fatalf("initial config: admitted %d, want 1", got)
+	}
+	write("dimensions:\n  - name: tenant\n    default: {rate: 1, burst: 5}\n")
+	if err := w.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	if got := admitted("b"); got != 5 {
+		t.Fatalf("reloaded config: admitted %d, want 5", got)
+	}
+	write("dimensions:\n  - name: tenant\n    default: {rate: -1}\n")
+	if err := w.Reload(); err == nil {
+		t.Fatal("invalid config accepted")
+	}
+	if got := admitted("c"); got != 5 {
+		t.Fatalf("after invalid reload: admitted %d, want 5 (old config kept)", got)
+	}
+}

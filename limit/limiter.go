@@ -1,0 +1,437 @@
+package limit
+
+import (
+	"context"
+	"errors"
+	"hash/maphash"
+	"math"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/veerhq/veer/clock"
+	"github.com/veerhq/veer/outcome"
+)
+
+// Admitter decides admission for one request. keys[i] is the request's key
+// in dimension i of the config; an empty key (or a missing one) skips the
+// dimension. Admit must return promptly: a remote Admitter bounds its wait by
+// ctx and its own timeout, and falls back to a local decision rather than
+// admitting without limit. On Allowed, the caller must call
+// Result.Permit.Release once the request has finished.
+type Admitter interface {
+	Admit(ctx context.Context, keys []string) Result
+}
+
+// Reason is why a request was rejected.
+type Reason uint8
+
+// The reasons.
+const (
+	None Reason = iota
+	Rate
+	Concurrency
+)
+
+func (r Reason) String() string {
+	switch r {
+	case Rate:
+		return "rate"
+	case Concurrency:
+		return "concurrency"
+	}
+	return "none"
+}
+
+// ErrLimited is matched (errors.Is) by every *RejectError.
+var ErrLimited = errors.New("limit: request limited")
+
+// RejectError describes a rejection.
+type RejectError struct {
+	Dimension  string
+	Reason     Reason
+	RetryAfter time.Duration
+}
+
+func (e *RejectError) Error() string {
+	return "limit: " + e.Reason.String() + " limit of dimension " + e.Dimension + " reached"
+}
+
+// Is reports target == ErrLimited.
+func (e *RejectError) Is(target error) bool { return target == ErrLimited }
+
+// Result is an admission decision.
+type Result struct {
+	// Permit must be released when an admitted request finishes.
+	Permit Permit
+	// Allowed reports admission.
+	Allowed bool
+	// Dimension names the rejecting dimension, Key its key.
+	Dimension, Key string
+	// Reason of the rejection.
+	Reason Reason
+	// RetryAfter: when the rejecting limit would admit the request.
+	RetryAfter time.Duration
+}
+
+// Err returns nil when allowed, else a *RejectError.
+func (r *Result) Err() error {
+	if r.Allowed {
+		return nil
+	}
+	return &RejectError{Dimension: r.Dimension, Reason: r.Reason, RetryAfter: r.RetryAfter}
+}
+
+// Outcome is the rejection as an outcome (Limited with Retry-After), for
+// outcome.WriteHTTP and outcome.GRPCCode.
+func (r *Result) Outcome() outcome.Outcome {
+	if r.Allowed {
+		return outcome.Of(outcome.Success)
+	}
+	return outcome.Outcome{Kind: outcome.Limited, RetryAfter: r.RetryAfter, Err: r.Err()}
+}
+
+// Permit holds the concurrency slots of an admitted request.
+type Permit struct {
+	conc    [MaxDimensions]*entry
+	n       uint8
+	release func()
+}
+
+// Release gives the slots back. Call it once per admitted request; later
+// calls do nothing.
+func (p *Permit) Release() {
+	for i := range p.n {
+		p.conc[i].inflight.Add(-1)
+		p.conc[i] = nil
+	}
+	p.n = 0
+	if f := p.release; f != nil {
+		p.release = nil
+		f()
+	}
+}
+
+// WithRelease returns p that also calls f on Release; remote Admitters use
+// it to return leases.
+func (p Permit) WithRelease(f func()) Permit {
+	if prev := p.release; prev != nil {
+		p.release = func() { prev(); f() }
+	} else {
+		p.release = f
+	}
+	return p
+}
+
+// entry is the state of one key.
+type entry struct {
+	tat      atomic.Int64 // GCRA theoretical arrival time, ns since Limiter.base
+	inflight atomic.Int64
+	last     atomic.Int64 // last use, ns since Limiter.base
+}
+
+type resolved struct {
+	t, tau int64 // emission interval and tolerance (burst·t), ns; t = 0: no rate
+	conc   int64
+}
+
+func resolve(l Limits) resolved {
+	var r resolved
+	if l.Rate > 0 {
+		t := float64(time.Second) / l.Rate
+		if t < 1 {
+			t = 1
+		}
+		r.t = int64(t)
+		r.tau = r.t * int64(l.burst())
+		if r.tau/int64(l.burst()) != r.t || r.tau < 0 {
+			r.tau = math.MaxInt64 / 4
+		}
+	}
+	r.conc = int64(l.Concurrency)
+	return r
+}
+
+const nShards = 32
+
+type shard struct {
+	mu sync.RWMutex
+	m  map[string]*entry
+	_  [32]byte
+}
+
+// table holds the keys of one dimension; it survives config reloads.
+type table struct {
+	name     string
+	shards   [nShards]shard
+	count    atomic.Int64
+	overflow entry
+	lastGC   atomic.Int64
+	keys     prometheus.Gauge
+	over     prometheus.Counter
+	evicted  prometheus.Counter
+	rejRate  prometheus.Counter
+	rejConc  prometheus.Counter
+}
+
+type dimSnap struct {
+	tab  *table
+	def  resolved
+	over map[string]resolved
+	skip bool // no limits at all
+}
+
+type snapshot struct {
+	dims    []dimSnap
+	maxKeys int64
+	idle    int64
+	concRA  time.Duration
+}
+
+// Options are the non-config dependencies of a Limiter.
+type Options struct {
+	// Clock drives Admit; default clock.Real.
+	Clock clock.Clock
+	// Registerer receives the metrics; default prometheus.DefaultRegisterer.
+	Registerer prometheus.Registerer
+}
+
+// Limiter is the local multi-dimensional limiter. Safe for concurrent use.
+type Limiter struct {
+	clk  clock.Clock
+	base time.Time
+	seed maphash.Seed
+	snap atomic.Pointer[snapshot]
+	m    *metrics
+
+	mu     sync.Mutex // serialises Update
+	tables map[string]*table
+}
+
+var _ Admitter = (*Limiter)(nil)
+
+// epoch: key state is measured from an hour before the limiter's creation,
+// so that AllowAt with slightly earlier times still sees fresh buckets.
+const epoch = time.Hour
+
+// New returns a Limiter with cfg. An invalid cfg is an error.
+func New(cfg Config, opts Options) (*Limiter, error) {
+	l := &Limiter{clk: clock.Or(opts.Clock), seed: maphash.MakeSeed(), tables: map[string]*table{}}
+	l.base = l.clk.Now().Add(-epoch)
+	l.m = newMetrics(opts.Registerer)
+	if err := l.Update(cfg); err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// Update replaces the config, keeping the state of keys in dimensions whose
+// names stay.
+func (l *Limiter) Update(cfg Config) error {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	cfg = cfg.withDefaults()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s := &snapshot{maxKeys: int64(cfg.MaxKeys), idle: int64(cfg.IdleTimeout), concRA: cfg.ConcurrencyRetryAfter}
+	tables := map[string]*table{}
+	for _, d := range cfg.Dimensions {
+		t := l.tables[d.Name]
+		if t == nil {
+			t = l.m.newTable(d.Name)
+		}
+		tables[d.Name] = t
+		ds := dimSnap{tab: t, def: resolve(d.Default)}
+		if len(d.Overrides) > 0 {
+			ds.over = make(map[string]resolved, len(d.Overrides))
+			for k, o := range d.Overrides {
+				ds.over[k] = resolve(o)
+			}
+		}
+		ds.skip = ds.def == (resolved{}) && len(ds.over) == 0
+		s.dims = append(s.dims, ds)
+	}
+	for name, t := range l.tables {
+		if tables[name] == nil {
+			t.keys.Set(0)
+		}
+	}
+	l.tables = tables
+	l.snap.Store(s)
+	return nil
+}
+
+// Admit decides at the clock's current time.
+func (l *Limiter) Admit(_ context.Context, keys []string) Result {
+	return l.AllowAt(l.clk.Now(), keys)
+}
+
+// AllowAt decides for a request arriving at now. It does not allocate.
+func (l *Limiter) AllowAt(now time.Time, keys []string) Result {
+	n := int64(now.Sub(l.base))
+	s := l.snap.Load()
+	var res Result
+	var rated [MaxDimensions]*entry
+	var ratedT [MaxDimensions]int64
+	nr := 0
+	for i := range s.dims {
+		if i >= len(keys) {
+			break
+		}
+		d := &s.dims[i]
+		key := keys[i]
+		if key == "" || d.skip {
+			continue
+		}
+		r := &d.def
+		if d.over != nil {
+			if o, ok := d.over[key]; ok {
+				r = &o
+			}
+		}
+		if r.t == 0 && r.conc == 0 {
+			continue
+		}
+		e := d.tab.get(l, s, key, n)
+		if r.t > 0 {
+			if ok, ra := admitRate(e, n, r); !ok {
+				rollback(&res.Permit, rated[:nr], ratedT[:nr])
+				d.tab.rejRate.Inc()
+				return Result{Dimension: d.tab.name, Key: key, Reason: Rate, RetryAfter: time.Duration(ra)}
+			}
+			rated[nr], ratedT[nr] = e, r.t
+			nr++
+		}
+		if r.conc > 0 {
+			if e.inflight.Add(1) > r.conc {
+				e.inflight.Add(-1)
+				rollback(&res.Permit, rated[:nr], ratedT[:nr])
+				d.tab.rejConc.Inc()
+				return Result{Dimension: d.tab.name, Key: key, Reason: Concurrency, RetryAfter: s.concRA}
+			}
+			res.Permit.conc[res.Permit.n] = e
+			res.Permit.n++
+		}
+		if n-e.last.Load() > int64(time.Second) {
+			e.last.Store(n)
+		}
+	}
+	res.Allowed = true
+	return res
+}
+
+// admitRate is GCRA: admit if the new theoretical arrival time is within
+// tau of now; otherwise report how long until it would be.
+func admitRate(e *entry, now int64, r *resolved) (bool, int64) {
+	for {
+		tat := e.tat.Load()
+		nt := max(tat, now) + r.t
+		if d := nt - now; d > r.tau {
+			return false, d - r.tau
+		}
+		if e.tat.CompareAndSwap(tat, nt) {
+			return true, 0
+		}
+	}
+}
+
+// rollback undoes the admissions of the dimensions before a rejecting one.
+func rollback(p *Permit, rated []*entry, t []int64) {
+	for i, e := range rated {
+		e.tat.Add(-t[i])
+	}
+	p.Release()
+}
+
+func (t *table) get(l *Limiter, s *snapshot, key string, now int64) *entry {
+	sh := &t.shards[maphash.String(l.seed, key)%nShards]
+	sh.mu.RLock()
+	e := sh.m[key]
+	sh.mu.RUnlock()
+	if e != nil {
+		return e
+	}
+	sh.mu.Lock()
+	if e = sh.m[key]; e != nil {
+		sh.mu.Unlock()
+		return e
+	}
+	if t.count.Load() >= s.maxKeys {
+		t.evictShard(sh, now, s.idle)
+		if t.count.Load() >= s.maxKeys {
+			sh.mu.Unlock()
+			if last := t.lastGC.Load(); now-last > s.idle/2 && t.lastGC.CompareAndSwap(last, now) {
+				t.sweep(now, s.idle)
+			}
+			if t.count.Load() >= s.maxKeys {
+				t.over.Inc()
+				return &t.overflow
+			}
+			return t.get(l, s, key, now)
+		}
+	}
+	if sh.m == nil {
+		sh.m = map[string]*entry{}
+	}
+	e = &entry{}
+	e.last.Store(now)
+	sh.m[strings.Clone(key)] = e
+	t.keys.Set(float64(t.count.Add(1)))
+	sh.mu.Unlock()
+	return e
+}
+
+// evictShard drops the shard's idle keys whose state equals a fresh key's:
+// bucket full (tat ≤ now) and nothing in flight. Called with sh.mu held.
+func (t *table) evictShard(sh *shard, now, idle int64) {
+	for k, e := range sh.m {
+		if e.inflight.Load() == 0 && e.tat.Load() <= now && now-e.last.Load() >= idle {
+			delete(sh.m, k)
+			t.keys.Set(float64(t.count.Add(-1)))
+			t.evicted.Inc()
+		}
+	}
+}
+
+func (t *table) sweep(now, idle int64) {
+	for i := range t.shards {
+		sh := &t.shards[i]
+		sh.mu.Lock()
+		t.evictShard(sh, now, idle)
+		sh.mu.Unlock()
+	}
+}
+
+// Sweep evicts idle keys of every dimension at now; a service may call it
+// periodically (Admit also evicts on demand when a dimension is full).
+func (l *Limiter) Sweep(now time.Time) {
+	n := int64(now.Sub(l.base))
+	s := l.snap.Load()
+	for i := range s.dims {
+		s.dims[i].tab.sweep(n, s.idle)
+	}
+}
+
+// Keys returns the number of keys kept in the named dimension.
+func (l *Limiter) Keys(dimension string) int {
+	for _, d := range l.snap.Load().dims {
+		if d.tab.name == dimension {
+			return int(d.tab.count.Load())
+		}
+	}
+	return 0
+}
+
+// Dimensions returns the configured dimension names in order.
+func (l *Limiter) Dimensions() []string {
+	s := l.snap.Load()
+	out := make([]string, len(s.dims))
+	for i, d := range s.dims {
+		out[i] = d.tab.name
+	}
+	return out
+}
