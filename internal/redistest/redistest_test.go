@@ -1,0 +1,37 @@
+package redistest
+
+import (
+	"bufio"
+	"net"
+	"testing"
+)
+
+func TestStartKillRestart(t *testing.T) {
+	s := Start(t)
+	ping := func() error {
+		c, err := net.Dial("tcp", s.Addr())
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		if _, err := c.Write([]byte("PING\r\n")); err != nil {
+			return err
+		}
+		line, err := bufio.NewReader(c).ReadString('\n')
+		if err == nil && line != "+PONG\r\n" {
+			t.Fatalf("PING answered %q", line)
+		}
+		return err
+	}
+	if err := ping(); err != nil {
+		t.Fatal(err)
+	}
+	s.Kill()
+	if err := ping(); err == nil {
+		t.Fatal("server answers after Kill")
+	}
+	s.Restart()
+	if err := ping(); err != nil {
+		t.Fatalf("after Restart: %v", err)
+	}
+}

@@ -1,0 +1,33 @@
+// Package limitredis shares limit's multi-dimensional limits among several
+// instances through Redis, and falls back to local limits when Redis is
+// unreachable.
+//
+// Rate limits are GCRA, computed in one Lua script with the Redis server's
+// TIME (instances' clocks never matter); concurrency limits are leases in a
+// sorted set per key, scored by their expiry: an instance renews the leases
+// it holds every LeaseTTL/3, so a crashed instance's slots come back after
+// LeaseTTL at most. One script checks every dimension of a request and
+// commits only if all admit, so a rejection consumes nothing.
+//
+// Fallback: when a Redis call fails (refused, reset, timeout after
+// Config.Timeout), the request and every request after it are decided by a
+// local limit.Limiter holding Config's limits divided by Config.Instances,
+// never by "unlimited"; a background probe (every ProbeInterval) returns to
+// Redis when it answers again. With the defaults (100 ms timeout) the switch
+// takes at most one timeout, well within a second. Metrics:
+// veer_limitredis_fallback_state, veer_limitredis_fallbacks_total,
+// veer_limitredis_recoveries_total, veer_limitredis_errors_total,
+// veer_limitredis_decision_seconds.
+//
+// The go-redis client is the caller's: give it short timeouts and few
+// retries (ContextTimeoutEnabled: true, MaxRetries: 1 or -1) so that a dead
+// Redis shows as an error quickly. Keys of one request are touched by one
+// script, so with Redis Cluster all of a request's keys must hash to one
+// slot (use a Prefix with a {hash tag}); a single Redis or a primary with
+// replicas needs nothing.
+//
+// Failure mode: while in fallback the instances do not see each other's
+// traffic, so the aggregate admitted rate is at most the shared limit (N
+// instances × limit/N); concurrency slots taken locally are not known to
+// Redis after recovery and vice versa until they are released.
+package limitredis
