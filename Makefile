@@ -8,7 +8,7 @@ FUZZTIME ?= 10s
 COMMIT := $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -X github.com/veerhq/veer/internal/version.Commit=$(COMMIT)
 
-.PHONY: all build test check fmt-check vet staticcheck unit deps bench fuzz cover clean
+.PHONY: all build test check fmt-check vet staticcheck unit deps bench fuzz cover clean bench-guard
 
 all: build
 
@@ -41,6 +41,11 @@ deps:
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -count 10 $(PKGS) | tee bench.txt
 
+## bench-guard: flow control vs peers (x/time/rate, sony/gobreaker, redis_rate), ratios; see docs/guard.md.
+bench-guard: deps
+	cd bench && $(GO) test -run '^$$' -bench . -benchmem -count 5 ./guard/ | tee ../bench-guard.txt
+	cd bench && $(GO) run ./cmd/guardbench -rounds 5 | tee ../bench-guard.md
+
 ## fuzz: run every fuzz target briefly (FUZZTIME each).
 fuzz:
 	@set -e; for pkg in $$($(GO) list $(PKGS)); do \
@@ -56,4 +61,4 @@ cover:
 	$(GO) tool cover -func=cover.out | tail -1
 
 clean:
-	rm -rf bin cover.out bench.txt
+	rm -rf bin cover.out bench.txt bench-guard.txt bench-guard.md
