@@ -24,12 +24,20 @@ func bodyCounter(reg prometheus.Registerer, dir string) prometheus.Counter {
 // and the server closes the connection instead of buffering the rest.
 // reg receives veer_limit_body_rejected_total (nil: the default registry).
 func BodyLimit(max int64, reg prometheus.Registerer) func(http.Handler) http.Handler {
+	return BodyLimitFunc(func() int64 { return max }, reg)
+}
+
+// BodyLimitFunc is BodyLimit with the limit read for each request, e.g.
+// Limiter.MaxRequestBody, so that a config reload changes it (0: no limit).
+func BodyLimitFunc(maxFn func() int64, reg prometheus.Registerer) func(http.Handler) http.Handler {
 	rejected := bodyCounter(reg, "request")
 	return func(next http.Handler) http.Handler {
-		if max <= 0 {
-			return next
-		}
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			max := maxFn()
+			if max <= 0 {
+				next.ServeHTTP(w, r)
+				return
+			}
 			if r.ContentLength > max {
 				rejected.Inc()
 				w.Header().Set("Connection", "close")

@@ -99,9 +99,11 @@ type Config struct {
 	// ConcurrencyRetryAfter is the Retry-After given for a concurrency
 	// rejection (there is no schedule to compute it from); default 1s.
 	ConcurrencyRetryAfter time.Duration `yaml:"concurrency_retry_after" json:"concurrency_retry_after"`
-	// MaxRequestBody in bytes for BodyLimit; 0 means no limit.
+	// MaxRequestBody in bytes, enforced by
+	// BodyLimitFunc(l.MaxRequestBody, …); 0 (default) means no limit.
 	MaxRequestBody int64 `yaml:"max_request_body" json:"max_request_body"`
-	// MaxResponseBody in bytes for LimitResponse; 0 means no limit.
+	// MaxResponseBody in bytes, for ResponseLimit.Max (see
+	// Limiter.MaxResponseBody); 0 (default) means no limit.
 	MaxResponseBody int64 `yaml:"max_response_body" json:"max_response_body"`
 }
 

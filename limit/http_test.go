@@ -126,6 +126,25 @@ func TestBodyLimit(t *testing.T) {
 	}
 }
 
+func TestBodyLimitFollowsConfig(t *testing.T) {
+	l, _ := newTest(t, Config{MaxRequestBody: 10})
+	h := BodyLimitFunc(l.MaxRequestBody, prometheus.NewRegistry())(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	post := func(n int) int {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/", strings.NewReader(strings.Repeat("x", n))))
+		return rec.Code
+	}
+	if post(11) != http.StatusRequestEntityTooLarge || post(10) != http.StatusOK {
+		t.Fatal("limit 10 not applied")
+	}
+	if err := l.Update(Config{MaxRequestBody: 100}); err != nil {
+		t.Fatal(err)
+	}
+	if post(11) != http.StatusOK || post(101) != http.StatusRequestEntityTooLarge {
+		t.Fatal("reloaded limit 100 not applied")
+	}
+}
+
 func TestResponseLimit(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		big := strings.Repeat("z", 10000)

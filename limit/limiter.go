@@ -185,10 +185,11 @@ type dimSnap struct {
 }
 
 type snapshot struct {
-	dims    []dimSnap
-	maxKeys int64
-	idle    int64
-	concRA  time.Duration
+	maxReq, maxResp int64
+	dims            []dimSnap
+	maxKeys         int64
+	idle            int64
+	concRA          time.Duration
 }
 
 // Options are the non-config dependencies of a Limiter.
@@ -237,7 +238,8 @@ func (l *Limiter) Update(cfg Config) error {
 	cfg = cfg.withDefaults()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	s := &snapshot{maxKeys: int64(cfg.MaxKeys), idle: int64(cfg.IdleTimeout), concRA: cfg.ConcurrencyRetryAfter}
+	s := &snapshot{maxKeys: int64(cfg.MaxKeys), idle: int64(cfg.IdleTimeout), concRA: cfg.ConcurrencyRetryAfter,
+		maxReq: cfg.MaxRequestBody, maxResp: cfg.MaxResponseBody}
 	tables := map[string]*table{}
 	for _, d := range cfg.Dimensions {
 		t := l.tables[d.Name]
@@ -425,6 +427,12 @@ func (l *Limiter) Keys(dimension string) int {
 	}
 	return 0
 }
+
+// MaxRequestBody is Config.MaxRequestBody in force (for BodyLimitFunc).
+func (l *Limiter) MaxRequestBody() int64 { return l.snap.Load().maxReq }
+
+// MaxResponseBody is Config.MaxResponseBody in force (for ResponseLimit).
+func (l *Limiter) MaxResponseBody() int64 { return l.snap.Load().maxResp }
 
 // Dimensions returns the configured dimension names in order.
 func (l *Limiter) Dimensions() []string {

@@ -99,8 +99,6 @@ func VeerRedis(rdb *redis.Client, rate int) (Decider, func(), error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	var keys [1]string
-	_ = keys
 	return func(ctx context.Context, key string) (bool, error) {
 		r := l.Admit(ctx, []string{key})
 		if l.InFallback() {
