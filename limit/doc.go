@@ -13,9 +13,11 @@
 // names the dimension and carries a Retry-After computed from the limiter
 // state: the time until the GCRA would admit the request.
 //
-// The local Limiter decides in memory, lock-free on the hot path (atomic
-// compare-and-swap on each key's theoretical arrival time, a read lock on a
-// sharded key table), with no allocation. Keys are kept per dimension up to
+// The local Limiter decides in memory with no allocation: an atomic
+// compare-and-swap on each key's theoretical arrival time and an atomic
+// in-flight counter, under the read lock of the key's shard (one of 32 per
+// dimension), which an eviction's write lock excludes, so that a request is
+// never decided on an entry being evicted. Keys are kept per dimension up to
 // Config.MaxKeys; idle keys whose bucket is full and who have nothing in
 // flight are evicted without loss; past the cap new keys share one overflow
 // entry per dimension (counted in veer_limit_key_overflow_total), so a flood

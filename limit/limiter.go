@@ -298,9 +298,10 @@ func (l *Limiter) AllowAt(now time.Time, keys []string) Result {
 		if r.t == 0 && r.conc == 0 {
 			continue
 		}
-		e := d.tab.get(l, s, key, n)
+		e, sh := d.tab.acquire(l, s, key, n)
 		if r.t > 0 {
 			if ok, ra := admitRate(e, n, r); !ok {
+				release(sh)
 				rollback(&res.Permit, rated[:nr], ratedT[:nr])
 				d.tab.rejRate.Inc()
 				return Result{Dimension: d.tab.name, Key: key, Reason: Rate, RetryAfter: time.Duration(ra)}
@@ -311,6 +312,11 @@ func (l *Limiter) AllowAt(now time.Time, keys []string) Result {
 		if r.conc > 0 {
 			if e.inflight.Add(1) > r.conc {
 				e.inflight.Add(-1)
+				if r.t > 0 {
+					e.tat.Add(-r.t) // this dimension's own rate admission
+					nr--
+				}
+				release(sh)
 				rollback(&res.Permit, rated[:nr], ratedT[:nr])
 				d.tab.rejConc.Inc()
 				return Result{Dimension: d.tab.name, Key: key, Reason: Concurrency, RetryAfter: s.concRA}
@@ -321,6 +327,7 @@ func (l *Limiter) AllowAt(now time.Time, keys []string) Result {
 		if n-e.last.Load() > int64(time.Second) {
 			e.last.Store(n)
 		}
+		release(sh)
 	}
 	res.Allowed = true
 	return res
@@ -349,42 +356,65 @@ func rollback(p *Permit, rated []*entry, t []int64) {
 	p.Release()
 }
 
-func (t *table) get(l *Limiter, s *snapshot, key string, now int64) *entry {
+// acquire returns the entry of key with its shard read-locked (unlock
+// with release), so that an eviction, which takes the write lock, cannot
+// remove an entry while a request is being decided on it. Past the cap it
+// returns the overflow entry and a nil shard.
+func (t *table) acquire(l *Limiter, s *snapshot, key string, now int64) (*entry, *shard) {
 	sh := &t.shards[maphash.String(l.seed, key)%nShards]
-	sh.mu.RLock()
-	e := sh.m[key]
-	sh.mu.RUnlock()
-	if e != nil {
-		return e
+	for {
+		sh.mu.RLock()
+		if e := sh.m[key]; e != nil {
+			return e, sh
+		}
+		sh.mu.RUnlock()
+		if !t.insert(sh, s, key, now) {
+			t.over.Inc()
+			return &t.overflow, nil
+		}
 	}
+}
+
+func release(sh *shard) {
+	if sh != nil {
+		sh.mu.RUnlock()
+	}
+}
+
+// insert adds a fresh entry for key unless one exists; it reports false
+// when the dimension is full even after evicting idle keys.
+func (t *table) insert(sh *shard, s *snapshot, key string, now int64) bool {
 	sh.mu.Lock()
-	if e = sh.m[key]; e != nil {
+	if sh.m[key] != nil {
 		sh.mu.Unlock()
-		return e
+		return true
 	}
 	if t.count.Load() >= s.maxKeys {
 		t.evictShard(sh, now, s.idle)
+	}
+	if t.count.Load() >= s.maxKeys {
+		sh.mu.Unlock()
+		if last := t.lastGC.Load(); now-last > s.idle/2 && t.lastGC.CompareAndSwap(last, now) {
+			t.sweep(now, s.idle)
+		}
 		if t.count.Load() >= s.maxKeys {
+			return false
+		}
+		sh.mu.Lock()
+		if sh.m[key] != nil {
 			sh.mu.Unlock()
-			if last := t.lastGC.Load(); now-last > s.idle/2 && t.lastGC.CompareAndSwap(last, now) {
-				t.sweep(now, s.idle)
-			}
-			if t.count.Load() >= s.maxKeys {
-				t.over.Inc()
-				return &t.overflow
-			}
-			return t.get(l, s, key, now)
+			return true
 		}
 	}
 	if sh.m == nil {
 		sh.m = map[string]*entry{}
 	}
-	e = &entry{}
+	e := &entry{}
 	e.last.Store(now)
 	sh.m[strings.Clone(key)] = e
 	t.keys.Set(float64(t.count.Add(1)))
 	sh.mu.Unlock()
-	return e
+	return true
 }
 
 // evictShard drops the shard's idle keys whose state equals a fresh key's:
