@@ -2,6 +2,7 @@ package limitredis
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"net"
 	"sync"
@@ -16,6 +17,7 @@ import (
 	"github.com/veerhq/veer/config"
 	"github.com/veerhq/veer/internal/redistest"
 	"github.com/veerhq/veer/limit"
+	"github.com/veerhq/veer/limit/limittest"
 	"github.com/veerhq/veer/obs"
 )
 
@@ -416,4 +418,19 @@ func metricValue(t *testing.T, g prometheus.Gatherer, name string) float64 {
 		}
 	}
 	return sum
+}
+
+func TestContract(t *testing.T) {
+	srv := redistest.Start(t)
+	n := 0
+	limittest.Contract(t, func(t *testing.T, cfg limit.Config) limit.Admitter {
+		n++
+		l, _ := newLimiter(t, Config{Timeout: 2 * time.Second, Prefix: fmt.Sprintf("contract%d:", n), Limits: cfg}, srv.Addr(), Options{})
+		t.Cleanup(func() {
+			if l.InFallback() {
+				t.Error("the limiter fell back: the contract ran on local limits, not Redis")
+			}
+		})
+		return l
+	})
 }
