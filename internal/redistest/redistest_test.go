@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"net"
 	"testing"
+	"time"
 )
 
 func TestStartKillRestart(t *testing.T) {
@@ -25,6 +26,21 @@ func TestStartKillRestart(t *testing.T) {
 	}
 	if err := ping(); err != nil {
 		t.Fatal(err)
+	}
+	s.Pause()
+	c, err := net.Dial("tcp", s.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Write([]byte("PING\r\n"))
+	c.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+	if _, err := bufio.NewReader(c).ReadString('\n'); err == nil {
+		t.Fatal("paused server answered")
+	}
+	c.Close()
+	s.Resume()
+	if err := ping(); err != nil {
+		t.Fatalf("after Resume: %v", err)
 	}
 	s.Kill()
 	if err := ping(); err == nil {

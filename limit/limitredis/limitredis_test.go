@@ -257,6 +257,20 @@ func TestConcurrencyLeases(t *testing.T) {
 
 func TestFallbackWhenRedisDies(t *testing.T) {
 	srv := redistest.Start(t)
+	fallbackScenario(t, srv, srv.Kill, srv.Restart)
+}
+
+// TestFallbackWhenRedisHangs freezes Redis (SIGSTOP): connections stay
+// open and nothing answers, so only the decision timeout detects it.
+func TestFallbackWhenRedisHangs(t *testing.T) {
+	srv := redistest.Start(t)
+	fallbackScenario(t, srv, srv.Pause, srv.Resume)
+}
+
+// fallbackScenario hammers 4 instances, applies fault after 1 s, checks the
+// fallback and the absence of an unlimited window, then heals Redis and
+// waits for every instance to recover.
+func fallbackScenario(t *testing.T, srv *redistest.Server, fault, heal func()) {
 	const rate, burst = 400.0, 40
 	var mu sync.Mutex
 	var fellBack [4]time.Time // last switch to fallback per instance
@@ -282,15 +296,20 @@ func TestFallbackWhenRedisDies(t *testing.T) {
 	var slots [64]atomic.Int64
 	stop := make(chan struct{})
 	var killedAt time.Time
-	time.AfterFunc(time.Second, func() { killedAt = time.Now(); srv.Kill() })
+	faulted := make(chan struct{})
+	time.AfterFunc(time.Second, func() { killedAt = time.Now(); fault(); close(faulted) })
 	time.AfterFunc(3*time.Second, func() { close(stop) })
 	hammer(ls, 2, []string{"acme"}, stop, func(_ int, r limit.Result) {
+		if time.Since(start) > 4*time.Second {
+			t.Error("a decision finished more than 1 s after the run's end: Admit blocked")
+		}
 		if r.Allowed {
 			if s := int(time.Since(start) / (100 * time.Millisecond)); s < len(slots) {
 				slots[s].Add(1)
 			}
 		}
 	})
+	<-faulted
 	mu.Lock()
 	fb := fellBack
 	mu.Unlock()
@@ -333,7 +352,7 @@ func TestFallbackWhenRedisDies(t *testing.T) {
 	for len(changed) > 0 {
 		<-changed
 	}
-	srv.Restart()
+	heal()
 	timeout := time.NewTimer(10 * time.Second)
 	defer timeout.Stop()
 	for back := 0; back < 4; {
