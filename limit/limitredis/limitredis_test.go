@@ -453,3 +453,21 @@ func TestContract(t *testing.T) {
 		return l
 	})
 }
+
+// BenchmarkAdmit is one decision through a local redis-server (client
+// allocations and round trip); bench/cmd/guardbench compares it with
+// redis_rate.
+func BenchmarkAdmit(b *testing.B) {
+	srv := redistest.Start(b)
+	l, _ := newLimiter(b, Config{Timeout: time.Second, Limits: limit.Config{Dimensions: []limit.Dimension{
+		{Name: "tenant", Default: limit.Limits{Rate: 1e6, Burst: 1000}},
+	}}}, srv.Addr(), Options{})
+	keys := []string{"acme"}
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		if r := l.Admit(ctx, keys); !r.Allowed {
+			b.Fatal("rejected")
+		}
+	}
+}
