@@ -158,7 +158,7 @@ func New(cfg Config, opts Options) *Breaker {
 func (b *Breaker) makeFns() {
 	for i := range b.fns {
 		t := Ticket{gen: b.gen, probe: i == 1}
-		b.fns[i] = func(o outcome.Outcome) { b.DoneAt(b.clk.Now(), t, o) }
+		b.fns[i] = func(o outcome.Outcome) { b.done(int64(b.clk.Since(b.base)), t, o) }
 	}
 }
 
@@ -166,9 +166,10 @@ func (b *Breaker) makeFns() {
 // exactly once with the request's outcome. done is safe to call from any
 // goroutine; calling it again counts the outcome again.
 func (b *Breaker) Allow() (done func(outcome.Outcome), err error) {
-	now := b.clk.Now()
+	// Since reads only the monotonic clock: half the cost of Now.
+	now := int64(b.clk.Since(b.base))
 	b.mu.Lock()
-	t, err := b.allowLocked(b.ns(now))
+	t, err := b.allowLocked(now)
 	if err != nil {
 		b.mu.Unlock()
 		return nil, err
@@ -192,6 +193,10 @@ func (b *Breaker) AllowAt(now time.Time) (Ticket, error) {
 // DoneAt reports the outcome of the request admitted with t. Outcomes of an
 // older generation are dropped.
 func (b *Breaker) DoneAt(now time.Time, t Ticket, o outcome.Outcome) {
+	b.done(b.ns(now), t, o)
+}
+
+func (b *Breaker) done(n int64, t Ticket, o outcome.Outcome) {
 	v := b.classify(o)
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -199,7 +204,6 @@ func (b *Breaker) DoneAt(now time.Time, t Ticket, o outcome.Outcome) {
 		b.m.stale.Inc()
 		return
 	}
-	n := b.ns(now)
 	if t.probe {
 		b.inflight--
 		switch v {

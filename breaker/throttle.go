@@ -114,24 +114,26 @@ func NewThrottle(cfg ThrottleConfig, opts ThrottleOptions) *Throttle {
 		Help: "Requests rejected locally by client-side adaptive throttling.",
 	}, []string{"breaker"})).WithLabelValues(name)
 	t.base = t.clk.Now()
-	t.done = func(o outcome.Outcome) { t.DoneAt(t.clk.Now(), o) }
+	t.done = func(o outcome.Outcome) { t.doneNs(int64(t.clk.Since(t.base)), o) }
 	return t
 }
 
 // Allow counts a request and decides whether to send it. On success the
 // caller must call done once with the outcome.
 func (t *Throttle) Allow() (done func(outcome.Outcome), err error) {
-	if err := t.AllowAt(t.clk.Now()); err != nil {
+	if err := t.allowNs(int64(t.clk.Since(t.base))); err != nil {
 		return nil, err
 	}
 	return t.done, nil
 }
 
 // AllowAt is the pure form of Allow (the random draw aside).
-func (t *Throttle) AllowAt(now time.Time) error {
+func (t *Throttle) AllowAt(now time.Time) error { return t.allowNs(int64(now.Sub(t.base))) }
+
+func (t *Throttle) allowNs(now int64) error {
 	u := t.rand()
 	t.mu.Lock()
-	t.win.advance(int64(now.Sub(t.base)))
+	t.win.advance(now)
 	p := t.probLocked()
 	t.win.add(1, 0)
 	t.mu.Unlock()
@@ -143,12 +145,14 @@ func (t *Throttle) AllowAt(now time.Time) error {
 }
 
 // DoneAt reports the outcome of an admitted request.
-func (t *Throttle) DoneAt(now time.Time, o outcome.Outcome) {
+func (t *Throttle) DoneAt(now time.Time, o outcome.Outcome) { t.doneNs(int64(now.Sub(t.base)), o) }
+
+func (t *Throttle) doneNs(now int64, o outcome.Outcome) {
 	if t.classify(o) == Failure {
 		return
 	}
 	t.mu.Lock()
-	t.win.advance(int64(now.Sub(t.base)))
+	t.win.advance(now)
 	t.win.add(0, 1)
 	t.mu.Unlock()
 }
