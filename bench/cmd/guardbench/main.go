@@ -16,6 +16,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -41,7 +42,8 @@ func main() {
 	for _, w := range strings.Split(*what, ",") {
 		switch w {
 		case "local":
-			micro("local limit decision (explicit time, 1 dimension)", *rounds, veerLimit, xRate)
+			micro("local limit decision (explicit time, 1 dimension) vs one unkeyed x/time/rate limiter", *rounds, veerLimit, xRate)
+			micro("local limit decision (explicit time, 1 dimension) vs x/time/rate per key (map under a RWMutex)", *rounds, veerLimit, xRateKeyed)
 		case "breaker":
 			micro("breaker Allow + done (wall clock)", *rounds, veerBreaker, gobreakerBench)
 		case "redis":
@@ -74,6 +76,32 @@ func xRate(b *testing.B) {
 	for b.Loop() {
 		now = now.Add(time.Microsecond)
 		l.AllowN(now, 1)
+	}
+}
+
+func xRateKeyed(b *testing.B) {
+	var mu sync.RWMutex
+	m := map[string]*rate.Limiter{}
+	get := func(key string) *rate.Limiter {
+		mu.RLock()
+		l := m[key]
+		mu.RUnlock()
+		if l != nil {
+			return l
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if l = m[key]; l == nil {
+			l = rate.NewLimiter(1e9, 1000)
+			m[key] = l
+		}
+		return l
+	}
+	now := t0
+	b.ReportAllocs()
+	for b.Loop() {
+		now = now.Add(time.Microsecond)
+		get("acme").AllowN(now, 1)
 	}
 }
 
