@@ -57,8 +57,10 @@ func TestMiddleware(t *testing.T) {
 	if rej.Reason != "rate limit of tenant" || rej.Error != "limited" {
 		t.Fatalf("rejection body %+v", rej)
 	}
-	if resp := get("other"); resp.StatusCode != 200 {
-		t.Fatalf("other tenant: %d", resp.StatusCode)
+	other := get("other")
+	other.Body.Close()
+	if other.StatusCode != 200 {
+		t.Fatalf("other tenant: %d", other.StatusCode)
 	}
 }
 
@@ -76,6 +78,7 @@ func TestBodyLimit(t *testing.T) {
 	}))
 	srv := httptest.NewServer(h)
 	defer srv.Close()
+	defer http.DefaultClient.CloseIdleConnections()
 
 	// Declared too large: 413 before the handler runs.
 	resp, err := http.Post(srv.URL, "application/octet-stream", strings.NewReader(strings.Repeat("x", 1<<20)))
