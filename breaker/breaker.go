@@ -229,6 +229,18 @@ func (b *Breaker) done(n int64, t Ticket, o outcome.Outcome) {
 	b.evaluate(n)
 }
 
+// RetryAfter is how long an open circuit stays open from now (0 when it is
+// not open): the Retry-After to give callers rejected with ErrOpen.
+func (b *Breaker) RetryAfter() time.Duration {
+	n := int64(b.clk.Since(b.base))
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.state != Open || b.until <= n {
+		return 0
+	}
+	return time.Duration(b.until - n)
+}
+
 // Status returns a snapshot.
 func (b *Breaker) Status() Status {
 	b.mu.Lock()

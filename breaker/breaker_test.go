@@ -203,6 +203,10 @@ func TestCustomClassify(t *testing.T) {
 	if _, err := b.Allow(); !errors.Is(err, ErrOpen) {
 		t.Fatalf("after four 404s counted as failures: err %v, want ErrOpen", err)
 	}
+	m.Advance(2 * time.Second)
+	if ra := b.RetryAfter(); ra != 3*time.Second {
+		t.Fatalf("RetryAfter %v, want 3s of the 5s open period left", ra)
+	}
 }
 
 func TestAllowDoneNoAlloc(t *testing.T) {
