@@ -347,3 +347,28 @@ func BenchmarkAllowAt3Dims(b *testing.B) {
 		r.Permit.Release()
 	}
 }
+
+// TestExampleFile keeps the YAML shown in docs/guard.md valid.
+func TestExampleFile(t *testing.T) {
+	var c Config
+	if err := config.Load("testdata/limits.yaml", &c); err != nil {
+		t.Fatal(err)
+	}
+	l, _ := newTest(t, c)
+	if got := l.Dimensions(); fmt.Sprint(got) != "[region tenant function]" {
+		t.Fatalf("dimensions %v", got)
+	}
+	if l.MaxRequestBody() != 6<<20 {
+		t.Fatalf("max_request_body %d", l.MaxRequestBody())
+	}
+	// internal-batch has no tenant limit; function still caps it at 10.
+	n := 0
+	for range 20 {
+		if r := l.AllowAt(t0, []string{"eu", "internal-batch", "f"}); r.Allowed {
+			n++
+		}
+	}
+	if n != 10 {
+		t.Fatalf("admitted %d, want the function's 10 slots", n)
+	}
+}
