@@ -2,7 +2,10 @@ package redistest
 
 import (
 	"bufio"
+	"fmt"
 	"net"
+	"runtime"
+	"strings"
 	"testing"
 	"time"
 )
@@ -49,5 +52,31 @@ func TestStartKillRestart(t *testing.T) {
 	s.Restart()
 	if err := ping(); err != nil {
 		t.Fatalf("after Restart: %v", err)
+	}
+}
+
+// fatalTB records Fatalf instead of failing the real test.
+type fatalTB struct {
+	testing.TB
+	msg string
+}
+
+func (f *fatalTB) Helper() {}
+func (f *fatalTB) Fatalf(format string, args ...any) {
+	f.msg = fmt.Sprintf(format, args...)
+	runtime.Goexit()
+}
+
+func TestMissingServerFailsWithPointer(t *testing.T) {
+	t.Setenv("PATH", t.TempDir()) // no redis-server here
+	f := &fatalTB{TB: t}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		Start(f)
+	}()
+	<-done
+	if !strings.Contains(f.msg, "make deps") || !strings.Contains(f.msg, "scripts/test-deps.sh") {
+		t.Fatalf("message %q should point at make deps and scripts/test-deps.sh", f.msg)
 	}
 }
