@@ -7,7 +7,10 @@
 // sorted set per key, scored by their expiry: an instance renews the leases
 // it holds every LeaseTTL/3, so a crashed instance's slots come back after
 // LeaseTTL at most. One script checks every dimension of a request and
-// commits only if all admit, so a rejection consumes nothing.
+// commits only if all admit, so a rejection consumes nothing. Releasing a
+// permit that holds Redis leases costs one round trip (a pipelined ZREM),
+// made synchronously so that a released slot is free for the very next
+// decision.
 //
 // Fallback: when a Redis call fails (refused, reset, timeout after
 // Config.Timeout), the request and every request after it are decided by a
