@@ -292,17 +292,26 @@ func fallbackScenario(t *testing.T, srv *redistest.Server, fault, heal func()) {
 	}
 	// Admissions per 100 ms slot of wall time, across the instances, to
 	// show there is no unlimited window.
+	// The fault comes after 1 s and the run ends 2 s after the fault,
+	// however late a busy machine fires the timers. An instance that had
+	// already fallen back (a decision timed out under load before the
+	// fault) is in fallback at the fault: nothing to switch.
 	start := time.Now()
-	var slots [64]atomic.Int64
+	var slots [128]atomic.Int64
 	stop := make(chan struct{})
-	var killedAt time.Time
+	var killedAt, stopAt time.Time
+	var wasInFallback [4]bool
 	faulted := make(chan struct{})
-	time.AfterFunc(time.Second, func() { killedAt = time.Now(); fault(); close(faulted) })
-	time.AfterFunc(3*time.Second, func() { close(stop) })
-	hammer(ls, 2, []string{"acme"}, stop, func(_ int, r limit.Result) {
-		if time.Since(start) > 4*time.Second {
-			t.Error("a decision finished more than 1 s after the run's end: Admit blocked")
+	time.AfterFunc(time.Second, func() {
+		for i, l := range ls {
+			wasInFallback[i] = l.InFallback()
 		}
+		killedAt = time.Now()
+		fault()
+		close(faulted)
+		time.AfterFunc(2*time.Second, func() { stopAt = time.Now(); close(stop) })
+	})
+	hammer(ls, 2, []string{"acme"}, stop, func(_ int, r limit.Result) {
 		if r.Allowed {
 			if s := int(time.Since(start) / (100 * time.Millisecond)); s < len(slots) {
 				slots[s].Add(1)
@@ -310,10 +319,16 @@ func fallbackScenario(t *testing.T, srv *redistest.Server, fault, heal func()) {
 		}
 	})
 	<-faulted
+	if late := time.Since(stopAt); late > time.Second {
+		t.Errorf("the last decision ended %v after the run's end: Admit blocked", late)
+	}
 	mu.Lock()
 	fb := fellBack
 	mu.Unlock()
 	for i, at := range fb {
+		if wasInFallback[i] {
+			continue
+		}
 		if d := at.Sub(killedAt); d < 0 || d > time.Second {
 			t.Errorf("instance %d fell back %v after Redis died, want ≤ 1 s", i, d)
 		}
@@ -333,8 +348,9 @@ func fallbackScenario(t *testing.T, srv *redistest.Server, fault, heal func()) {
 	if limitPerSlot := int64(2*burst + 2*rate/10); maxSlot > limitPerSlot {
 		t.Fatalf("a 100 ms slot admitted %d, more than %d", maxSlot, limitPerSlot)
 	}
-	if upper := int64(3*burst + rate*3.2); total > upper {
-		t.Fatalf("admitted %d in 3 s, over %d", total, upper)
+	run := stopAt.Sub(start).Seconds()
+	if upper := int64(3*burst + rate*(run+0.2)); total > upper {
+		t.Fatalf("admitted %d in %.1f s, over %d", total, run, upper)
 	}
 	for _, l := range ls {
 		if !l.InFallback() {
