@@ -67,3 +67,78 @@ func TestUnaryResourceExhausted(t *testing.T) {
 		t.Fatalf("other tenant: %v", err)
 	}
 }
+
+func TestStreamHoldsSlot(t *testing.T) {
+	l, err := limit.New(limit.Config{Dimensions: []limit.Dimension{
+		{Name: "method", Default: limit.Limits{Concurrency: 1}},
+	}}, limit.Options{Clock: clock.NewManual(time.Now()), Registerer: prometheus.NewRegistry()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	released := make(chan struct{}, 4)
+	a := notifying{l, released}
+	srv := grpc.NewServer(grpc.StreamInterceptor(StreamServerInterceptor(a, 1, MetadataKeys(":method"))))
+	hs := health.NewServer()
+	healthpb.RegisterHealthServer(srv, hs)
+	go srv.Serve(ln)
+	defer srv.Stop()
+	conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	c := healthpb.NewHealthClient(conn)
+
+	ctx1, cancel1 := context.WithCancel(context.Background())
+	w1, err := c.Watch(ctx1, &healthpb.HealthCheckRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w1.Recv(); err != nil { // the stream is open and admitted
+		t.Fatal(err)
+	}
+	w2, err := c.Watch(context.Background(), &healthpb.HealthCheckRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w2.Recv(); status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("second stream: %v, want ResourceExhausted while the first holds the slot", err)
+	}
+	// Ending the first stream returns its slot (the server notices the
+	// cancellation asynchronously; wait for the release).
+	cancel1()
+	timer := time.NewTimer(10 * time.Second)
+	defer timer.Stop()
+	select {
+	case <-released:
+	case <-timer.C:
+		t.Fatal("slot not released within 10 s of the first stream's end")
+	}
+	ctx3, cancel3 := context.WithCancel(context.Background())
+	defer cancel3()
+	w3, err := c.Watch(ctx3, &healthpb.HealthCheckRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w3.Recv(); err != nil {
+		t.Fatalf("third stream after release: %v", err)
+	}
+}
+
+// notifying signals each permit release of an admitted call.
+type notifying struct {
+	a        limit.Admitter
+	released chan struct{}
+}
+
+func (n notifying) Admit(ctx context.Context, keys []string) limit.Result {
+	r := n.a.Admit(ctx, keys)
+	if r.Allowed {
+		r.Permit = r.Permit.WithRelease(func() { n.released <- struct{}{} })
+	}
+	return r
+}
