@@ -84,10 +84,13 @@ type snapshot struct {
 	reportSuccess bool // a success must be reported (it may change state)
 }
 
-// portHosts caches the domains joined with the port of the regular traffic.
+// portHosts caches the domains joined with the port of the regular traffic,
+// keyed by the URL host (and scheme) of the last request to the primary.
 type portHosts struct {
-	port  string
-	hosts []string
+	reqHost   string
+	reqScheme string
+	port      string
+	hosts     []string
 }
 
 const (
@@ -149,7 +152,7 @@ func NewTransport(cfg Config, next http.RoundTripper) (*Transport, error) {
 			}
 		}
 	}
-	t.ports.Store(&portHosts{hosts: t.hosts})
+	t.ports.Store(&portHosts{reqHost: "\x00", hosts: t.hosts}) // matches no request
 	t.m = newMetrics(cfg.Registerer, len(t.hosts))
 	t.ctx, t.cancel = context.WithCancel(context.Background())
 
@@ -220,13 +223,20 @@ type rewritten struct {
 
 // RoundTrip implements http.RoundTripper.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
-	if req.URL == nil || !t.isPrimary(req.URL) || req.Context().Value(optOutKey{}) != nil {
+	if req.URL == nil {
 		return t.next.RoundTrip(req)
 	}
-	port := req.URL.Port()
 	ph := t.ports.Load()
-	if ph.port != port {
-		ph = t.newPorts(port)
+	// Fast path: the same URL host (and scheme) as the last request that
+	// addressed the primary; otherwise parse it.
+	if req.URL.Host != ph.reqHost || t.primaryPort != "" && req.URL.Scheme != ph.reqScheme {
+		if !t.isPrimary(req.URL) {
+			return t.next.RoundTrip(req)
+		}
+		ph = t.newPorts(req.URL)
+	}
+	if req.Context().Value(optOutKey{}) != nil {
+		return t.next.RoundTrip(req)
 	}
 	sc := uint32(schemeHTTPS)
 	if req.URL.Scheme == "http" {
@@ -237,12 +247,18 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	s := t.snap.Load()
 	host := ph.hosts[s.domain]
-	rw := &rewritten{req: *req, url: *req.URL}
-	rw.url.Host = host
-	rw.req.URL = &rw.url
-	rw.req.Host = host
+	out := req
+	if req.URL.Host != host || req.Host != "" && req.Host != host {
+		// Another domain: rewrite a copy (the RoundTripper contract
+		// forbids changing req). On primary the request goes as it is.
+		rw := &rewritten{req: *req, url: *req.URL}
+		rw.url.Host = host
+		rw.req.URL = &rw.url
+		rw.req.Host = host
+		out = &rw.req
+	}
 	t.m.requests[s.domain].Inc()
-	resp, err := t.next.RoundTrip(&rw.req)
+	resp, err := t.next.RoundTrip(out)
 	if err == nil && !s.reportSuccess {
 		return resp, err // steady state: a response changes nothing
 	}
@@ -282,8 +298,10 @@ func (t *Transport) isPrimary(u *url.URL) bool {
 	return port == t.primaryPort
 }
 
-func (t *Transport) newPorts(port string) *portHosts {
-	ph := &portHosts{port: port, hosts: make([]string, len(t.hosts))}
+// newPorts caches the domains for u, a URL addressing the primary.
+func (t *Transport) newPorts(u *url.URL) *portHosts {
+	port := u.Port()
+	ph := &portHosts{reqHost: u.Host, reqScheme: u.Scheme, port: port, hosts: make([]string, len(t.hosts))}
 	for i, h := range t.hosts {
 		if port == "" || t.hasPort[i] {
 			ph.hosts[i] = h

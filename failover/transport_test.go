@@ -22,7 +22,6 @@ import (
 // rig is a Transport over a lab, on a manual clock, recording transitions,
 // canaries and store writes.
 type rig struct {
-	lab   *lab
 	clk   *clock.Manual
 	tr    *Transport
 	c     *http.Client
@@ -36,8 +35,13 @@ type rig struct {
 
 func newRig(t *testing.T, l *lab, path string, mod func(*Config)) *rig {
 	t.Helper()
+	return newRigOver(t, l.client(), path, mod)
+}
+
+// newRigOver is newRig over any round tripper.
+func newRigOver(t *testing.T, next http.RoundTripper, path string, mod func(*Config)) *rig {
+	t.Helper()
 	r := &rig{
-		lab:   l,
 		clk:   clock.NewManual(t0),
 		ev:    make(events, 64),
 		can:   make(canaries, 64),
@@ -60,7 +64,7 @@ func newRig(t *testing.T, l *lab, path string, mod func(*Config)) *rig {
 	if mod != nil {
 		mod(&cfg)
 	}
-	tr, err := NewTransport(cfg, l.client())
+	tr, err := NewTransport(cfg, next)
 	if err != nil {
 		t.Fatal(err)
 	}
