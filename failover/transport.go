@@ -511,7 +511,7 @@ func (t *Transport) runCanary(d int) {
 	}
 	t.m.canary(d, o.OK())
 	if t.cfg.OnCanary != nil {
-		t.cfg.OnCanary(t.hosts[d], Canary{At: now, OK: o.OK(), Kind: o.Kind.String()})
+		t.cfg.OnCanary(t.hosts[d], Canary{At: now, OK: o.OK(), Kind: o.Kind})
 	}
 	from := t.policy.Domain()
 	t.applyLocked(now, t.policy.CanaryDone(now, d, o), from)
