@@ -52,8 +52,8 @@ type Action struct {
 	// Wake is when the shell must call Tick; the zero time means no wake-up
 	// is needed. A later Action's Wake replaces an earlier one.
 	Wake time.Time
-	// Transition is the state change this call caused; Transition.From ==
-	// Transition.To (both zero) when there was none.
+	// Transition is the state change this call caused; the zero Transition
+	// (Reason == ReasonNone) when there was none.
 	Transition Transition
 }
 
@@ -65,8 +65,10 @@ type Transition struct {
 	Domain int
 }
 
-// Changed reports whether t records a state change.
-func (t Transition) Changed() bool { return t.From != t.To }
+// Changed reports whether t records a state change. Every change carries a
+// Reason; a baseline moving traffic from one backup to the next is a change
+// with From == To == Backup.
+func (t Transition) Changed() bool { return t.Reason != ReasonNone }
 
 // State is a state of the failover machine.
 type State uint8
@@ -141,3 +143,17 @@ func (r Reason) String() string {
 	}
 	return "unknown"
 }
+
+// quietPolicy is implemented by the policies of this package: it reports
+// whether a successful Report for the current domain would change nothing,
+// so that the Transport's request path can skip its lock.
+type quietPolicy interface {
+	Policy
+	successIsNoop() bool
+}
+
+var (
+	_ quietPolicy = (*Uber)(nil)
+	_ quietPolicy = (*RoundRobin)(nil)
+	_ quietPolicy = (*Threshold)(nil)
+)
