@@ -34,6 +34,7 @@ type runner struct {
 	killI    int // kill times <= now
 	launch   uint32
 	wakeGen  uint32
+	wakeAt   int64 // pending wake-up, -1 if none
 	cur      int // domain regular traffic used after the last policy call
 	restored int // the persisted backup domain (the Transport's Store)
 	canaryN  uint64
@@ -120,6 +121,7 @@ func resize(s []int64, n int, v int64) []int64 {
 func (x *runner) startApp(t int64) {
 	x.launch++
 	x.h.reset()
+	x.wakeAt = -1
 	x.pol = x.newPol()
 	x.apply(t, x.pol.Start(x.at(t), x.restored))
 }
@@ -155,6 +157,7 @@ func (x *runner) handle(e event) {
 	switch e.kind {
 	case evWake:
 		if e.gen == x.wakeGen {
+			x.wakeAt = -1
 			x.apply(e.t, x.pol.Tick(x.at(e.t)))
 		}
 	case evRequestDone:
@@ -200,10 +203,18 @@ func (x *runner) apply(t int64, a failover.Action) {
 	if a.Canary != failover.None && a.Canary >= 0 && a.Canary < len(x.m.domains) {
 		x.canary(t, a.Canary)
 	}
+	// Every Action's Wake replaces the pending one; the zero time cancels
+	// it. An unchanged wake-up is not scheduled again.
+	w := int64(-1)
 	if !a.Wake.IsZero() {
-		w := max(int64(a.Wake.Sub(Epoch)), t)
+		w = max(int64(a.Wake.Sub(Epoch)), t)
+	}
+	if w != x.wakeAt {
+		x.wakeAt = w
 		x.wakeGen++
-		x.h.push(event{t: w, kind: evWake, gen: x.wakeGen})
+		if w >= 0 {
+			x.h.push(event{t: w, kind: evWake, gen: x.wakeGen})
+		}
 	}
 }
 

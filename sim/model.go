@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"slices"
 	"time"
+
+	"github.com/veerhq/veer/failover"
 )
 
 // model is a Scenario compiled for fast simulation: durations in
@@ -120,7 +122,7 @@ func compile(sc *Scenario, dir string) (*model, error) {
 		canaryTO:     int64(sc.Failover.CanaryTimeout),
 	}
 	if m.canaryTO == 0 {
-		m.canaryTO = int64(3 * time.Second) // failover.Config's documented default
+		m.canaryTO = int64(failover.DefaultCanaryTimeout)
 	}
 	for _, c := range sc.Traffic {
 		cm := classModel{}

@@ -29,7 +29,8 @@ type Options struct {
 	// Workers is the number of goroutines; 0 means GOMAXPROCS. The
 	// result does not depend on it.
 	Workers int
-	// Progress, when set, receives a line every 10% of the sessions.
+	// Progress, when set, receives a line at each 10% of the sessions
+	// once the run has taken two seconds.
 	Progress io.Writer
 	// File is the scenario's path, to resolve trace files; "" for a
 	// bundled scenario.
@@ -148,7 +149,7 @@ func Run(ctx context.Context, sc *Scenario, strategies []Strategy, opt Options) 
 				d := done.Add(int64(hi - lo))
 				if opt.Progress != nil {
 					progressMu.Lock()
-					if tenth := d * 10 / int64(n); tenth > lastTenth {
+					if tenth := d * 10 / int64(n); tenth > lastTenth && time.Since(start) >= 2*time.Second {
 						lastTenth = tenth
 						fmt.Fprintf(opt.Progress, "sim %s: %d/%d sessions (%.1fs)\n", sc.Name, d, n, time.Since(start).Seconds())
 					}

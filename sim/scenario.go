@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/veerhq/veer/config"
+	"github.com/veerhq/veer/failover"
 )
 
 // Scenario is one simulated evaluation: a population of sessions, the
@@ -224,16 +225,43 @@ type Flap struct {
 	Up   Duration `yaml:"up" json:"up"`
 }
 
-// PolicySpec is the failover configuration shared by every strategy; see
-// failover.Config for the meaning of each field. Zero fields take the
-// failover package's defaults.
+// PolicySpec is the failover configuration shared by every strategy; each
+// field is the failover.Config field of the same name (see its
+// documentation for meaning and default); zero fields take the failover
+// package's defaults. Domains come from the scenario's domains section.
 type PolicySpec struct {
 	FailureThreshold    int      `yaml:"failure_threshold" json:"failure_threshold"`
 	FailureWindow       Duration `yaml:"failure_window" json:"failure_window"`
 	FailureTimeout      Duration `yaml:"failure_timeout" json:"failure_timeout"`
 	RecoveryTimeout     Duration `yaml:"recovery_timeout" json:"recovery_timeout"`
 	RecoveryTimeoutStep Duration `yaml:"recovery_timeout_step" json:"recovery_timeout_step"`
+	RecoveryTimeoutMax  Duration `yaml:"recovery_timeout_max" json:"recovery_timeout_max"`
+	RecoveryDecay       Duration `yaml:"recovery_decay" json:"recovery_decay"`
 	CanaryTimeout       Duration `yaml:"canary_timeout" json:"canary_timeout"`
+	CanaryRetryInterval Duration `yaml:"canary_retry_interval" json:"canary_retry_interval"`
+	DeviceOfflineCheck  bool     `yaml:"device_offline_check" json:"device_offline_check"`
+}
+
+// Config returns the failover.Config for the given domain names (primary
+// first).
+func (p PolicySpec) Config(domains []string) failover.Config {
+	c := failover.Config{
+		FailureThreshold:    p.FailureThreshold,
+		FailureWindow:       p.FailureWindow,
+		FailureTimeout:      p.FailureTimeout,
+		RecoveryTimeout:     p.RecoveryTimeout,
+		RecoveryTimeoutStep: p.RecoveryTimeoutStep,
+		RecoveryTimeoutMax:  p.RecoveryTimeoutMax,
+		RecoveryDecay:       p.RecoveryDecay,
+		CanaryTimeout:       p.CanaryTimeout,
+		CanaryRetryInterval: p.CanaryRetryInterval,
+		DeviceOfflineCheck:  p.DeviceOfflineCheck,
+	}
+	if len(domains) > 0 {
+		c.Primary = domains[0]
+		c.Backups = domains[1:]
+	}
+	return c
 }
 
 // Outage kinds.
@@ -467,19 +495,13 @@ func (s *Scenario) Validate() error {
 	for i, o := range s.Outages {
 		add(config.In(fmt.Sprintf("outages[%d]", i), s.validateOutage(o)))
 	}
-	pf := s.Failover
-	if pf.FailureThreshold < 0 || pf.FailureThreshold > 1000 {
-		add(f("failover.failure_threshold", "must be between 0 and 1000, got %d", pf.FailureThreshold))
-	}
-	for _, t := range []struct {
-		name string
-		d    Duration
-	}{{"failure_window", pf.FailureWindow}, {"failure_timeout", pf.FailureTimeout},
-		{"recovery_timeout", pf.RecoveryTimeout}, {"recovery_timeout_step", pf.RecoveryTimeoutStep},
-		{"canary_timeout", pf.CanaryTimeout}} {
-		if t.d < 0 || t.d > 24*time.Hour {
-			add(f("failover."+t.name, "must be in [0, 24h], got %v", t.d))
+	if len(errs) == 0 {
+		// Domain names are checked by failover.Config as hosts.
+		var names []string
+		for _, d := range s.domains() {
+			names = append(names, d.Name)
 		}
+		add(config.In("failover", s.Failover.Config(names).Validate()))
 	}
 	return errors.Join(errs...)
 }
