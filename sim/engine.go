@@ -35,8 +35,8 @@ type runner struct {
 	launch   uint32
 	wakeGen  uint32
 	wakeAt   int64 // pending wake-up, -1 if none
-	cur      int // domain regular traffic used after the last policy call
-	restored int // the persisted backup domain (the Transport's Store)
+	cur      int   // domain regular traffic used after the last policy call
+	restored int   // the persisted backup domain (the Transport's Store)
 	canaryN  uint64
 
 	st       sessionStats
