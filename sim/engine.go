@@ -40,11 +40,17 @@ type runner struct {
 	canaryN  uint64
 
 	st       sessionStats
-	detectOn []int64 // per outage of r.outages: start time while armed, -1 otherwise
-	recovOn  []int64
+	detectOn  []int64 // per outage: its start while the session is on primary, exposed and undetected; -1 otherwise
+	firstFail []int64 // per outage: the first network failure on primary after detectOn, -1 if none
+	recovOn   []int64 // per outage: its end while the session is exposed and off primary; -1 otherwise
+	period    []int64 // per outage: the recovery delay in effect at its end (Uber), -1 if unknown
+	backupAt  int64   // when the policy last entered BACKUP
 	exposed  []bool
 	detect   []int64
+	detectFF []int64 // detection counted from the first failure
 	recover  []int64
+	within   int64 // recoveries within two recovery periods
+	periods  int64 // recoveries with a known period
 	undet    int64
 	censored int64
 	latency  func(us int64) // where to record latencies
@@ -59,11 +65,14 @@ func (x *runner) run(r *realisation, newPol func() failover.Policy, latency func
 	x.conns = [maxDomains]conn{}
 	x.killI, x.launch, x.wakeGen, x.canaryN = 0, 0, 0, 0
 	x.st = sessionStats{}
-	x.detect, x.recover = x.detect[:0], x.recover[:0]
-	x.undet, x.censored = 0, 0
+	x.detect, x.detectFF, x.recover = x.detect[:0], x.detectFF[:0], x.recover[:0]
+	x.undet, x.censored, x.within, x.periods = 0, 0, 0, 0
+	x.backupAt = -1
 	n := len(x.m.outages)
 	x.detectOn = resize(x.detectOn, n, -1)
 	x.recovOn = resize(x.recovOn, n, -1)
+	x.firstFail = resize(x.firstFail, n, -1)
+	x.period = resize(x.period, n, -1)
 	x.restored = failover.None
 	x.cur = failover.PrimaryIndex
 	x.startApp(r.start)
@@ -135,6 +144,7 @@ func (x *runner) session(e sessEvent) {
 	case evOutageStart:
 		if x.cur == failover.PrimaryIndex && x.exposedTo(e.arg, e.t) {
 			x.detectOn[e.arg] = e.t
+			x.firstFail[e.arg] = -1
 		}
 	case evOutageEnd:
 		if x.detectOn[e.arg] >= 0 {
@@ -143,6 +153,12 @@ func (x *runner) session(e sessEvent) {
 		}
 		if x.cur != failover.PrimaryIndex && x.exposedTo(e.arg, e.t) {
 			x.recovOn[e.arg] = e.t
+			x.period[e.arg] = -1
+			if ra, ok := x.pol.(interface{ RecoveryAt() time.Time }); ok && x.backupAt >= 0 {
+				if p := int64(ra.RecoveryAt().Sub(Epoch)) - x.backupAt; p > 0 {
+					x.period[e.arg] = p
+				}
+			}
 		}
 	}
 }
@@ -161,6 +177,13 @@ func (x *runner) handle(e event) {
 			x.apply(e.t, x.pol.Tick(x.at(e.t)))
 		}
 	case evRequestDone:
+		if e.domain == failover.PrimaryIndex && e.out.Network() {
+			for k, s := range x.detectOn {
+				if s >= 0 && x.firstFail[k] < 0 {
+					x.firstFail[k] = e.t
+				}
+			}
+		}
 		if e.gen == x.launch {
 			x.apply(e.t, x.pol.Report(x.at(e.t), int(e.domain), outcome.Of(e.out)))
 		}
@@ -177,6 +200,7 @@ func (x *runner) apply(t int64, a failover.Action) {
 		switch tr.To {
 		case failover.Backup:
 			x.restored = tr.Domain
+			x.backupAt = t
 		case failover.Primary:
 			x.restored = failover.None
 		}
@@ -188,6 +212,9 @@ func (x *runner) apply(t int64, a failover.Action) {
 			for k, s := range x.detectOn {
 				if s >= 0 {
 					x.detect = append(x.detect, t-s)
+					if f := x.firstFail[k]; f >= 0 {
+						x.detectFF = append(x.detectFF, t-f)
+					}
 					x.detectOn[k] = -1
 				}
 			}
@@ -195,6 +222,12 @@ func (x *runner) apply(t int64, a failover.Action) {
 			for k, s := range x.recovOn {
 				if s >= 0 {
 					x.recover = append(x.recover, t-s)
+					if p := x.period[k]; p > 0 {
+						x.periods++
+						if t-s <= 2*p {
+							x.within++
+						}
+					}
 					x.recovOn[k] = -1
 				}
 			}

@@ -21,7 +21,10 @@ type acc struct {
 	perSession []int64 // perSession[k] = sessions with k failover events
 	lat        hist    // latency of successful requests, µs
 	detect     []int64 // ns
+	detectFF   []int64 // ns
 	recover    []int64 // ns
+	within     int64
+	periods    int64
 	undetected int64
 	censored   int64
 }
@@ -44,7 +47,10 @@ func (a *acc) merge(o *acc) {
 	}
 	a.lat.merge(&o.lat)
 	a.detect = append(a.detect, o.detect...)
+	a.detectFF = append(a.detectFF, o.detectFF...)
 	a.recover = append(a.recover, o.recover...)
+	a.within += o.within
+	a.periods += o.periods
 	a.undetected += o.undetected
 	a.censored += o.censored
 }
@@ -108,10 +114,18 @@ type Stats struct {
 	// to the session's traffic leaving the primary, over sessions on
 	// primary when it started; null when no session detected one.
 	DetectSeconds *float64 `json:"detect_seconds"`
+	// DetectAfterFirstFailureSeconds is the same median counted from the
+	// session's first network failure on primary after the outage began:
+	// the policy's own reaction time, without the wait for traffic.
+	DetectAfterFirstFailureSeconds *float64 `json:"detect_after_first_failure_seconds"`
 	// RecoverSeconds is the median time from the end of a primary outage
 	// to the session's traffic returning to primary, over sessions off
 	// primary when it ended; null when none returned.
 	RecoverSeconds *float64 `json:"recover_seconds"`
+	// RecoverWithinTwoPeriods is the share of recoveries that took at
+	// most twice the recovery delay in effect when the outage ended;
+	// null for policies without a recovery timer.
+	RecoverWithinTwoPeriods *float64 `json:"recover_within_two_periods"`
 	// Detected and Undetected count exposed sessions that left / did not
 	// leave the primary before the outage ended; Recovered and Censored
 	// those that returned / ended their session first.
@@ -158,6 +172,11 @@ func (a *acc) stats(domains []string) Stats {
 	s.CanariesPerSession = round(ratio(a.canaries, a.sessions), 4)
 	s.DetectSeconds = median(a.detect)
 	s.RecoverSeconds = median(a.recover)
+	s.DetectAfterFirstFailureSeconds = median(a.detectFF)
+	if a.periods > 0 {
+		v := ratio(a.within, a.periods)
+		s.RecoverWithinTwoPeriods = &v
+	}
 	s.Detected = int64(len(a.detect))
 	s.Undetected = a.undetected
 	s.Recovered = int64(len(a.recover))

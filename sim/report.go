@@ -161,6 +161,25 @@ func writeText(w io.Writer, res *Result, md bool) error {
 	}
 	kt.write(&b, md)
 
+	if hasOutageTimes(res) {
+		title("by traffic class: failovers per session / detect (after first failure) / recover (within 2 recovery periods)")
+		lt := table{head: append([]string{"strategy"}, res.Classes...)}
+		for _, name := range res.Order {
+			row := []string{name}
+			for _, c := range res.Classes {
+				s := res.Strategies[name].ByClass[c]
+				within := ""
+				if s.RecoverWithinTwoPeriods != nil {
+					within = " (" + pct(*s.RecoverWithinTwoPeriods) + ")"
+				}
+				row = append(row, fmt.Sprintf("%.3f / %s (%s) / %s%s", s.FailoversPerSession.Mean,
+					secs(s.DetectSeconds), secs(s.DetectAfterFirstFailureSeconds), secs(s.RecoverSeconds), within))
+			}
+			lt.add(row...)
+		}
+		lt.write(&b, md)
+	}
+
 	if base, ok := res.Strategies["roundrobin"]; ok {
 		if u, ok := res.Strategies["uber"]; ok && base.LatencyMs.P99 > 0 {
 			fmt.Fprintf(&b, "\nuber vs roundrobin: p99 latency %+.1f%%, p95 %+.1f%%, QUIC share %+.1f points\n",
@@ -170,4 +189,13 @@ func writeText(w io.Writer, res *Result, md bool) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+func hasOutageTimes(res *Result) bool {
+	for _, s := range res.Strategies {
+		if s.Detected+s.Undetected+s.Recovered+s.Censored > 0 {
+			return true
+		}
+	}
+	return false
 }

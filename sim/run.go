@@ -49,6 +49,7 @@ type Result struct {
 	// Conditions and Carriers list the bucket and carrier names in order.
 	Conditions []string `json:"-"`
 	Carriers   []string `json:"-"`
+	Classes    []string `json:"-"`
 	// DeviceErrorRate is the share of requests the devices' own networks
 	// failed (the same for every strategy).
 	DeviceErrorRate float64 `json:"device_error_rate"`
@@ -59,6 +60,7 @@ type StrategyResult struct {
 	Stats
 	ByCondition map[string]Stats `json:"by_condition"`
 	ByCarrier   map[string]Stats `json:"by_carrier"`
+	ByClass     map[string]Stats `json:"by_class"`
 }
 
 // Condition buckets: sessions grouped by the share of their requests that
@@ -125,7 +127,7 @@ func Run(ctx context.Context, sc *Scenario, strategies []Strategy, opt Options) 
 		workers = runtime.GOMAXPROCS(0)
 	}
 	workers = min(workers, n)
-	groups := len(ConditionNames) + len(sc.Carriers)
+	groups := len(ConditionNames) + len(sc.Carriers) + len(sc.Traffic)
 	var next, done atomic.Int64
 	const chunk = 16
 	results := make([]*worker, workers)
@@ -175,10 +177,13 @@ func Run(ctx context.Context, sc *Scenario, strategies []Strategy, opt Options) 
 	for _, c := range sc.Carriers {
 		res.Carriers = append(res.Carriers, c.Name)
 	}
+	for _, c := range sc.Traffic {
+		res.Classes = append(res.Classes, c.Name)
+	}
 	for si, s := range strategies {
 		res.Order = append(res.Order, s.Name)
 		all := newAcc(len(domains))
-		sr := &StrategyResult{ByCondition: map[string]Stats{}, ByCarrier: map[string]Stats{}}
+		sr := &StrategyResult{ByCondition: map[string]Stats{}, ByCarrier: map[string]Stats{}, ByClass: map[string]Stats{}}
 		for g, name := range ConditionNames {
 			a := total.acc[si][g]
 			all.merge(a)
@@ -186,6 +191,9 @@ func Run(ctx context.Context, sc *Scenario, strategies []Strategy, opt Options) 
 		}
 		for c, name := range res.Carriers {
 			sr.ByCarrier[name] = total.acc[si][len(ConditionNames)+c].stats(domains)
+		}
+		for c, name := range res.Classes {
+			sr.ByClass[name] = total.acc[si][len(ConditionNames)+len(res.Carriers)+c].stats(domains)
 		}
 		sr.Stats = all.stats(domains)
 		res.Strategies[s.Name] = sr
@@ -222,17 +230,22 @@ func (w *worker) session(seed uint64, i int, makers []func() failover.Policy) {
 	w.requests += int64(len(r.reqs))
 	cond := condition(r.devErrors, len(r.reqs))
 	carrier := len(ConditionNames) + r.carrier
+	class := len(ConditionNames) + len(w.m.sc.Carriers) + r.class
 	for s, mk := range makers {
-		ca, cc := w.acc[s][cond], w.acc[s][carrier]
+		ca, cc, cl := w.acc[s][cond], w.acc[s][carrier], w.acc[s][class]
 		w.run.run(r, mk, func(us int64) {
 			ca.lat.add(us)
 			cc.lat.add(us)
+			cl.lat.add(us)
 		})
 		x := &w.run
-		for _, a := range []*acc{ca, cc} {
+		for _, a := range []*acc{ca, cc, cl} {
 			a.addSession(&x.st)
 			a.detect = append(a.detect, x.detect...)
+			a.detectFF = append(a.detectFF, x.detectFF...)
 			a.recover = append(a.recover, x.recover...)
+			a.within += x.within
+			a.periods += x.periods
 			a.undetected += x.undet
 			a.censored += x.censored
 		}

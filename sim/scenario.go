@@ -383,6 +383,14 @@ func (s *Scenario) Validate() error {
 	}
 	for i, c := range s.Traffic {
 		p := fmt.Sprintf("traffic[%d]", i)
+		if c.Name == "" {
+			add(f(p+".name", "must not be empty"))
+		}
+		for j := range i {
+			if s.Traffic[j].Name == c.Name {
+				add(f(p+".name", "duplicate class %q", c.Name))
+			}
+		}
 		add(share(p+".share", c.Share))
 		if len(c.Phases) == 0 {
 			add(f(p+".phases", "needs at least one phase"))
