@@ -39,21 +39,21 @@ type runner struct {
 	restored int   // the persisted backup domain (the Transport's Store)
 	canaryN  uint64
 
-	st       sessionStats
+	st        sessionStats
 	detectOn  []int64 // per outage: its start while the session is on primary, exposed and undetected; -1 otherwise
 	firstFail []int64 // per outage: the first network failure on primary after detectOn, -1 if none
 	recovOn   []int64 // per outage: its end while the session is exposed and off primary; -1 otherwise
 	period    []int64 // per outage: the recovery delay in effect at its end (Uber), -1 if unknown
 	backupAt  int64   // when the policy last entered BACKUP
-	exposed  []bool
-	detect   []int64
-	detectFF []int64 // detection counted from the first failure
-	recover  []int64
-	within   int64 // recoveries within two recovery periods
-	periods  int64 // recoveries with a known period
-	undet    int64
-	censored int64
-	latency  func(us int64) // where to record latencies
+	exposed   []bool
+	detect    []int64
+	detectFF  []int64 // detection counted from the first failure
+	recover   []int64
+	within    int64 // recoveries within two recovery periods
+	periods   int64 // recoveries with a known period
+	undet     int64
+	censored  int64
+	latency   func(us int64) // where to record latencies
 }
 
 func (x *runner) at(t int64) time.Time { return Epoch.Add(time.Duration(t)) }
