@@ -45,7 +45,6 @@ type runner struct {
 	recovOn   []int64 // per outage: its end while the session is exposed and off primary; -1 otherwise
 	period    []int64 // per outage: the recovery delay in effect at its end (Uber), -1 if unknown
 	backupAt  int64   // when the policy last entered BACKUP
-	exposed   []bool
 	detect    []int64
 	detectFF  []int64 // detection counted from the first failure
 	recover   []int64

@@ -205,3 +205,31 @@ func TestHistQuantiles(t *testing.T) {
 		}
 	}
 }
+
+func FuzzParseTrace(f *testing.F) {
+	f.Add([]byte("0\n500\n2000\n2100\n4000\n"))
+	f.Add([]byte("1500\n3000\n"))
+	f.Add([]byte("12\nx\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		tr, err := ParseTrace(data, "fuzz")
+		if err != nil {
+			if !errors.Is(err, ErrTrace) {
+				t.Fatalf("error %v does not wrap ErrTrace", err)
+			}
+			return
+		}
+		if tr.Period <= 0 {
+			t.Fatalf("period %v", tr.Period)
+		}
+		prev := time.Duration(-1)
+		for _, g := range tr.Gaps {
+			if g.To-g.From < GapThreshold || g.From < prev || g.To > tr.Period {
+				t.Fatalf("bad gap %v in %v", g, tr.Gaps)
+			}
+			prev = g.To
+		}
+		if s := tr.OutageShare(); s < 0 || s > 1 {
+			t.Fatalf("outage share %v", s)
+		}
+	})
+}

@@ -69,12 +69,6 @@ func (r *rng) float() float64 { return float64(r.uint64()>>11) * 0x1p-53 }
 // exp returns an exponential variate with the given mean.
 func (r *rng) exp(mean float64) float64 { return expOf(r.float(), mean) }
 
-// normal returns a standard normal variate (Box-Muller, one of the pair).
-func (r *rng) normal() float64 { return normalOf(r.float(), r.float()) }
-
-// intn returns a uniform int in [0, n).
-func (r *rng) intn(n int) int { return int((r.uint64() >> 1) % uint64(n)) }
-
 func expOf(u, mean float64) float64 { return -mean * math.Log1p(-u) }
 
 func normalOf(u1, u2 float64) float64 {

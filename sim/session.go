@@ -26,7 +26,6 @@ type realisation struct {
 	outages        []int // indices into model.outages that match the scope
 	devErrors      int   // requests the device's own network failed
 	canaryKey      uint64
-	canaryNetKey   uint64
 	scratchTunnels []span
 }
 
