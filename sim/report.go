@@ -149,17 +149,9 @@ func writeText(w io.Writer, res *Result, md bool) error {
 	}
 	ct.write(&b, md)
 
-	title("per carrier: backup share / error rate")
-	kt := table{head: append([]string{"strategy"}, res.Carriers...)}
-	for _, name := range res.Order {
-		row := []string{name}
-		for _, c := range res.Carriers {
-			s := res.Strategies[name].ByCarrier[c]
-			row = append(row, fmt.Sprintf("%s / %s", pct(1-s.PrimaryShare), pct(s.ErrorRate)))
-		}
-		kt.add(row...)
+	if res.CarrierOutage {
+		writeCarriers(&b, res, md, title)
 	}
-	kt.write(&b, md)
 
 	if hasOutageTimes(res) {
 		title("by traffic class: failovers per session / detect (after first failure) / recover (within 2 recovery periods)")
@@ -198,4 +190,19 @@ func hasOutageTimes(res *Result) bool {
 		}
 	}
 	return false
+}
+
+// writeCarriers writes the per-carrier table (figure 4).
+func writeCarriers(b *strings.Builder, res *Result, md bool, title func(string)) {
+	title("per carrier: backup share / error rate")
+	kt := table{head: append([]string{"strategy"}, res.Carriers...)}
+	for _, name := range res.Order {
+		row := []string{name}
+		for _, c := range res.Carriers {
+			s := res.Strategies[name].ByCarrier[c]
+			row = append(row, fmt.Sprintf("%s / %s", pct(1-s.PrimaryShare), pct(s.ErrorRate)))
+		}
+		kt.add(row...)
+	}
+	kt.write(b, md)
 }

@@ -50,6 +50,9 @@ type Result struct {
 	Conditions []string `json:"-"`
 	Carriers   []string `json:"-"`
 	Classes    []string `json:"-"`
+	// CarrierOutage says that an outage of the scenario is scoped to
+	// carriers, which makes the per-carrier table worth printing.
+	CarrierOutage bool `json:"-"`
 	// DeviceErrorRate is the share of requests the devices' own networks
 	// failed (the same for every strategy).
 	DeviceErrorRate float64 `json:"device_error_rate"`
@@ -179,6 +182,9 @@ func Run(ctx context.Context, sc *Scenario, strategies []Strategy, opt Options) 
 	}
 	for _, c := range sc.Traffic {
 		res.Classes = append(res.Classes, c.Name)
+	}
+	for _, o := range sc.Outages {
+		res.CarrierOutage = res.CarrierOutage || len(o.Carriers) > 0
 	}
 	for si, s := range strategies {
 		res.Order = append(res.Order, s.Name)
