@@ -252,8 +252,8 @@ func checkHost(h string) error {
 		if err != nil {
 			return errors.New("want host or host:port")
 		}
-		if !allDigits(port) || len(port) > 5 {
-			return errors.New("port must be a number")
+		if n, err := strconv.Atoi(port); err != nil || !allDigits(port) || n < 1 || n > 65535 {
+			return errors.New("port must be a number from 1 to 65535")
 		}
 	}
 	if host == "" {
