@@ -139,6 +139,11 @@ func (x *runner) session(e sessEvent) {
 	case evRelaunch:
 		x.startApp(e.t)
 	case evNetChange:
+		// The new network has its own resolver: cached addresses go. (Its
+		// connections are closed through the realisation's kill times.)
+		for d := range x.conns {
+			x.conns[d].dnsUntil = 0
+		}
 		x.apply(e.t, x.pol.NetworkChanged(x.at(e.t)))
 	case evOutageStart:
 		if x.cur == failover.PrimaryIndex && x.exposedTo(e.arg, e.t) {

@@ -130,7 +130,13 @@ func TestGoldenJSON(t *testing.T) {
 		t.Fatalf("%v (run go test ./sim -run Golden -update)", err)
 	}
 	if !bytes.Equal(got, want) {
-		t.Errorf("JSON differs from %s (if intended, run go test ./sim -run Golden -update):\n got %s\nwant %s", golden, got, want)
+		i := 0
+		for i < len(got) && i < len(want) && got[i] == want[i] {
+			i++
+		}
+		lo := max(i-120, 0)
+		t.Errorf("JSON differs from %s at byte %d (if intended, run go test ./sim -run Golden -update):\n got ...%s\nwant ...%s",
+			golden, i, got[lo:min(i+80, len(got))], want[lo:min(i+80, len(want))])
 	}
 }
 
