@@ -20,9 +20,13 @@ type Strategy struct {
 	New  func(cfg PolicySpec, domains []string) (failover.Policy, error)
 }
 
+// maxSessions bounds the sessions of one run.
+const maxSessions = 10_000_000
+
 // Options control a run.
 type Options struct {
-	// Sessions overrides the scenario's session count when > 0.
+	// Sessions overrides the scenario's session count when > 0 (at most
+	// 10,000,000); negative is an error.
 	Sessions int
 	// Seed overrides the scenario's seed when non-nil.
 	Seed *uint64
@@ -98,6 +102,9 @@ func Run(ctx context.Context, sc *Scenario, strategies []Strategy, opt Options) 
 		return nil, fmt.Errorf("sim: no strategy")
 	}
 	n := sc.Sessions
+	if opt.Sessions < 0 || opt.Sessions > maxSessions {
+		return nil, fmt.Errorf("sim: sessions must be between 1 and %d, got %d", maxSessions, opt.Sessions)
+	}
 	if opt.Sessions > 0 {
 		n = opt.Sessions
 	}

@@ -88,6 +88,7 @@ func TestSimErrors(t *testing.T) {
 		{[]string{"sim", "--scenario", "nope"}, "unknown scenario"},
 		{[]string{"sim", "--strategy", "magic"}, "unknown strategy"},
 		{[]string{"sim", "--format", "xml"}, "unknown format"},
+		{[]string{"sim", "--sessions", "-3"}, "sessions must be"},
 		{[]string{"sim", "--scenario", bad}, "bad.yaml:2: horizon"},
 	} {
 		_, err := runVeer(t, tc.args...)
