@@ -14,8 +14,9 @@ import (
 // failover configuration every strategy shares. It is read from YAML (or
 // JSON) by ParseScenario, which starts from Default(): a field a file does
 // not mention keeps its default, a list a file gives replaces the default
-// list. docs/sim.md explains every model and why its defaults are
-// plausible.
+// list. The zero Scenario is not runnable (it has no networks or traffic):
+// start from Default(), as ParseScenario does. docs/sim.md explains every
+// model and why its defaults are plausible.
 type Scenario struct {
 	// Name identifies the scenario in output. Default "default".
 	Name string `yaml:"name" json:"name"`
