@@ -40,6 +40,8 @@ type runner struct {
 	canaryN  uint64
 
 	st        sessionStats
+	tl        []tlBucket // per minute from tlFrom
+	tlFrom    int
 	detectOn  []int64 // per outage: its start while the session is on primary, exposed and undetected; -1 otherwise
 	firstFail []int64 // per outage: the first network failure on primary after detectOn, -1 if none
 	recovOn   []int64 // per outage: its end while the session is exposed and off primary; -1 otherwise
@@ -64,6 +66,11 @@ func (x *runner) run(r *realisation, newPol func() failover.Policy, latency func
 	x.conns = [maxDomains]conn{}
 	x.killI, x.launch, x.wakeGen, x.canaryN = 0, 0, 0, 0
 	x.st = sessionStats{}
+	x.tlFrom = int(r.start / int64(time.Minute))
+	x.tl = x.tl[:0]
+	for range int(r.end/int64(time.Minute)) - x.tlFrom + 1 {
+		x.tl = append(x.tl, tlBucket{})
+	}
 	x.detect, x.detectFF, x.recover = x.detect[:0], x.detectFF[:0], x.recover[:0]
 	x.undet, x.censored, x.within, x.periods = 0, 0, 0, 0
 	x.backupAt = -1
@@ -260,6 +267,14 @@ func (x *runner) request(t int64, q *request) {
 	x.st.requests++
 	x.st.domainReqs[d]++
 	k, lat, quic := x.attempt(t, d, int(q.net), q.flags, float64(q.rttF), q.server, q.flags&flagQUICBlocked != 0)
+	b := &x.tl[int(t/int64(time.Minute))-x.tlFrom]
+	b.requests++
+	if d == failover.PrimaryIndex {
+		b.primary++
+	}
+	if k != outcome.Success {
+		b.errors++
+	}
 	switch {
 	case k == outcome.Success:
 		x.st.successes++

@@ -25,6 +25,7 @@ type acc struct {
 	recover    []int64 // ns
 	within     int64
 	periods    int64
+	tl         []tlBucket // per minute of the horizon
 	undetected int64
 	censored   int64
 }
@@ -46,6 +47,7 @@ func (a *acc) merge(o *acc) {
 		a.addSessions(k, v)
 	}
 	a.lat.merge(&o.lat)
+	a.addTimeline(0, o.tl)
 	a.detect = append(a.detect, o.detect...)
 	a.detectFF = append(a.detectFF, o.detectFF...)
 	a.recover = append(a.recover, o.recover...)
@@ -60,6 +62,46 @@ func (a *acc) addSessions(failovers int, n int64) {
 		a.perSession = append(a.perSession, 0)
 	}
 	a.perSession[failovers] += n
+}
+
+// tlBucket counts one minute's regular requests.
+type tlBucket struct{ requests, primary, errors int64 }
+
+// addTimeline adds buckets that start at minute from.
+func (a *acc) addTimeline(from int, bs []tlBucket) {
+	for len(a.tl) < from+len(bs) {
+		a.tl = append(a.tl, tlBucket{})
+	}
+	for i, b := range bs {
+		t := &a.tl[from+i]
+		t.requests += b.requests
+		t.primary += b.primary
+		t.errors += b.errors
+	}
+}
+
+// Timeline is a per-minute series of regular requests: Minute[i] is the
+// minute of the horizon, and the other slices hold that minute's values.
+// Minutes without requests are left out.
+type Timeline struct {
+	Minute       []int     `json:"minute"`
+	Requests     []int64   `json:"requests"`
+	PrimaryShare []float64 `json:"primary_share"`
+	ErrorRate    []float64 `json:"error_rate"`
+}
+
+func (a *acc) timeline() *Timeline {
+	tl := &Timeline{Minute: []int{}, Requests: []int64{}, PrimaryShare: []float64{}, ErrorRate: []float64{}}
+	for m, b := range a.tl {
+		if b.requests == 0 {
+			continue
+		}
+		tl.Minute = append(tl.Minute, m)
+		tl.Requests = append(tl.Requests, b.requests)
+		tl.PrimaryShare = append(tl.PrimaryShare, ratio(b.primary, b.requests))
+		tl.ErrorRate = append(tl.ErrorRate, ratio(b.errors, b.requests))
+	}
+	return tl
 }
 
 // sessionStats are one session's counts under one strategy.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -55,11 +56,21 @@ type Result struct {
 	Carriers   []string `json:"-"`
 	Classes    []string `json:"-"`
 	// CarrierOutage says that an outage of the scenario is scoped to
-	// carriers, which makes the per-carrier table worth printing.
-	CarrierOutage bool `json:"-"`
+	// carriers, which makes the per-carrier table worth printing;
+	// AffectedCarriers lists those carriers.
+	CarrierOutage    bool     `json:"-"`
+	AffectedCarriers []string `json:"-"`
+	// Outages lists the scenario's outage windows in minutes, for charts.
+	Outages []Window `json:"-"`
 	// DeviceErrorRate is the share of requests the devices' own networks
 	// failed (the same for every strategy).
 	DeviceErrorRate float64 `json:"device_error_rate"`
+}
+
+// Window is an outage window in minutes of the horizon.
+type Window struct {
+	Name     string
+	From, To float64
 }
 
 // StrategyResult is one strategy's measurements.
@@ -68,6 +79,10 @@ type StrategyResult struct {
 	ByCondition map[string]Stats `json:"by_condition"`
 	ByCarrier   map[string]Stats `json:"by_carrier"`
 	ByClass     map[string]Stats `json:"by_class"`
+	// Timeline is the per-minute traffic of all sessions; CarrierTimeline
+	// the same per carrier.
+	Timeline        *Timeline            `json:"timeline"`
+	CarrierTimeline map[string]*Timeline `json:"carrier_timeline"`
 }
 
 // Condition buckets: sessions grouped by the share of their requests that
@@ -192,6 +207,12 @@ func Run(ctx context.Context, sc *Scenario, strategies []Strategy, opt Options) 
 	}
 	for _, o := range sc.Outages {
 		res.CarrierOutage = res.CarrierOutage || len(o.Carriers) > 0
+		for _, c := range o.Carriers {
+			if !slices.Contains(res.AffectedCarriers, c) {
+				res.AffectedCarriers = append(res.AffectedCarriers, c)
+			}
+		}
+		res.Outages = append(res.Outages, Window{Name: o.Name, From: o.Start.Minutes(), To: o.End.Minutes()})
 	}
 	for si, s := range strategies {
 		res.Order = append(res.Order, s.Name)
@@ -202,13 +223,17 @@ func Run(ctx context.Context, sc *Scenario, strategies []Strategy, opt Options) 
 			all.merge(a)
 			sr.ByCondition[name] = a.stats(domains)
 		}
+		sr.CarrierTimeline = map[string]*Timeline{}
 		for c, name := range res.Carriers {
-			sr.ByCarrier[name] = total.acc[si][len(ConditionNames)+c].stats(domains)
+			a := total.acc[si][len(ConditionNames)+c]
+			sr.ByCarrier[name] = a.stats(domains)
+			sr.CarrierTimeline[name] = a.timeline()
 		}
 		for c, name := range res.Classes {
 			sr.ByClass[name] = total.acc[si][len(ConditionNames)+len(res.Carriers)+c].stats(domains)
 		}
 		sr.Stats = all.stats(domains)
+		sr.Timeline = all.timeline()
 		res.Strategies[s.Name] = sr
 	}
 	return res, nil
@@ -261,6 +286,7 @@ func (w *worker) session(seed uint64, i int, makers []func() failover.Policy) {
 			a.periods += x.periods
 			a.undetected += x.undet
 			a.censored += x.censored
+			a.addTimeline(x.tlFrom, x.tl)
 		}
 	}
 }

@@ -16,6 +16,8 @@ import (
 	"image/color"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 
 	gplot "gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -31,9 +33,22 @@ const (
 	Height = 10 * vg.Centimeter
 )
 
-// Charts lists the chart names Write produces for each result; every chart
-// is written as <scenario>-<chart>.png and .svg.
-var Charts = []string{"traffic", "latency", "quic", "failovers", "carrier-backup", "carrier-errors"}
+// Charts lists the chart names Write produces for every result; every chart
+// is written as <scenario>-<chart>.png and .svg. A scenario with an outage
+// scoped to carriers also gets CarrierCharts.
+var Charts = []string{"traffic", "latency", "quic", "failovers", "carrier-backup", "carrier-errors", "timeline", "timeline-errors"}
+
+// CarrierCharts are the per-minute charts of the affected carriers against
+// the others (figure 4).
+var CarrierCharts = []string{"carrier-timeline", "carrier-timeline-errors"}
+
+// ChartsFor returns the charts Write draws for res.
+func ChartsFor(res *sim.Result) []string {
+	if len(res.AffectedCarriers) > 0 {
+		return append(slices.Clone(Charts), CarrierCharts...)
+	}
+	return Charts
+}
 
 // Write draws every chart of res into dir (created if needed) and returns
 // the paths written.
@@ -42,7 +57,7 @@ func Write(dir string, res *sim.Result) ([]string, error) {
 		return nil, err
 	}
 	var files []string
-	for _, name := range Charts {
+	for _, name := range ChartsFor(res) {
 		p, err := chart(name, res)
 		if err != nil {
 			return files, fmt.Errorf("plot %s %s: %w", res.Scenario, name, err)
@@ -76,6 +91,16 @@ func chart(name string, res *sim.Result) (*gplot.Plot, error) {
 	case "carrier-errors":
 		return grouped(res, "Error rate per carrier (figure 4)", "carrier", "error rate", res.Carriers,
 			func(s *sim.StrategyResult, g string) float64 { return s.ByCarrier[g].ErrorRate })
+	case "timeline":
+		return timeline(res, "Share of requests on primary per minute", "primary share", false,
+			func(s *sim.StrategyResult) []series { return []series{{"", s.Timeline, false}} })
+	case "timeline-errors":
+		return timeline(res, "Error rate per minute", "error rate", true,
+			func(s *sim.StrategyResult) []series { return []series{{"", s.Timeline, false}} })
+	case "carrier-timeline":
+		return timeline(res, "Share of requests on backups per minute, affected carriers vs others (figure 4)", "backup share", false, carrierSeries(res))
+	case "carrier-timeline-errors":
+		return timeline(res, "Error rate per minute, affected carriers vs others (figure 4)", "error rate", true, carrierSeries(res))
 	}
 	return nil, fmt.Errorf("unknown chart %q", name)
 }
@@ -176,5 +201,128 @@ func bars(p *gplot.Plot, res *sim.Result, groups []string, get func(*sim.Strateg
 	// Head room for the legend above the tallest bar.
 	p.Y.Max = max(top*1.35, 1e-9)
 	p.NominalX(groups...)
+	return p, nil
+}
+
+// series is one line of a timeline chart; dashed lines are the reference
+// group.
+type series struct {
+	label  string
+	tl     *sim.Timeline
+	dashed bool
+}
+
+// carrierSeries returns, per strategy, the summed timeline of the affected
+// carriers (solid) and of the others (dashed).
+func carrierSeries(res *sim.Result) func(*sim.StrategyResult) []series {
+	return func(s *sim.StrategyResult) []series {
+		var hit, rest []*sim.Timeline
+		for _, c := range res.Carriers {
+			if slices.Contains(res.AffectedCarriers, c) {
+				hit = append(hit, s.CarrierTimeline[c])
+			} else {
+				rest = append(rest, s.CarrierTimeline[c])
+			}
+		}
+		return []series{
+			{strings.Join(res.AffectedCarriers, "+"), sumTimelines(hit), false},
+			{"others", sumTimelines(rest), true},
+		}
+	}
+}
+
+// sumTimelines adds timelines minute by minute, weighting shares by
+// requests.
+func sumTimelines(ts []*sim.Timeline) *sim.Timeline {
+	type acc struct{ req, prim, errs float64 }
+	byMinute := map[int]*acc{}
+	for _, t := range ts {
+		if t == nil {
+			continue
+		}
+		for i, m := range t.Minute {
+			a := byMinute[m]
+			if a == nil {
+				a = &acc{}
+				byMinute[m] = a
+			}
+			r := float64(t.Requests[i])
+			a.req += r
+			a.prim += r * t.PrimaryShare[i]
+			a.errs += r * t.ErrorRate[i]
+		}
+	}
+	out := &sim.Timeline{}
+	minutes := make([]int, 0, len(byMinute))
+	for m := range byMinute {
+		minutes = append(minutes, m)
+	}
+	slices.Sort(minutes)
+	for _, m := range minutes {
+		a := byMinute[m]
+		out.Minute = append(out.Minute, m)
+		out.Requests = append(out.Requests, int64(a.req))
+		out.PrimaryShare = append(out.PrimaryShare, a.prim/a.req)
+		out.ErrorRate = append(out.ErrorRate, a.errs/a.req)
+	}
+	return out
+}
+
+// timeline draws one line per strategy and series over the minutes of the
+// horizon, with the outage windows marked by grey vertical lines. Minutes
+// with fewer than 20 requests are left out (too noisy to read).
+func timeline(res *sim.Result, title, y string, errs bool, get func(*sim.StrategyResult) []series) (*gplot.Plot, error) {
+	p := newPlot(res, title, "minute of the horizon", y)
+	top := 0.0
+	for i, name := range res.Order {
+		for _, sr := range get(res.Strategies[name]) {
+			var xys plotter.XYs
+			for j, m := range sr.tl.Minute {
+				if sr.tl.Requests[j] < 20 {
+					continue
+				}
+				v := sr.tl.ErrorRate[j]
+				if !errs {
+					v = sr.tl.PrimaryShare[j]
+					if len(res.AffectedCarriers) > 0 && sr.label != "" {
+						v = 1 - v
+					}
+				}
+				top = max(top, v)
+				xys = append(xys, plotter.XY{X: float64(m) + 0.5, Y: v})
+			}
+			if len(xys) == 0 {
+				continue
+			}
+			l, err := plotter.NewLine(xys)
+			if err != nil {
+				return nil, err
+			}
+			l.Color = plotutil.Color(i)
+			l.Width = vg.Points(1.2)
+			if sr.dashed {
+				l.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
+			}
+			p.Add(l)
+			label := name
+			if sr.label != "" {
+				label += " " + sr.label
+			}
+			p.Legend.Add(label, l)
+		}
+	}
+	p.Y.Max = max(top*1.35, 1e-9)
+	for _, w := range res.Outages {
+		for _, x := range []float64{w.From, w.To} {
+			l, err := plotter.NewLine(plotter.XYs{{X: x, Y: 0}, {X: x, Y: p.Y.Max}})
+			if err != nil {
+				return nil, err
+			}
+			l.Color = color.Gray{Y: 0x99}
+			l.Dashes = []vg.Length{vg.Points(2), vg.Points(2)}
+			p.Add(l)
+		}
+	}
+	p.Legend.Left = true
 	return p, nil
 }

@@ -26,8 +26,8 @@ func TestWrite(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(files) != 2*len(plot.Charts) {
-		t.Fatalf("%d files, want %d", len(files), 2*len(plot.Charts))
+	if want := 2 * (len(plot.Charts) + len(plot.CarrierCharts)); len(files) != want {
+		t.Fatalf("%d files, want %d", len(files), want)
 	}
 	for _, f := range files {
 		data, err := os.ReadFile(f)
