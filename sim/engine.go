@@ -208,6 +208,9 @@ func (x *runner) handle(e event) {
 // apply carries out a policy's Action, as the Transport would.
 func (x *runner) apply(t int64, a failover.Action) {
 	if tr := a.Transition; tr.Changed() {
+		if k := transitionIndex(tr); k >= 0 {
+			x.st.transitions[k]++
+		}
 		switch tr.To {
 		case failover.Backup:
 			x.restored = tr.Domain

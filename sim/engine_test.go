@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -305,6 +306,14 @@ func TestStrategiesDiffer(t *testing.T) {
 	}
 	if u.FailoversPerSession.Mean >= rr.FailoversPerSession.Mean {
 		t.Errorf("failovers: uber %v >= roundrobin %v", u.FailoversPerSession.Mean, rr.FailoversPerSession.Mean)
+	}
+	if u.Transitions["failover>backup:canary_success"] == 0 || u.Transitions["primary>failover:failures"] == 0 {
+		t.Errorf("uber transitions %v", u.Transitions)
+	}
+	for k := range rr.Transitions {
+		if !strings.HasSuffix(k, ":baseline_switch") && !strings.HasSuffix(k, ":restored") {
+			t.Errorf("roundrobin transition %s", k)
+		}
 	}
 	if u.CanariesPerSession == 0 || rr.CanariesPerSession != 0 {
 		t.Errorf("canaries: uber %v, roundrobin %v", u.CanariesPerSession, rr.CanariesPerSession)

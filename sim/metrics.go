@@ -3,6 +3,8 @@ package sim
 import (
 	"math"
 	"slices"
+
+	"github.com/veerhq/veer/failover"
 )
 
 // acc accumulates the measurements of one strategy over a group of
@@ -17,6 +19,7 @@ type acc struct {
 	quic       int64
 	canaries   int64
 	failovers  int64
+	trans      [numTransitions]int64
 	domainReqs []int64
 	perSession []int64 // perSession[k] = sessions with k failover events
 	lat        hist    // latency of successful requests, µs
@@ -40,6 +43,9 @@ func (a *acc) merge(o *acc) {
 	a.quic += o.quic
 	a.canaries += o.canaries
 	a.failovers += o.failovers
+	for i, v := range o.trans {
+		a.trans[i] += v
+	}
 	for i, v := range o.domainReqs {
 		a.domainReqs[i] += v
 	}
@@ -106,13 +112,15 @@ func (a *acc) timeline() *Timeline {
 
 // sessionStats are one session's counts under one strategy.
 type sessionStats struct {
-	requests   int64
-	errors     int64
-	successes  int64
-	quic       int64
-	canaries   int64
-	failovers  int
-	domainReqs [maxDomains]int64
+	requests  int64
+	errors    int64
+	successes int64
+	quic      int64
+	canaries  int64
+	failovers int
+	// transitions counts state changes by (from, to, reason).
+	transitions [numTransitions]int64
+	domainReqs  [maxDomains]int64
 }
 
 const maxDomains = 17
@@ -125,6 +133,9 @@ func (a *acc) addSession(s *sessionStats) {
 	a.quic += s.quic
 	a.canaries += s.canaries
 	a.failovers += int64(s.failovers)
+	for i, v := range s.transitions {
+		a.trans[i] += v
+	}
 	for i := range a.domainReqs {
 		a.domainReqs[i] += s.domainReqs[i]
 	}
@@ -271,4 +282,33 @@ func median(ns []int64) *float64 {
 	}
 	v := round(m/1e9, 3)
 	return &v
+}
+
+// Transitions are counted per (from, to, reason) in a fixed array.
+const (
+	numStates      = 4
+	numReasons     = 16
+	numTransitions = numStates * numStates * numReasons
+)
+
+func transitionIndex(t failover.Transition) int {
+	if int(t.From) >= numStates || int(t.To) >= numStates || int(t.Reason) >= numReasons {
+		return -1
+	}
+	return (int(t.From)*numStates+int(t.To))*numReasons + int(t.Reason)
+}
+
+// transitions returns the non-zero counts keyed "from>to:reason".
+func (a *acc) transitions() map[string]int64 {
+	out := map[string]int64{}
+	for i, v := range a.trans {
+		if v == 0 {
+			continue
+		}
+		r := failover.Reason(i % numReasons)
+		ft := i / numReasons
+		from, to := failover.State(ft/numStates), failover.State(ft%numStates)
+		out[from.String()+">"+to.String()+":"+r.String()] = v
+	}
+	return out
 }

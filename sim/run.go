@@ -81,7 +81,10 @@ type StrategyResult struct {
 	ByClass     map[string]Stats `json:"by_class"`
 	// Timeline is the per-minute traffic of all sessions; CarrierTimeline
 	// the same per carrier.
-	Timeline        *Timeline            `json:"timeline"`
+	Timeline *Timeline `json:"timeline"`
+	// Transitions counts the policy's state changes over all sessions,
+	// keyed "from>to:reason" (failover.State and failover.Reason names).
+	Transitions     map[string]int64     `json:"transitions"`
 	CarrierTimeline map[string]*Timeline `json:"carrier_timeline"`
 }
 
@@ -234,6 +237,7 @@ func Run(ctx context.Context, sc *Scenario, strategies []Strategy, opt Options) 
 		}
 		sr.Stats = all.stats(domains)
 		sr.Timeline = all.timeline()
+		sr.Transitions = all.transitions()
 		res.Strategies[s.Name] = sr
 	}
 	return res, nil
