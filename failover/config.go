@@ -12,6 +12,7 @@ import (
 
 	"github.com/veerhq/veer/clock"
 	"github.com/veerhq/veer/config"
+	"github.com/veerhq/veer/outcome"
 )
 
 // Defaults of the zero-valued Config fields.
@@ -108,7 +109,8 @@ type Config struct {
 	Registerer prometheus.Registerer `yaml:"-" json:"-"`
 	// OnTransition, if set, is called for each state change, in order,
 	// with the Transport's lock held: it must return quickly and must not
-	// call RoundTrip (Domain and State are safe).
+	// call RoundTrip, NetworkChanged or Close (Domain and State are safe
+	// and already show the new state).
 	OnTransition func(Event) `yaml:"-" json:"-"`
 	// OnCanary, if set, is called after each canary with its domain and
 	// outcome, under the same rules as OnTransition.
@@ -126,10 +128,9 @@ type Event struct {
 
 // Canary is the result of one canary request as passed to OnCanary.
 type Canary struct {
-	At time.Time
-	OK bool
-	// Kind is the outcome kind name (outcome.Kind.String()).
-	Kind string
+	At   time.Time
+	OK   bool
+	Kind outcome.Kind
 }
 
 // withDefaults returns c with zero fields set to their defaults.

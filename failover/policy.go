@@ -36,7 +36,10 @@ type Policy interface {
 	State() State
 	// Report feeds the outcome of a regular request sent to domain.
 	Report(now time.Time, domain int, o outcome.Outcome) Action
-	// CanaryDone feeds the outcome of the canary sent to domain.
+	// CanaryDone feeds the outcome of the canary sent to domain. The shell
+	// answers every requested canary with exactly one CanaryDone (a timeout
+	// is a failure); a request for a domain whose canary is still in flight
+	// may be folded into that one.
 	CanaryDone(now time.Time, domain int, o outcome.Outcome) Action
 	// Tick is called by the shell at (or after) the last Action's Wake.
 	Tick(now time.Time) Action

@@ -177,7 +177,7 @@ func NewTransport(cfg Config, next http.RoundTripper) (*Transport, error) {
 	t.mu.Lock()
 	now := t.clk.Now()
 	a := policy.Start(now, restored)
-	t.applyLocked(now, a, PrimaryIndex)
+	t.applyLocked(now, a, PrimaryIndex, nil)
 	job := t.persistJobLocked()
 	t.mu.Unlock()
 	t.persist(job)
@@ -270,7 +270,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	t.mu.Lock()
 	if !t.closed {
 		a := t.policy.Report(now, s.domain, o)
-		t.applyLocked(now, a, s.domain)
+		t.applyLocked(now, a, s.domain, nil)
 	}
 	job := t.persistJobLocked()
 	t.mu.Unlock()
@@ -321,7 +321,7 @@ func (t *Transport) NetworkChanged() {
 	if !t.closed {
 		now := t.clk.Now()
 		from := t.policy.Domain()
-		t.applyLocked(now, t.policy.NetworkChanged(now), from)
+		t.applyLocked(now, t.policy.NetworkChanged(now), from, nil)
 	}
 	job := t.persistJobLocked()
 	t.mu.Unlock()
@@ -359,8 +359,9 @@ func (t *Transport) Close() error {
 }
 
 // applyLocked carries out a policy Action; from is the traffic domain before
-// the call that returned it.
-func (t *Transport) applyLocked(now time.Time, a Action, from int) {
+// the call that returned it. notify, if not nil, runs just before the
+// OnTransition callback.
+func (t *Transport) applyLocked(now time.Time, a Action, from int, notify func()) {
 	report := true
 	if t.quiet != nil {
 		report = !t.quiet.successIsNoop()
@@ -369,13 +370,23 @@ func (t *Transport) applyLocked(now time.Time, a Action, from int) {
 	if t.snap.Load() != s {
 		t.snap.Store(s)
 	}
-	if tr := a.Transition; tr.Changed() {
-		t.transitionLocked(now, tr, from) // after the publication: callbacks see the new state
+	tr := a.Transition
+	if tr.Changed() {
+		t.transitionLocked(tr, from)
 	}
 	if a.Canary != None && a.Canary < len(t.hosts) {
 		t.sendCanaryLocked(a.Canary)
 	}
-	t.armLocked(now, a.Wake)
+	t.armLocked(a.Wake)
+	// The callbacks come last, when the snapshot, canary and timer are in
+	// place: whatever their receiver does next (advance a manual clock,
+	// send requests) sees the Transport in its new state.
+	if notify != nil {
+		notify()
+	}
+	if tr.Changed() && t.cfg.OnTransition != nil {
+		t.cfg.OnTransition(Event{At: now, From: tr.From, To: tr.To, Reason: tr.Reason, FromDomain: t.hosts[from], Domain: t.hosts[tr.Domain]})
+	}
 }
 
 // persistence decisions, taken under mu and written after it is released
@@ -391,11 +402,12 @@ type persistJob struct {
 	domain string
 }
 
-func (t *Transport) transitionLocked(now time.Time, tr Transition, from int) {
+// transitionLocked counts and logs a transition and takes the persistence
+// decision it implies.
+func (t *Transport) transitionLocked(tr Transition, from int) {
 	t.m.transition(tr)
-	ev := Event{At: now, From: tr.From, To: tr.To, Reason: tr.Reason, FromDomain: t.hosts[from], Domain: t.hosts[tr.Domain]}
 	t.log.Info("failover: transition", "from", tr.From.String(), "to", tr.To.String(),
-		"reason", tr.Reason.String(), "from_domain", ev.FromDomain, "domain", ev.Domain)
+		"reason", tr.Reason.String(), "from_domain", t.hosts[from], "domain", t.hosts[tr.Domain])
 	if t.cfg.Store != nil {
 		switch {
 		case tr.To == Backup && tr.Reason != ReasonRestored && tr.Domain != from:
@@ -405,9 +417,6 @@ func (t *Transport) transitionLocked(now time.Time, tr Transition, from int) {
 			t.pseq++
 			t.pending = persistJob{seq: t.pseq, op: persistClear}
 		}
-	}
-	if t.cfg.OnTransition != nil {
-		t.cfg.OnTransition(ev)
 	}
 }
 
@@ -446,7 +455,7 @@ func (t *Transport) persist(j persistJob) {
 }
 
 // armLocked points the wake-up timer at wake (zero: none).
-func (t *Transport) armLocked(now, wake time.Time) {
+func (t *Transport) armLocked(wake time.Time) {
 	if t.closed {
 		return
 	}
@@ -461,7 +470,7 @@ func (t *Transport) armLocked(now, wake time.Time) {
 		return
 	}
 	t.wakeAt = wake
-	d := max(wake.Sub(now), 0)
+	d := max(wake.Sub(t.clk.Now()), 0) // now, not when the outcome was taken
 	if t.timer == nil {
 		t.timer = t.clk.AfterFunc(d, t.onTimer)
 		return
@@ -484,7 +493,7 @@ func (t *Transport) onTimer() {
 	}
 	t.wakeAt = time.Time{}
 	from := t.policy.Domain()
-	t.applyLocked(now, t.policy.Tick(now), from)
+	t.applyLocked(now, t.policy.Tick(now), from, nil)
 	job := t.persistJobLocked()
 	t.mu.Unlock()
 	t.persist(job)
@@ -510,11 +519,12 @@ func (t *Transport) runCanary(d int) {
 		return
 	}
 	t.m.canary(d, o.OK())
-	if t.cfg.OnCanary != nil {
-		t.cfg.OnCanary(t.hosts[d], Canary{At: now, OK: o.OK(), Kind: o.Kind.String()})
-	}
 	from := t.policy.Domain()
-	t.applyLocked(now, t.policy.CanaryDone(now, d, o), from)
+	t.applyLocked(now, t.policy.CanaryDone(now, d, o), from, func() {
+		if t.cfg.OnCanary != nil {
+			t.cfg.OnCanary(t.hosts[d], Canary{At: now, OK: o.OK(), Kind: o.Kind})
+		}
+	})
 	job := t.persistJobLocked()
 	t.mu.Unlock()
 	t.persist(job)
