@@ -123,7 +123,7 @@ documents the schema; --show NAME prints a bundled one to start from).
 	fl.StringSliceVar(&scenarios, "scenario", nil, `bundled scenario name, YAML file, or "all" (repeatable; default "default")`)
 	fl.StringVar(&strategies, "strategy", "uber,roundrobin,threshold", "comma-separated strategies to compare")
 	fl.IntVar(&sessions, "sessions", 0, "number of sessions (default: the scenario's)")
-	fl.Uint64Var(&seed, "seed", 1, "random seed (default: the scenario's)")
+	fl.Uint64Var(&seed, "seed", 0, "random seed (default: the scenario's)")
 	fl.StringVar(&format, "format", "table", "output format: table, markdown or json")
 	fl.StringVar(&plots, "plots", "", "write PNG and SVG charts into this directory")
 	fl.IntVar(&workers, "workers", 0, "simulation goroutines (default GOMAXPROCS; the output does not depend on it)")
