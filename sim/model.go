@@ -31,6 +31,8 @@ type model struct {
 	tunMax       float64
 	traces       []traceModel
 	carrierW     []float64
+	carrierQ     []float64
+	regionQ      []float64
 	carrierTotal float64
 	regionW      []float64
 	regionTotal  float64
@@ -164,10 +166,12 @@ func compile(sc *Scenario, dir string) (*model, error) {
 	}
 	for _, c := range sc.Carriers {
 		m.carrierW = append(m.carrierW, c.Share)
+		m.carrierQ = append(m.carrierQ, qualityOr1(c.Quality))
 		m.carrierTotal += c.Share
 	}
 	for _, r := range sc.Regions {
 		m.regionW = append(m.regionW, r.Share)
+		m.regionQ = append(m.regionQ, qualityOr1(r.Quality))
 		m.regionTotal += r.Share
 	}
 	for _, d := range sc.domains() {
@@ -248,4 +252,11 @@ func (o *outageModel) downAt(t int64) bool {
 		return 0
 	})
 	return i < len(o.down) && o.down[i].from <= t && t < o.down[i].to
+}
+
+func qualityOr1(q float64) float64 {
+	if q == 0 {
+		return 1
+	}
+	return q
 }

@@ -156,6 +156,10 @@ type TraceSpec struct {
 type Weighted struct {
 	Name  string  `yaml:"name" json:"name"`
 	Share float64 `yaml:"share" json:"share"`
+	// Quality multiplies the network-quality multiplier of the sessions
+	// of this carrier or region (above 1: more bad periods and tunnels).
+	// Default 0, meaning 1: every carrier and region alike.
+	Quality float64 `yaml:"quality" json:"quality"`
 }
 
 // Domains lists the primary and the backups.
@@ -314,10 +318,10 @@ func Default() Scenario {
 		QualitySigma: 1.0,
 		Tunnels:      Range{Min: 2 * time.Second, Max: time.Minute},
 		Carriers: []Weighted{
-			{"C1", 0.22}, {"C2", 0.18}, {"C3", 0.15}, {"C4", 0.12},
-			{"C5", 0.11}, {"C6", 0.09}, {"C7", 0.08}, {"C8", 0.05},
+			{"C1", 0.22, 0}, {"C2", 0.18, 0}, {"C3", 0.15, 0}, {"C4", 0.12, 0},
+			{"C5", 0.11, 0}, {"C6", 0.09, 0}, {"C7", 0.08, 0}, {"C8", 0.05, 0},
 		},
-		Regions: []Weighted{{"east", 0.45}, {"west", 0.35}, {"central", 0.2}},
+		Regions: []Weighted{{"east", 0.45, 0}, {"west", 0.35, 0}, {"central", 0.2, 0}},
 		Domains: Domains{
 			Primary: Domain{Name: "edge", ExtraRTT: 5 * time.Millisecond, QUIC: true},
 			Backups: []Domain{
@@ -597,6 +601,9 @@ func names(field string, ws []Weighted) error {
 		}
 		if e := share(p+".share", w.Share); e != nil {
 			errs = append(errs, e)
+		}
+		if !(w.Quality >= 0 && w.Quality <= 100) {
+			errs = append(errs, config.Field(p+".quality", "must be between 0 and 100, got %v", w.Quality))
 		}
 	}
 	if e := sharesSum(field, len(ws), func(i int) float64 { return ws[i].Share }); e != nil {

@@ -80,7 +80,7 @@ func (m *model) generate(r *realisation, seed uint64, i int) {
 	r.carrier = pick(a.float(), m.carrierW, m.carrierTotal)
 	r.region = pick(a.float(), m.regionW, m.regionTotal)
 	r.class = pick(a.float(), m.classW, m.classTotal)
-	r.quality = lognormalOf(a.float(), a.float(), 1, m.quality)
+	r.quality = lognormalOf(a.float(), a.float(), 1, m.quality) * m.carrierQ[r.carrier] * m.regionQ[r.region]
 	r.canaryKey = streamKey(seed, i, streamCanary)
 
 	// Network segments: an initial network, then Poisson changes to
