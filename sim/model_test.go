@@ -233,3 +233,23 @@ func FuzzParseTrace(f *testing.F) {
 		}
 	})
 }
+
+func TestCarrierQuality(t *testing.T) {
+	sc := Default()
+	sc.Carriers = []Weighted{{Name: "good", Share: 1, Quality: 0.5}, {Name: "bad", Share: 1, Quality: 3}}
+	m, err := compile(&sc, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r realisation
+	var reqs, errs [2]int
+	for i := range 2000 {
+		m.generate(&r, 5, i)
+		reqs[r.carrier] += len(r.reqs)
+		errs[r.carrier] += r.devErrors
+	}
+	good, bad := float64(errs[0])/float64(reqs[0]), float64(errs[1])/float64(reqs[1])
+	if bad < 2*good {
+		t.Errorf("device error rate: quality 3 carrier %.4f, quality 0.5 carrier %.4f", bad, good)
+	}
+}
