@@ -57,3 +57,9 @@ cover:
 
 clean:
 	rm -rf bin cover.out bench.txt
+
+## sim-figures: every bundled simulator scenario as Markdown, with charts in sim-out/.
+.PHONY: sim-figures
+sim-figures:
+	mkdir -p sim-out
+	$(GO) run ./cmd/veer sim --scenario all --format markdown --plots sim-out | tee sim-out/results.md
