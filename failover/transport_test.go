@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -258,6 +259,10 @@ func TestCorruptStore(t *testing.T) {
 			r := newRig(t, l, path, func(c *Config) { c.Backups = []string{"dc1.test"} })
 			r.wantState(t, Primary, "primary.test")
 			r.ev.none(t)
+			r.store.want(t, "clear") // the bad record is removed at once
+			if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+				t.Fatalf("store file after start: %v, want it removed", err)
+			}
 			if w := r.logs.warnings(); len(w) != 1 || !hasPrefixAll(w, "failover: ignoring") {
 				t.Fatalf("warnings %q, want one about the ignored store", w)
 			}
@@ -427,5 +432,36 @@ func TestTLS(t *testing.T) {
 		{host: "dc1.test", path: "/b", sni: "dc1.test", proto: 2},
 	}; !slices.Equal(got, want) {
 		t.Fatalf("dc1 saw %+v, want %+v", got, want)
+	}
+}
+
+func TestIsPrimary(t *testing.T) {
+	for _, c := range []struct {
+		primary, url string
+		want         bool
+	}{
+		{"api.example.com", "https://api.example.com/x", true},
+		{"api.example.com", "https://API.Example.com:8443/x", true},
+		{"api.example.com", "https://dc1.example.com/x", false},
+		{"api.example.com:443", "https://api.example.com/x", true},
+		{"api.example.com:443", "http://api.example.com/x", false},
+		{"api.example.com:80", "http://api.example.com/x", true},
+		{"api.example.com:8443", "https://api.example.com:8443/x", true},
+		{"api.example.com:8443", "https://api.example.com:9443/x", false},
+		{"[::1]:443", "https://[::1]/x", true},
+		{"127.0.0.1:8080", "http://127.0.0.1:8081/", false},
+	} {
+		tr, err := NewTransport(Config{Primary: c.primary, Backups: []string{"b.test"}, Registerer: prometheus.NewRegistry(), Logger: obs.Discard}, instant{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		u, err := url.Parse(c.url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := tr.isPrimary(u); got != c.want {
+			t.Errorf("primary %s, url %s: %v, want %v", c.primary, c.url, got, c.want)
+		}
+		tr.Close()
 	}
 }
