@@ -45,8 +45,8 @@ bench:
 ## (docs/failover.md).
 bench-failover:
 	$(GO) test -c -o bin/failover.test ./failover/
-	cd failover && for i in $$(seq 10); do ../bin/failover.test -test.run '^$$' -test.bench Transport -test.benchmem; done > ../bench-failover.txt
-	$(GO) run golang.org/x/perf/cmd/benchstat@latest -col /rt bench-failover.txt
+	cd failover && for i in $$(seq 10); do ../bin/failover.test -test.run '^$$' -test.bench Transport -test.benchmem; done > ../bin/bench-failover.txt
+	$(GO) run golang.org/x/perf/cmd/benchstat@latest -col /rt bin/bench-failover.txt
 
 ## fuzz: run every fuzz target briefly (FUZZTIME each).
 fuzz:
@@ -63,4 +63,4 @@ cover:
 	$(GO) tool cover -func=cover.out | tail -1
 
 clean:
-	rm -rf bin cover.out bench.txt bench-failover.txt
+	rm -rf bin cover.out bench.txt
