@@ -50,6 +50,7 @@ type labServer struct {
 	srv  *httptest.Server
 	mu   sync.Mutex
 	reqs []seen
+	hold chan struct{}
 }
 
 type seen struct {
@@ -178,8 +179,23 @@ func (s *labServer) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mu.Lock()
 	s.reqs = append(s.reqs, v)
+	hold := s.hold
 	s.mu.Unlock()
+	if hold != nil && v.canary != "" {
+		hold <- struct{}{} // tell the test the canary arrived ...
+		<-hold             // ... and wait for its go-ahead
+	}
 	io.WriteString(w, s.name)
+}
+
+// holdCanaries makes the server keep each canary until the test lets it go:
+// a receive on the returned channel waits for a canary to arrive, a send
+// releases it.
+func (s *labServer) holdCanaries() chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.hold = make(chan struct{})
+	return s.hold
 }
 
 func (s *labServer) seen() []seen {

@@ -465,3 +465,39 @@ func TestIsPrimary(t *testing.T) {
 		tr.Close()
 	}
 }
+
+// TestOneCanaryInFlight: a canary still in flight when the policy asks for
+// the same domain again is not duplicated; its answer serves the new ask.
+func TestOneCanaryInFlight(t *testing.T) {
+	l := newLab(t, "primary.test", "dc1.test")
+	r := newRig(t, l, filepath.Join(t.TempDir(), "f.json"), func(c *Config) {
+		c.Backups = []string{"dc1.test"}
+		c.CanaryTimeout = waitTimeout
+	})
+	hold := l.server("dc1.test").holdCanaries()
+	mustGet(t, r.c, "http://primary.test/", "primary.test")
+	l.down("primary.test")
+	for range 3 {
+		mustFail(t, r.c, "http://primary.test/")
+	}
+	r.ev.want(t, Primary, Failover, ReasonFailures, "primary.test")
+	<-hold // the canary to dc1 is at the server, unanswered
+
+	// the network was fine after all: back to PRIMARY, canary still out
+	l.up("primary.test")
+	mustGet(t, r.c, "http://primary.test/", "primary.test")
+	r.ev.want(t, Failover, Primary, ReasonPrimarySuccess, "primary.test")
+
+	// a new outage asks for dc1 again: folded into the canary in flight
+	l.down("primary.test")
+	for range 3 {
+		mustFail(t, r.c, "http://primary.test/")
+	}
+	r.ev.want(t, Primary, Failover, ReasonFailures, "primary.test")
+	hold <- struct{}{} // release the one canary
+	r.can.want(t, "dc1.test ok")
+	r.ev.want(t, Failover, Backup, ReasonCanarySuccess, "dc1.test")
+	if got := len(l.server("dc1.test").canaries()); got != 1 {
+		t.Fatalf("dc1 received %d canaries, want 1", got)
+	}
+}
