@@ -12,6 +12,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -499,5 +500,25 @@ func TestOneCanaryInFlight(t *testing.T) {
 	r.ev.want(t, Failover, Backup, ReasonCanarySuccess, "dc1.test")
 	if got := len(l.server("dc1.test").canaries()); got != 1 {
 		t.Fatalf("dc1 received %d canaries, want 1", got)
+	}
+}
+
+// TestCanaryTimeout: a backup that accepts connections but never answers
+// (a real read timeout) fails its canary after CanaryTimeout, and the next
+// backup is tried.
+func TestCanaryTimeout(t *testing.T) {
+	l := newLab(t, "primary.test", "dc1.test", "dc2.test")
+	r := newRig(t, l, filepath.Join(t.TempDir(), "f.json"), func(c *Config) { c.CanaryTimeout = 200 * time.Millisecond })
+	mustGet(t, r.c, "http://primary.test/", "primary.test")
+	l.blackhole("dc1.test")
+	l.down("primary.test")
+	for range 3 {
+		mustFail(t, r.c, "http://primary.test/")
+	}
+	r.ev.want(t, Primary, Failover, ReasonFailures, "primary.test")
+	r.can.want(t, "dc1.test fail", "dc2.test ok")
+	r.ev.want(t, Failover, Backup, ReasonCanarySuccess, "dc2.test")
+	if got := counter(t, r.reg, "veer_failover_canaries_total", map[string]string{"domain": "backup_1", "result": "failure"}); got != 1 {
+		t.Fatalf("dc1 canary failures %v, want 1", got)
 	}
 }
