@@ -508,7 +508,7 @@ func TestOneCanaryInFlight(t *testing.T) {
 // backup is tried.
 func TestCanaryTimeout(t *testing.T) {
 	l := newLab(t, "primary.test", "dc1.test", "dc2.test")
-	r := newRig(t, l, filepath.Join(t.TempDir(), "f.json"), func(c *Config) { c.CanaryTimeout = 200 * time.Millisecond })
+	r := newRig(t, l, filepath.Join(t.TempDir(), "f.json"), func(c *Config) { c.CanaryTimeout = time.Second })
 	mustGet(t, r.c, "http://primary.test/", "primary.test")
 	l.blackhole("dc1.test")
 	l.down("primary.test")
