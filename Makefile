@@ -8,7 +8,7 @@ FUZZTIME ?= 10s
 COMMIT := $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -X github.com/veerhq/veer/internal/version.Commit=$(COMMIT)
 
-.PHONY: all build test check fmt-check vet staticcheck unit deps bench fuzz cover clean
+.PHONY: all build test check fmt-check vet staticcheck unit deps bench fuzz cover clean bench-failover
 
 all: build
 
@@ -40,6 +40,13 @@ deps:
 ## bench: Go microbenchmarks in benchstat format (compare runs with benchstat).
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -count 10 $(PKGS) | tee bench.txt
+
+## bench-failover: Transport vs the bare round tripper, 10 alternating rounds, benchstat table
+## (docs/failover.md).
+bench-failover:
+	$(GO) test -c -o bin/failover.test ./failover/
+	cd failover && for i in $$(seq 10); do ../bin/failover.test -test.run '^$$' -test.bench Transport -test.benchmem; done > ../bin/bench-failover.txt
+	$(GO) run golang.org/x/perf/cmd/benchstat@latest -col /rt bin/bench-failover.txt
 
 ## fuzz: run every fuzz target briefly (FUZZTIME each).
 fuzz:

@@ -51,6 +51,7 @@ type baseline struct {
 }
 
 // Start implements Policy; a restored backup index in 1..n starts there.
+// It resets all state, so one value can serve many sessions in turn.
 func (b *baseline) Start(now time.Time, restored int) Action {
 	b.domain, b.failures = PrimaryIndex, 0
 	if restored >= 1 && restored <= b.n {

@@ -1,11 +1,14 @@
 package failover
 
 import (
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -19,7 +22,7 @@ import (
 //
 // "loopback" sends real HTTP/1.1 requests to a local server (keep-alive);
 // "inmem" wraps a round tripper that answers at once, which isolates the
-// added cost from network noise; "inmem-backup" is the same in BACKUP,
+// added cost from network noise; "-backup" runs the Transport in BACKUP,
 // where every request is rewritten; "inmem-parallel" runs on every P.
 
 func benchTransport(b *testing.B, next http.RoundTripper, primary string) *Transport {
@@ -68,6 +71,21 @@ func BenchmarkTransport(b *testing.B) {
 		defer next.CloseIdleConnections()
 		loop(b, benchTransport(b, next, host), srv.URL+"/")
 	})
+	// BACKUP over loopback: the same server under two names (localhost and
+	// 127.0.0.1), the Transport restored onto the second, so every request
+	// is rewritten.
+	port := srv.Listener.Addr().(*net.TCPAddr).Port
+	b.Run("net=loopback-backup/rt=bare", func(b *testing.B) {
+		next := &http.Transport{MaxIdleConnsPerHost: 4}
+		defer next.CloseIdleConnections()
+		loop(b, next, fmt.Sprintf("http://127.0.0.1:%d/", port))
+	})
+	b.Run("net=loopback-backup/rt=failover", func(b *testing.B) {
+		next := &http.Transport{MaxIdleConnsPerHost: 4}
+		defer next.CloseIdleConnections()
+		tr := benchBackupOver(b, next, fmt.Sprintf("localhost:%d", port), fmt.Sprintf("127.0.0.1:%d", port))
+		loop(b, tr, fmt.Sprintf("http://localhost:%d/", port))
+	})
 	b.Run("net=inmem/rt=bare", func(b *testing.B) {
 		loop(b, instant{}, "http://api.example.com/")
 	})
@@ -91,21 +109,32 @@ func BenchmarkTransport(b *testing.B) {
 // benchBackup is a Transport in BACKUP (restored from its store), so that
 // every request is rewritten.
 func benchBackup(b *testing.B) *Transport {
+	return benchBackupOver(b, instant{}, "api.example.com", "backup.invalid")
+}
+
+func benchBackupOver(b *testing.B, next http.RoundTripper, primary, backup string) *Transport {
 	store := FileStore(filepath.Join(b.TempDir(), "f.json"))
-	if err := store.Save("backup.invalid"); err != nil {
+	if err := store.Save(backup); err != nil {
 		b.Fatal(err)
 	}
 	tr, err := NewTransport(Config{
-		Primary:    "api.example.com",
-		Backups:    []string{"backup.invalid"},
+		Primary:    primary,
+		Backups:    []string{backup},
 		Store:      store,
 		Registerer: prometheus.NewRegistry(),
 		Logger:     obs.Discard,
-	}, instant{})
+		// no recovery probe during the benchmark
+		RecoveryTimeout: time.Hour,
+	}, next)
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(func() { tr.Close() })
+	b.Cleanup(func() {
+		if tr.State() != Backup {
+			b.Errorf("transport left BACKUP: %v", tr.State())
+		}
+		tr.Close()
+	})
 	return tr
 }
 

@@ -69,7 +69,7 @@ func newH3Lab(t *testing.T, names ...string) (*h3Lab, *http3.Transport) {
 	}
 	client := &http3.Transport{
 		TLSClientConfig: &tls.Config{RootCAs: roots},
-		QUICConfig:      &quic.Config{HandshakeIdleTimeout: 300 * time.Millisecond},
+		QUICConfig:      &quic.Config{HandshakeIdleTimeout: time.Second},
 		Dial: func(ctx context.Context, addr string, tc *tls.Config, qc *quic.Config) (*quic.Conn, error) {
 			host, _, err := net.SplitHostPort(addr)
 			if err != nil {

@@ -50,6 +50,7 @@ type labServer struct {
 	srv  *httptest.Server
 	mu   sync.Mutex
 	reqs []seen
+	hold chan struct{}
 }
 
 type seen struct {
@@ -125,6 +126,44 @@ func (l *lab) down(name string) {
 	s.srv.Close()
 }
 
+// blackhole replaces name's server by a listener that accepts connections
+// and never answers: requests to it time out.
+func (l *lab) blackhole(name string) {
+	l.t.Helper()
+	ln, err := net.Listen("tcp", l.ips[name]+":0")
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var conns []net.Conn
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	}()
+	l.t.Cleanup(func() {
+		ln.Close()
+		<-done
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	l.down(name)
+	l.mu.Lock()
+	l.addrs[name] = ln.Addr().String()
+	l.mu.Unlock()
+}
+
 // setTunnel cuts (or restores) every dial, and drops the clients' idle
 // connections as a real loss of network would.
 func (l *lab) setTunnel(on bool) {
@@ -178,8 +217,23 @@ func (s *labServer) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mu.Lock()
 	s.reqs = append(s.reqs, v)
+	hold := s.hold
 	s.mu.Unlock()
+	if hold != nil && v.canary != "" {
+		hold <- struct{}{} // tell the test the canary arrived ...
+		<-hold             // ... and wait for its go-ahead
+	}
 	io.WriteString(w, s.name)
+}
+
+// holdCanaries makes the server keep each canary until the test lets it go:
+// a receive on the returned channel waits for a canary to arrive, a send
+// releases it.
+func (s *labServer) holdCanaries() chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.hold = make(chan struct{})
+	return s.hold
 }
 
 func (s *labServer) seen() []seen {

@@ -2,6 +2,7 @@ package failover
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"net"
@@ -105,7 +106,8 @@ const (
 //
 // If cfg.Store holds a backup domain from a previous run, the Transport
 // starts in BACKUP on it (the recovery timer then probes the primary as
-// usual); an unreadable or unknown record is logged and ignored.
+// usual). An unreadable record is logged and ignored; a corrupt one, or one
+// naming a domain that is no configured backup, is also cleared.
 func NewTransport(cfg Config, next http.RoundTripper) (*Transport, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -159,9 +161,11 @@ func NewTransport(cfg Config, next http.RoundTripper) (*Transport, error) {
 	restored := None
 	if cfg.Store != nil {
 		saved, err := cfg.Store.Load()
+		stale := false
 		switch {
 		case err != nil:
 			t.log.Warn("failover: ignoring unreadable store", "err", err)
+			stale = errors.Is(err, ErrCorruptStore)
 		case saved != "":
 			for i, b := range cfg.Backups {
 				if strings.EqualFold(b, saved) {
@@ -170,6 +174,12 @@ func NewTransport(cfg Config, next http.RoundTripper) (*Transport, error) {
 			}
 			if restored == None {
 				t.log.Warn("failover: ignoring saved domain that is not a configured backup", "domain", saved)
+				stale = true
+			}
+		}
+		if stale { // remove it, so that the warning is not repeated at every start
+			if err := cfg.Store.Clear(); err != nil {
+				t.log.Warn("failover: cannot clear the store", "err", err)
 			}
 		}
 	}
@@ -248,9 +258,10 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	s := t.snap.Load()
 	host := ph.hosts[s.domain]
 	out := req
-	if req.URL.Host != host || req.Host != "" && req.Host != host {
+	if s.domain != PrimaryIndex {
 		// Another domain: rewrite a copy (the RoundTripper contract
-		// forbids changing req). On primary the request goes as it is.
+		// forbids changing req). On primary the request, which addresses
+		// the primary already, goes as it is.
 		rw := &rewritten{req: *req, url: *req.URL}
 		rw.url.Host = host
 		rw.req.URL = &rw.url
@@ -269,8 +280,8 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	t.mu.Lock()
 	if !t.closed {
-		a := t.policy.Report(now, s.domain, o)
-		t.applyLocked(now, a, s.domain, nil)
+		from := t.policy.Domain()
+		t.applyLocked(now, t.policy.Report(now, s.domain, o), from, nil)
 	}
 	job := t.persistJobLocked()
 	t.mu.Unlock()

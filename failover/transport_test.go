@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -258,6 +260,10 @@ func TestCorruptStore(t *testing.T) {
 			r := newRig(t, l, path, func(c *Config) { c.Backups = []string{"dc1.test"} })
 			r.wantState(t, Primary, "primary.test")
 			r.ev.none(t)
+			r.store.want(t, "clear") // the bad record is removed at once
+			if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+				t.Fatalf("store file after start: %v, want it removed", err)
+			}
 			if w := r.logs.warnings(); len(w) != 1 || !hasPrefixAll(w, "failover: ignoring") {
 				t.Fatalf("warnings %q, want one about the ignored store", w)
 			}
@@ -427,5 +433,92 @@ func TestTLS(t *testing.T) {
 		{host: "dc1.test", path: "/b", sni: "dc1.test", proto: 2},
 	}; !slices.Equal(got, want) {
 		t.Fatalf("dc1 saw %+v, want %+v", got, want)
+	}
+}
+
+func TestIsPrimary(t *testing.T) {
+	for _, c := range []struct {
+		primary, url string
+		want         bool
+	}{
+		{"api.example.com", "https://api.example.com/x", true},
+		{"api.example.com", "https://API.Example.com:8443/x", true},
+		{"api.example.com", "https://dc1.example.com/x", false},
+		{"api.example.com:443", "https://api.example.com/x", true},
+		{"api.example.com:443", "http://api.example.com/x", false},
+		{"api.example.com:80", "http://api.example.com/x", true},
+		{"api.example.com:8443", "https://api.example.com:8443/x", true},
+		{"api.example.com:8443", "https://api.example.com:9443/x", false},
+		{"[::1]:443", "https://[::1]/x", true},
+		{"127.0.0.1:8080", "http://127.0.0.1:8081/", false},
+	} {
+		tr, err := NewTransport(Config{Primary: c.primary, Backups: []string{"b.test"}, Registerer: prometheus.NewRegistry(), Logger: obs.Discard}, instant{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		u, err := url.Parse(c.url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := tr.isPrimary(u); got != c.want {
+			t.Errorf("primary %s, url %s: %v, want %v", c.primary, c.url, got, c.want)
+		}
+		tr.Close()
+	}
+}
+
+// TestOneCanaryInFlight: a canary still in flight when the policy asks for
+// the same domain again is not duplicated; its answer serves the new ask.
+func TestOneCanaryInFlight(t *testing.T) {
+	l := newLab(t, "primary.test", "dc1.test")
+	r := newRig(t, l, filepath.Join(t.TempDir(), "f.json"), func(c *Config) {
+		c.Backups = []string{"dc1.test"}
+		c.CanaryTimeout = waitTimeout
+	})
+	hold := l.server("dc1.test").holdCanaries()
+	mustGet(t, r.c, "http://primary.test/", "primary.test")
+	l.down("primary.test")
+	for range 3 {
+		mustFail(t, r.c, "http://primary.test/")
+	}
+	r.ev.want(t, Primary, Failover, ReasonFailures, "primary.test")
+	<-hold // the canary to dc1 is at the server, unanswered
+
+	// the network was fine after all: back to PRIMARY, canary still out
+	l.up("primary.test")
+	mustGet(t, r.c, "http://primary.test/", "primary.test")
+	r.ev.want(t, Failover, Primary, ReasonPrimarySuccess, "primary.test")
+
+	// a new outage asks for dc1 again: folded into the canary in flight
+	l.down("primary.test")
+	for range 3 {
+		mustFail(t, r.c, "http://primary.test/")
+	}
+	r.ev.want(t, Primary, Failover, ReasonFailures, "primary.test")
+	hold <- struct{}{} // release the one canary
+	r.can.want(t, "dc1.test ok")
+	r.ev.want(t, Failover, Backup, ReasonCanarySuccess, "dc1.test")
+	if got := len(l.server("dc1.test").canaries()); got != 1 {
+		t.Fatalf("dc1 received %d canaries, want 1", got)
+	}
+}
+
+// TestCanaryTimeout: a backup that accepts connections but never answers
+// (a real read timeout) fails its canary after CanaryTimeout, and the next
+// backup is tried.
+func TestCanaryTimeout(t *testing.T) {
+	l := newLab(t, "primary.test", "dc1.test", "dc2.test")
+	r := newRig(t, l, filepath.Join(t.TempDir(), "f.json"), func(c *Config) { c.CanaryTimeout = time.Second })
+	mustGet(t, r.c, "http://primary.test/", "primary.test")
+	l.blackhole("dc1.test")
+	l.down("primary.test")
+	for range 3 {
+		mustFail(t, r.c, "http://primary.test/")
+	}
+	r.ev.want(t, Primary, Failover, ReasonFailures, "primary.test")
+	r.can.want(t, "dc1.test fail", "dc2.test ok")
+	r.ev.want(t, Failover, Backup, ReasonCanarySuccess, "dc2.test")
+	if got := counter(t, r.reg, "veer_failover_canaries_total", map[string]string{"domain": "backup_1", "result": "failure"}); got != 1 {
+		t.Fatalf("dc1 canary failures %v, want 1", got)
 	}
 }

@@ -98,7 +98,9 @@ func NewUber(cfg Config) (*Uber, error) {
 
 // Start implements Policy. A restored backup index in 1..n starts in BACKUP
 // on it (reason restored) with the first recovery delay; anything else
-// starts in PRIMARY.
+// starts in PRIMARY. Start resets every piece of state, recovery growth
+// included, so one Uber can serve many sessions in turn without
+// allocating.
 func (u *Uber) Start(now time.Time, restored int) Action {
 	ring := u.ring
 	clear(ring)

@@ -414,6 +414,9 @@ func TestUberDefaults(t *testing.T) {
 		{DefaultCanaryRetryInterval, tick(), Failover, 0, 1, noWake, ReasonNone},
 		{DefaultCanaryRetryInterval, can(1, ok), Backup, 1, n, DefaultCanaryRetryInterval + DefaultRecoveryTimeout, ReasonCanarySuccess},
 	})
+	if got, want := p.RecoveryAt(), t0.Add(DefaultCanaryRetryInterval+DefaultRecoveryTimeout); !got.Equal(want) {
+		t.Fatalf("RecoveryAt %v, want %v", got, want)
+	}
 }
 
 func TestRecoveryDelayCap(t *testing.T) {
