@@ -120,9 +120,9 @@ func (s *Shedder) Check(endpoint string, t tier.Tier) error {
 	if st == nil {
 		return nil
 	}
-	if r, shed := st.check(context.Background(), t, p, s.clk.Now()); shed {
-		st.m.shed[t][r].Inc()
-		return reject(r)
+	if st.rejectTier(t, p) {
+		st.m.shed[t][ReasonTier].Inc()
+		return reject(ReasonTier)
 	}
 	return nil
 }
