@@ -202,7 +202,7 @@ func TestHTTPTierResolutionAndContext(t *testing.T) {
 		{"/t", "checkout", "sheddable", "critical checkout"},        // untrusted: table
 		{"/t", "checkout", "", "critical checkout"},
 		{"/t", "", "garbage", "unset "}, // malformed header counts as absent
-		{"/u", "", "", "unset"},             // stated nothing: context untouched
+		{"/u", "", "", "unset"},         // stated nothing: context untouched
 	}
 	for _, tt := range tests {
 		req := httptest.NewRequest(http.MethodGet, tt.path, nil)
