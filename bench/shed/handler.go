@@ -32,13 +32,12 @@ func Calibrate(d time.Duration) int {
 	best := time.Duration(math.MaxInt64)
 	for range 7 {
 		start := time.Now()
-		sink = work(probe)
+		_ = work(probe)
 		best = min(best, time.Since(start))
 	}
 	return max(1, int(float64(probe)*float64(d)/float64(best)))
 }
 
-var sink byte
 
 func work(iters int) byte {
 	var sum [32]byte
