@@ -38,7 +38,6 @@ func Calibrate(d time.Duration) int {
 	return max(1, int(float64(probe)*float64(d)/float64(best)))
 }
 
-
 func work(iters int) byte {
 	var sum [32]byte
 	for range iters {
