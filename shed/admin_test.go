@@ -142,6 +142,10 @@ func FuzzTierHeaders(f *testing.F) {
 		h.Set(tier.Header, crit)
 		h.Set(tier.CallerHeader, caller)
 		stated, _ := tier.FromHeader(h)
+		c2, st2 := fromHeader(h)
+		if c2 != tier.CallerFromHeader(h) || st2 != stated {
+			t.Fatalf("fromHeader = %q, %v; tier package decodes %q, %v", c2, st2, tier.CallerFromHeader(h), stated)
+		}
 		got := s.Resolve("e", tier.CallerFromHeader(h), stated)
 		if !got.Valid() {
 			t.Fatalf("resolved %v", got)

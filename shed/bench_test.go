@@ -70,3 +70,12 @@ func BenchmarkAcquireRelease(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkMiddlewareInsideMux mounts the middleware on the route, inside
+// the mux: the endpoint is r.Pattern, so the mux matches only once.
+func BenchmarkMiddlewareInsideMux(b *testing.B) {
+	s, _ := newShedder(b, Config{})
+	mux := http.NewServeMux()
+	mux.Handle("GET /trips/{id}", s.Middleware(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})))
+	benchServe(b, mux, http.Header{})
+}
