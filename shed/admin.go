@@ -143,9 +143,7 @@ func (s *Shedder) AdminHandler(token string) http.Handler {
 				Endpoints:   s.Stats(),
 				Writable:    token != "",
 			}
-			for tc := range p.trusted {
-				v.TrustedCallers = append(v.TrustedCallers, tc)
-			}
+			v.TrustedCallers = sortedKeys(p.trusted)
 			writeJSON(w, http.StatusOK, v)
 		case http.MethodPost, http.MethodPut:
 			if token == "" {

@@ -91,7 +91,7 @@ func (g *gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // endpoint becomes overloaded, every sheddable request is shed with 503 and
 // a reason, and every critical request is served once the slot frees.
 func TestHTTPTierOrdering(t *testing.T) {
-	s, _ := newShedder(t, Config{
+	s, reg := newShedder(t, Config{
 		Target: time.Millisecond, Interval: 10 * time.Millisecond,
 		Limit: LimitConfig{Static: 1},
 		Endpoints: []EndpointConfig{{Name: "GET /work", Callers: map[string]tier.Tier{
@@ -132,6 +132,42 @@ func TestHTTPTierOrdering(t *testing.T) {
 	if r := <-hold; r.status != http.StatusOK {
 		t.Errorf("first request got %+v", r)
 	}
+	if got := counter(t, reg, "veer_shed_admitted_total", "GET /work", "critical", ""); got != n+1 {
+		t.Errorf("admitted critical = %v, want %d", got, n+1)
+	}
+	shed := counter(t, reg, "veer_shed_shed_total", "GET /work", "sheddable", "overload") +
+		counter(t, reg, "veer_shed_shed_total", "GET /work", "sheddable", "tier")
+	if shed != n {
+		t.Errorf("shed sheddable = %v, want %d", shed, n)
+	}
+	if got := counter(t, reg, "veer_shed_shed_total", "GET /work", "critical", "overload"); got != 0 {
+		t.Errorf("shed critical = %v, want 0", got)
+	}
+}
+
+// counter reads one series of a counter vector from reg.
+func counter(t *testing.T, reg *prometheus.Registry, name, endpoint, tr, reason string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	next:
+		for _, m := range mf.GetMetric() {
+			want := map[string]string{"endpoint": endpoint, "tier": tr, "reason": reason}
+			for _, lp := range m.GetLabel() {
+				if want[lp.GetName()] != lp.GetValue() {
+					continue next
+				}
+			}
+			return m.GetCounter().GetValue()
+		}
+	}
+	return 0
 }
 
 // TestHTTPEndpointIsolation overloads one endpoint with sheddable traffic

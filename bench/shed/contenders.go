@@ -21,6 +21,7 @@ import (
 	"github.com/go-kratos/aegis/ratelimit/bbr"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/zeromicro/go-zero/core/load"
+	"github.com/zeromicro/go-zero/core/logx"
 
 	"github.com/veerhq/veer/outcome"
 	"github.com/veerhq/veer/shed"
@@ -59,6 +60,7 @@ func Wrap(name string, next http.Handler) (http.Handler, func(), error) {
 		return failsafeHandler(next)
 	case "gozero":
 		load.DisableLog()
+		logx.DisableStat()
 		sh := load.NewAdaptiveShedder()
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			p, err := sh.Allow()
