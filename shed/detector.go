@@ -15,6 +15,13 @@ import "time"
 // stuck (no request starts at all) is detected too. An interval with no
 // sample and no queue clears the overload.
 //
+// Once overloaded, the endpoint stays overloaded until an interval in which
+// its queue drained (became empty at least once, MarkDrained), even if some
+// requests started quickly: under adaptive LIFO the newest requests start
+// at once while older ones wait, so a short minimum wait no longer shows
+// that the standing queue is gone. Without this hysteresis the state flaps
+// every interval, and each calm interval lets a FIFO queue build up again.
+//
 // While overloaded, a request that has waited longer than 2 × Target is
 // dropped (Drop reports true).
 type Detector struct {
@@ -26,6 +33,8 @@ type Detector struct {
 	start      time.Time // start of the current interval; zero before the first call
 	min        time.Duration
 	seen       bool
+	drained    bool      // the queue was empty at some point of the interval
+	aboveSince time.Time // start of the current run of waits above Target
 	overloaded bool
 }
 
@@ -47,6 +56,32 @@ func (d *Detector) interval() time.Duration {
 func (d *Detector) Observe(now time.Time, wait time.Duration) {
 	d.Advance(now, 0, false)
 	d.record(wait)
+	d.streak(now, wait)
+}
+
+// streak implements CoDel's onset rule between interval ends: when waits
+// have stayed above Target for a whole Interval (every sample since the
+// first one above it), the endpoint is overloaded at once, without waiting
+// for the aligned interval to end. A wait at or below Target ends the streak.
+func (d *Detector) streak(now time.Time, wait time.Duration) {
+	if wait <= d.target() {
+		d.aboveSince = time.Time{}
+		return
+	}
+	if d.aboveSince.IsZero() {
+		d.aboveSince = now
+		return
+	}
+	if !d.overloaded && now.Sub(d.aboveSince) >= d.interval() {
+		d.overloaded = true
+	}
+}
+
+// MarkDrained records that the queue was empty at now.
+func (d *Detector) MarkDrained(now time.Time) {
+	d.Advance(now, 0, false)
+	d.drained = true
+	d.aboveSince = time.Time{}
 }
 
 // record adds a sample to the current interval.
@@ -73,8 +108,13 @@ func (d *Detector) Advance(now time.Time, headWait time.Duration, queued bool) b
 	if queued && (!d.seen || headWait < d.min) {
 		d.min, d.seen = headWait, true
 	}
-	d.overloaded = d.seen && d.min > d.target()
-	d.seen, d.min = false, 0
+	if queued {
+		d.streak(now, headWait)
+	}
+	standing := d.seen && d.min > d.target()
+	busy := d.seen || queued
+	d.overloaded = standing || d.overloaded && busy && !d.drained
+	d.seen, d.min, d.drained = false, 0, !queued
 	// Skip the idle intervals since: they had no samples. If a queue is still
 	// standing, its head keeps the sample alive for the current interval.
 	n := now.Sub(d.start) / iv

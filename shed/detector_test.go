@@ -13,7 +13,7 @@ func TestDetectorSteps(t *testing.T) {
 	const ms = time.Millisecond
 	type step struct {
 		advance  time.Duration
-		event    string        // "start" (a request started), "tick" (interval check)
+		event    string        // "start" (a request started), "tick" (interval check), "drain" (queue empty)
 		wait     time.Duration // start: its queue wait; tick: head-of-queue wait
 		queued   bool          // tick: a queue is standing
 		wantOver bool
@@ -31,14 +31,31 @@ func TestDetectorSteps(t *testing.T) {
 			{50 * ms, "start", 5 * ms, false, false, 0, false},
 			{60 * ms, "tick", 0, false, false, 20 * ms, false}, // t=220: min 5ms = target, not above
 		}},
-		{"min above target for an interval overloads, one good sample clears", []step{
+		{"min above target for an interval overloads; a good sample after a drain clears", []step{
 			{0, "start", 0, false, false, 0, false},
 			{100 * ms, "start", 6 * ms, false, false, 0, false}, // closes [0,100): min 0
 			{50 * ms, "start", 30 * ms, false, false, 0, false},
 			{50 * ms, "tick", 0, false, true, 11 * ms, true}, // t=200: min 6ms > 5ms
 			{0, "tick", 0, false, true, 10 * ms, false},      // exactly 2×target is kept
 			{50 * ms, "start", 1 * ms, false, true, 11 * ms, true},
-			{50 * ms, "tick", 0, false, false, 50 * ms, false}, // t=300: min 1ms
+			{10 * ms, "drain", 0, false, true, 11 * ms, true},
+			{40 * ms, "tick", 0, false, false, 50 * ms, false}, // t=300: min 1ms, queue drained
+		}},
+		{"hysteresis: fresh starts under LIFO do not clear a standing queue", []step{
+			{0, "start", 0, false, false, 0, false},
+			{100 * ms, "tick", 20 * ms, true, false, 0, false},
+			{100 * ms, "tick", 120 * ms, true, true, 0, false}, // t=200: head waited 120ms
+			{50 * ms, "start", 0, false, true, 0, false},       // newest served at once (LIFO)
+			{50 * ms, "tick", 8 * ms, true, true, 0, false},    // t=300: min 0, but never drained
+			{100 * ms, "tick", 9 * ms, true, true, 0, false},   // t=400: still standing
+			{10 * ms, "drain", 0, false, true, 0, false},
+			{90 * ms, "tick", 0, false, false, 0, false}, // t=500: drained in [400,500)
+		}},
+		{"onset: waits above target for a whole interval overload mid-interval", []step{
+			{0, "start", 0, false, false, 0, false},
+			{130 * ms, "start", 7 * ms, false, false, 0, false}, // streak starts at 130
+			{50 * ms, "start", 20 * ms, false, false, 0, false},
+			{50 * ms, "start", 40 * ms, false, true, 11 * ms, true}, // t=230: above for 100ms
 		}},
 		{"a stuck queue overloads without any start", []step{
 			{0, "start", 0, false, false, 0, false},
@@ -65,6 +82,8 @@ func TestDetectorSteps(t *testing.T) {
 					d.Observe(now, s.wait)
 				case "tick":
 					d.Advance(now, s.wait, s.queued)
+				case "drain":
+					d.MarkDrained(now)
 				}
 				if got := d.Overloaded(); got != s.wantOver {
 					t.Fatalf("step %d (%s at +%v): overloaded = %v, want %v", i, s.event, s.advance, got, s.wantOver)

@@ -120,6 +120,9 @@ func (s *Shedder) Check(endpoint string, t tier.Tier) error {
 	if st == nil {
 		return nil
 	}
+	if st.overloaded.Load() {
+		st.maybeTick(s.clk.Now()) // never reject on a stale state
+	}
 	if st.rejectTier(t, p) {
 		st.m.shed[t][ReasonTier].Inc()
 		return reject(ReasonTier)

@@ -11,7 +11,11 @@ import (
 )
 
 // stage is the admission stage of one endpoint: a number of slots (the
-// concurrency limit) with a queue per tier in front.
+// concurrency limit) with a queue per tier in front, and a CoDel detector
+// per tier queue. Per-tier detection matters: the highest tier is served
+// first and rarely waits, so a single detector over all requests would see
+// its short waits and never notice the standing queue of the lower tiers.
+// The endpoint is overloaded while any sheddable tier's queue is.
 //
 // The unloaded path is lock-free: while nobody is queued and a slot is free,
 // a request takes the slot with one compare-and-swap. Everything else (the
@@ -29,7 +33,7 @@ type stage struct {
 	queued      atomic.Int64 // live waiters
 	overloaded  atomic.Bool
 	floor       atomic.Uint32 // while overloaded, tiers below floor are rejected on arrival
-	zeroSeen    atomic.Bool   // a request started without waiting in this interval
+	zeroSeen    atomic.Bool   // a request started without waiting, or a slot freed with nobody queued, in this interval
 	nextTick    atomic.Int64  // unix ns of the end of the current interval; 0 before the first
 	seq         atomic.Uint32 // request counter for clock sampling
 	minService  atomic.Int64  // limiter baseline (ns), for deadline checks
@@ -39,7 +43,7 @@ type stage struct {
 
 	mu      sync.Mutex
 	q       [tier.CriticalPlus + 1]deque
-	det     Detector
+	det     [tier.CriticalPlus + 1]Detector // one CoDel detector per tier queue
 	lim     *Limiter
 	lastPol *policy
 	timer   clock.Timer
@@ -89,6 +93,7 @@ func (t Ticket) Release() {
 	if t.start.IsZero() { // an untimed (unsampled) request
 		st.inflight.Add(-1)
 		if st.queued.Load() == 0 {
+			st.markIdle()
 			return
 		}
 	} else {
@@ -97,6 +102,7 @@ func (t Ticket) Release() {
 		st.rttN.Add(1)
 		st.inflight.Add(-1)
 		if st.queued.Load() == 0 {
+			st.markIdle()
 			st.maybeTick(now)
 			return
 		}
@@ -155,15 +161,18 @@ func (st *stage) rejectDeadline(dl, now time.Time) bool {
 
 // acquire admits a request of tier t or returns a *Rejection.
 func (st *stage) acquire(ctx context.Context, t tier.Tier, p *policy) (Ticket, error) {
-	if st.rejectTier(t, p) {
-		st.m.shed[t][ReasonTier].Inc()
-		return Ticket{}, reject(ReasonTier)
-	}
 	dl, hasDL := ctx.Deadline()
 	var now time.Time
 	timed := hasDL || st.overloaded.Load() || st.seq.Add(1)%sampleEvery == 0
 	if timed {
 		now = st.s.clk.Now()
+		st.maybeTick(now) // an overload state may be stale after a quiet spell
+	}
+	if st.rejectTier(t, p) {
+		st.m.shed[t][ReasonTier].Inc()
+		return Ticket{}, reject(ReasonTier)
+	}
+	if timed {
 		if hasDL && st.rejectDeadline(dl, now) {
 			st.m.shed[t][ReasonDeadline].Inc()
 			return Ticket{}, reject(ReasonDeadline)
@@ -182,9 +191,6 @@ func (st *stage) acquire(ctx context.Context, t tier.Tier, p *policy) (Ticket, e
 				st.noteInflight(n + 1)
 				st.m.admitted[t].Inc()
 				st.m.wait[t].Observe(0)
-				if timed {
-					st.maybeTick(now)
-				}
 				return Ticket{st: st, start: now}, nil
 			}
 		}
@@ -205,7 +211,7 @@ func (st *stage) wait(ctx context.Context, t tier.Tier, p *policy, now time.Time
 		if n := st.inflight.Load(); n < st.limit.Load() {
 			st.inflight.Add(1)
 			st.noteInflight(n + 1)
-			st.det.record(0)
+			st.recordAllLocked(0)
 			st.mu.Unlock()
 			st.m.admitted[t].Inc()
 			st.m.wait[t].Observe(0)
@@ -253,6 +259,23 @@ func (st *stage) wait(ctx context.Context, t tier.Tier, p *policy, now time.Time
 	}
 }
 
+// recordAllLocked records a wait in every tier's detector: a request that
+// started with the queue empty shows that no tier had a standing queue.
+func (st *stage) recordAllLocked(wait time.Duration) {
+	for t := range st.det {
+		st.det[t].record(wait)
+		st.det[t].drained = true
+		st.det[t].aboveSince = time.Time{}
+	}
+}
+
+// markIdle notes, without a lock, that a slot freed with nobody waiting.
+func (st *stage) markIdle() {
+	if !st.zeroSeen.Load() {
+		st.zeroSeen.Store(true)
+	}
+}
+
 // evictLocked makes room in a full queue for a request of tier t by dropping
 // the oldest waiter of the lowest sheddable tier below t.
 func (st *stage) evictLocked(t tier.Tier, p *policy) bool {
@@ -280,7 +303,6 @@ func (st *stage) dropLocked(w *waiter, r Reason) {
 // within a tier, newest first while overloaded. Waiters that waited too long
 // (CoDel) or whose deadline is too close are dropped instead.
 func (st *stage) dispatchLocked(now time.Time, p *policy) {
-	over := st.det.Overloaded()
 	minSvc := time.Duration(st.minService.Load())
 	for st.queued.Load() > 0 {
 		n := st.inflight.Load()
@@ -289,7 +311,7 @@ func (st *stage) dispatchLocked(now time.Time, p *policy) {
 		}
 		var w *waiter
 		for t := tier.CriticalPlus; t >= tier.Sheddable && w == nil; t-- {
-			if over {
+			if st.det[t].Overloaded() {
 				w = st.q[t].popBack()
 			} else {
 				w = st.q[t].popFront()
@@ -300,17 +322,30 @@ func (st *stage) dispatchLocked(now time.Time, p *policy) {
 		}
 		st.queued.Add(-1)
 		wait := now.Sub(w.arrival)
+		if st.overloaded.Load() && p.sheddable(w.tier) && uint32(w.tier) < st.floor.Load() {
+			st.dropLocked(w, ReasonTier)
+			continue
+		}
 		if !w.deadline.IsZero() && w.deadline.Sub(now) < minSvc {
 			st.dropLocked(w, ReasonDeadline)
 			continue
 		}
-		if p.sheddable(w.tier) && st.det.Drop(wait) {
+		if p.sheddable(w.tier) && st.det[w.tier].Drop(wait) {
 			st.dropLocked(w, ReasonOverload)
 			continue
 		}
+		// Priority: every tier above w's is empty while a slot is handed
+		// out, so capacity has caught up with them.
+		for t := w.tier + 1; t <= tier.CriticalPlus; t++ {
+			st.det[t].MarkDrained(now)
+		}
 		st.inflight.Add(1)
 		st.noteInflight(n + 1)
-		st.det.record(wait)
+		st.det[w.tier].record(wait)
+		st.det[w.tier].streak(now, wait)
+		if st.det[w.tier].Overloaded() && p.sheddable(w.tier) {
+			st.overloaded.Store(true)
+		}
 		w.state = wGranted
 		st.m.admitted[w.tier].Inc()
 		st.m.wait[w.tier].Observe(wait.Seconds())
@@ -322,13 +357,13 @@ func (st *stage) dispatchLocked(now time.Time, p *policy) {
 // waited longer than 2 × target, lowest tier first. Under adaptive LIFO the
 // oldest waiters are never at the serving end, so they leave here.
 func (st *stage) sweepLocked(now time.Time, p *policy) {
-	if !st.det.Overloaded() {
+	if !st.overloaded.Load() {
 		return
 	}
 	for t := tier.Sheddable; p.sheddable(t) && t <= tier.CriticalPlus; t++ {
 		for {
 			w := st.q[t].front()
-			if w == nil || !st.det.Drop(now.Sub(w.arrival)) {
+			if w == nil || !st.det[t].Drop(now.Sub(w.arrival)) {
 				break
 			}
 			st.q[t].popFront()
@@ -336,6 +371,9 @@ func (st *stage) sweepLocked(now time.Time, p *policy) {
 			st.dropLocked(w, ReasonOverload)
 		}
 	}
+	// Dropping stale waiters does not drain a queue: they leave because it
+	// stands. A queue drains when a slot is free with nobody of its tier
+	// waiting (see dispatchLocked, Release and zeroSeen).
 }
 
 // tickLocked closes the detector's interval and moves the limit when the
@@ -344,17 +382,22 @@ func (st *stage) tickLocked(now time.Time, p *policy) {
 	if next := st.nextTick.Load(); next != 0 && now.UnixNano() < next {
 		return
 	}
-	st.det.Target, st.det.Interval = p.target, p.interval
 	if st.zeroSeen.Swap(false) {
-		st.det.record(0)
+		st.recordAllLocked(0)
 	}
-	var head time.Time
-	for t := range st.q {
-		if w := st.q[t].front(); w != nil && (head.IsZero() || w.arrival.Before(head)) {
-			head = w.arrival
+	over := false
+	for t := tier.Sheddable; t <= tier.CriticalPlus; t++ {
+		d := &st.det[t]
+		d.Target, d.Interval = p.target, p.interval
+		var headWait time.Duration
+		w := st.q[t].front()
+		if w != nil {
+			headWait = now.Sub(w.arrival)
+		}
+		if d.Advance(now, headWait, w != nil) && p.sheddable(t) {
+			over = true
 		}
 	}
-	over := st.det.Advance(now, now.Sub(head), !head.IsZero())
 	st.overloaded.Store(over)
 	if !over {
 		if f := st.floor.Load(); f > 0 {
@@ -374,7 +417,7 @@ func (st *stage) tickLocked(now time.Time, p *policy) {
 	limit := st.lim.Limit()
 	st.limit.Store(int64(limit))
 	st.minService.Store(int64(st.lim.Baseline()))
-	st.nextTick.Store(st.det.NextEnd().UnixNano())
+	st.nextTick.Store(st.det[tier.Sheddable].NextEnd().UnixNano())
 
 	st.m.limit.Set(float64(limit))
 	st.m.inflight.Set(float64(st.inflight.Load()))
@@ -394,8 +437,8 @@ func (st *stage) armLocked(now time.Time) {
 		return
 	}
 	d := time.Duration(st.nextTick.Load() - now.UnixNano())
-	if st.det.Overloaded() {
-		d = min(d, st.det.target())
+	if st.overloaded.Load() {
+		d = min(d, st.det[tier.Sheddable].target())
 	}
 	d = max(d, time.Millisecond)
 	st.armed = true

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -136,11 +137,10 @@ func TestUnaryShedsLowTierKeepsCritical(t *testing.T) {
 	wg.Wait()
 }
 
-// TestStreamAndTap: a stream holds the Watch method's slot; a second
-// sheddable stream waits and is shed once the method is overloaded; and
-// the tap handle then rejects lower tiers before any stream is created.
-func TestStreamAndTap(t *testing.T) {
-	s, g, client := setup(t)
+// TestStreamShed: a stream holds the Watch method's only slot; a second,
+// sheddable_plus stream waits and is shed once the method is overloaded.
+func TestStreamShed(t *testing.T) {
+	_, g, client := setup(t)
 	ctx, cancel := context.WithCancel(as("app", "critical"))
 	defer cancel()
 	first, err := client.Watch(ctx, &healthpb.HealthCheckRequest{})
@@ -155,30 +155,55 @@ func TestStreamAndTap(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = second.Recv()
-	if status.Code(err) != codes.Unavailable {
-		t.Fatalf("queued sheddable_plus stream: %v, want Unavailable", err)
-	}
-	// sheddable_plus was dropped by CoDel, so sheddable is now refused on
-	// arrival while the method stays overloaded (its queue is empty now, so
-	// check right away: the slot is still held).
-	tapErr := func() error {
-		_, err := shedgrpc.TapHandle(s)(context.Background(), &tap.Info{
-			FullMethodName: watchMethod,
-			Header:         metadata.Pairs(tier.MetadataKey, "sheddable"),
-		})
-		return err
-	}()
-	var st interface{ GRPCStatus() *status.Status }
-	if !errors.As(tapErr, &st) || st.GRPCStatus().Code() != codes.Unavailable || st.GRPCStatus().Message() != "shed: tier" {
-		t.Fatalf("tap handle: %v, want Unavailable shed: tier", tapErr)
-	}
-	if _, err := shedgrpc.TapHandle(s)(context.Background(), &tap.Info{
-		FullMethodName: watchMethod, Header: metadata.Pairs(tier.MetadataKey, "critical"),
-	}); err != nil {
-		t.Fatalf("tap handle rejected a critical call: %v", err)
+	if st, _ := status.FromError(err); st.Code() != codes.Unavailable || st.Message() != "shed: overload" {
+		t.Fatalf("queued sheddable_plus stream: %v, want Unavailable shed: overload", err)
 	}
 	close(g.release)
 	if _, err := first.Recv(); err != nil {
 		t.Fatalf("first stream: %v", err)
 	}
+}
+
+// TestTapHandle runs in virtual time: once the method has dropped a
+// sheddable_plus call, the tap handle refuses sheddable calls before any
+// stream exists, and lets critical ones through.
+func TestTapHandle(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s, err := shed.New(shed.Config{Limit: shed.LimitConfig{Static: 1}, Registerer: prometheus.NewRegistry(), Logger: obs.Discard})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		handle := shedgrpc.TapHandle(s)
+		call := func(crit string) error {
+			_, err := handle(context.Background(), &tap.Info{FullMethodName: watchMethod, Header: metadata.Pairs(tier.MetadataKey, crit)})
+			return err
+		}
+		if err := call("sheddable"); err != nil {
+			t.Fatalf("tap rejected before any overload: %v", err)
+		}
+		hold, err := s.Acquire(context.Background(), watchMethod, tier.Critical)
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error)
+		go func() {
+			_, err := s.Acquire(context.Background(), watchMethod, tier.SheddablePlus)
+			done <- err
+		}()
+		synctest.Wait()
+		time.Sleep(250 * time.Millisecond) // the queue stands: overloaded, the waiter is dropped
+		if err := <-done; !errors.Is(err, shed.ErrShed) {
+			t.Fatalf("queued sheddable_plus: %v, want shed", err)
+		}
+		err = call("sheddable")
+		var st interface{ GRPCStatus() *status.Status }
+		if !errors.As(err, &st) || st.GRPCStatus().Code() != codes.Unavailable || st.GRPCStatus().Message() != "shed: tier" {
+			t.Fatalf("tap handle: %v, want Unavailable shed: tier", err)
+		}
+		if err := call("critical"); err != nil {
+			t.Fatalf("tap handle rejected a critical call: %v", err)
+		}
+		hold.Release()
+	})
 }
