@@ -120,7 +120,7 @@ func (s *Shedder) Check(endpoint string, t tier.Tier) error {
 	if st == nil {
 		return nil
 	}
-	if st.overloaded.Load() {
+	if st.shedding.Load() {
 		st.maybeTick(s.clk.Now()) // never reject on a stale state
 	}
 	if st.rejectTier(t, p) {

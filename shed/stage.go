@@ -32,7 +32,8 @@ type stage struct {
 	limit       atomic.Int64
 	queued      atomic.Int64 // live waiters
 	overloaded  atomic.Bool
-	floor       atomic.Uint32 // while overloaded, tiers below floor are rejected on arrival
+	floor       atomic.Uint32 // while shedding, tiers below floor are rejected on arrival
+	shedding    atomic.Bool   // overloaded now or within FloorHold: the floor applies
 	zeroSeen    atomic.Bool   // a request started without waiting, or a slot freed with nobody queued, in this interval
 	nextTick    atomic.Int64  // unix ns of the end of the current interval; 0 before the first
 	seq         atomic.Uint32 // request counter for clock sampling
@@ -41,14 +42,15 @@ type stage struct {
 	rttN        atomic.Int64
 	maxInflight atomic.Int64
 
-	mu      sync.Mutex
-	q       [tier.CriticalPlus + 1]deque
-	det     [tier.CriticalPlus + 1]Detector // one CoDel detector per tier queue
-	lim     *Limiter
-	lastPol *policy
-	timer   clock.Timer
-	armed   bool
-	closed  bool
+	mu       sync.Mutex
+	q        [tier.CriticalPlus + 1]deque
+	det      [tier.CriticalPlus + 1]Detector // one CoDel detector per tier queue
+	lim      *Limiter
+	lastPol  *policy
+	lastOver time.Time // last interval end at which the endpoint was overloaded
+	timer    clock.Timer
+	armed    bool
+	closed   bool
 }
 
 // Waiter states.
@@ -147,10 +149,14 @@ func (st *stage) noteInflight(n int64) {
 // overloaded or queued, are always timed.
 const sampleEvery = 8
 
+// FloorHold is how long after its last overloaded interval an endpoint
+// keeps rejecting the tiers below the one it last shed.
+const FloorHold = time.Second
+
 // rejectTier reports whether a request of tier t is rejected on arrival
-// because the endpoint is overloaded and shedding a higher tier.
+// because the endpoint is shedding a higher tier.
 func (st *stage) rejectTier(t tier.Tier, p *policy) bool {
-	return p.sheddable(t) && st.overloaded.Load() && uint32(t) < st.floor.Load()
+	return p.sheddable(t) && st.shedding.Load() && uint32(t) < st.floor.Load()
 }
 
 // rejectDeadline reports whether a deadline leaves less time than the
@@ -163,7 +169,7 @@ func (st *stage) rejectDeadline(dl, now time.Time) bool {
 func (st *stage) acquire(ctx context.Context, t tier.Tier, p *policy) (Ticket, error) {
 	dl, hasDL := ctx.Deadline()
 	var now time.Time
-	timed := hasDL || st.overloaded.Load() || st.seq.Add(1)%sampleEvery == 0
+	timed := hasDL || st.shedding.Load() || st.seq.Add(1)%sampleEvery == 0
 	if timed {
 		now = st.s.clk.Now()
 		st.maybeTick(now) // an overload state may be stale after a quiet spell
@@ -295,6 +301,7 @@ func (st *stage) dropLocked(w *waiter, r Reason) {
 	st.m.shed[w.tier][r].Inc()
 	if r == ReasonOverload && uint32(w.tier) > st.floor.Load() {
 		st.floor.Store(uint32(w.tier))
+		st.shedding.Store(true)
 	}
 	w.ready <- struct{}{}
 }
@@ -322,7 +329,7 @@ func (st *stage) dispatchLocked(now time.Time, p *policy) {
 		}
 		st.queued.Add(-1)
 		wait := now.Sub(w.arrival)
-		if st.overloaded.Load() && p.sheddable(w.tier) && uint32(w.tier) < st.floor.Load() {
+		if st.shedding.Load() && p.sheddable(w.tier) && uint32(w.tier) < st.floor.Load() {
 			st.dropLocked(w, ReasonTier)
 			continue
 		}
@@ -399,7 +406,16 @@ func (st *stage) tickLocked(now time.Time, p *policy) {
 		}
 	}
 	st.overloaded.Store(over)
-	if !over {
+	if over {
+		st.lastOver = now
+	}
+	// The floor outlives the overload by FloorHold, so that a short calm
+	// spell inside an overload does not let the lowest tier in between two
+	// sheds of a higher one (strict order); then it decays a tier per
+	// interval.
+	shedding := over || now.Sub(st.lastOver) < FloorHold
+	st.shedding.Store(shedding)
+	if !shedding {
 		if f := st.floor.Load(); f > 0 {
 			st.floor.Store(f - 1)
 		}

@@ -245,7 +245,12 @@ func TestStageRecoversAfterOverload(t *testing.T) {
 		}
 		h.wantShed("s1", ReasonOverload)
 		h.finish("hold")
+		// Within FloorHold of the overload, the tier below the one shed is
+		// still refused; after it, everyone is admitted again.
 		time.Sleep(250 * time.Millisecond)
+		h.start(ctx, "early", tier.Sheddable)
+		h.wantShed("early", ReasonTier)
+		time.Sleep(FloorHold)
 		h.start(ctx, "x", tier.Sheddable)
 		h.finish("x")
 		time.Sleep(100 * time.Millisecond)
