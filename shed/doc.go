@@ -5,11 +5,12 @@
 // How it works. Go's net/http starts every handler at once, so there is no
 // queue to measure unless one is built: each endpoint gets a number of
 // concurrent slots (its limit) with a queue per tier in front. The wait from
-// arrival to handler start is the CoDel signal: when the minimum wait over an
-// interval (100 ms) exceeds a target (5 ms), the endpoint is overloaded, and
-// while it is, requests that waited longer than 2 × target are dropped,
-// lowest tier first; lower tiers than the one being dropped are rejected on
-// arrival. The queue serves the highest tier first, FIFO normally and newest
+// arrival to handler start is the CoDel signal, measured per tier queue: when
+// the minimum wait over an interval (100 ms) exceeds a target (5 ms), that
+// queue is overloaded until it drains (see Detector), and while it is,
+// requests that waited longer than 2 × target are dropped, lowest tier first;
+// tiers below the one being dropped are rejected on arrival until FloorHold
+// after the overload. The queue serves the highest tier first, FIFO normally and newest
 // first (adaptive LIFO) under overload. A request whose deadline would pass
 // before it could start is dropped. The limit adapts (see Limiter) unless
 // fixed. Each endpoint has its own stage and detector: a spike on one never
