@@ -82,6 +82,11 @@ func serve(args []string) error {
 	return nil
 }
 
+// niceness is the scheduling priority of the server process (a negative
+// value needs root). It does not help against other cgroups, which share the
+// CPU by weight whatever the nice value.
+var niceness = flag.Int("nice", 0, "nice value of the server process (0: leave it)")
+
 // server is a running server process.
 type server struct {
 	cmd    *exec.Cmd
@@ -99,14 +104,18 @@ func startServer(contender string, h bench.HandlerConfig) (*server, error) {
 	}
 	args := []string{"serve", "-contender", contender, "-kind", h.Kind, "-iters", strconv.Itoa(h.Iters),
 		"-slots", strconv.Itoa(h.Slots), "-sleep", h.Sleep.String(), "-paths", strings.Join(h.Paths, ",")}
-	var cmd *exec.Cmd
+	argv := append([]string{self}, args...)
 	pinned := false
 	if ts, err := exec.LookPath("taskset"); err == nil {
-		cmd = exec.Command(ts, append([]string{"-c", "0", self}, args...)...)
+		argv = append([]string{ts, "-c", "0"}, argv...)
 		pinned = true
-	} else {
-		cmd = exec.Command(self, args...)
 	}
+	if *niceness != 0 {
+		if n, err := exec.LookPath("nice"); err == nil {
+			argv = append([]string{n, "-n", strconv.Itoa(*niceness)}, argv...)
+		}
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = append(os.Environ(), "GOMAXPROCS=1")
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
@@ -221,9 +230,16 @@ func run() error {
 		if *scen != "all" && !slices.Contains(strings.Split(*scen, ","), sc.Name[:1]) {
 			continue
 		}
+		// Capacity is measured again before each cpu scenario: on a shared
+		// machine it drifts, and every rate is a multiple of it.
 		c := capCPU
-		if sc.Capacity == "dep" {
+		switch {
+		case sc.Capacity == "dep":
 			c = float64(sc.Handler.Slots) / sc.Handler.Sleep.Seconds()
+		case sc.Handler.Iters == iters:
+			if c, err = capacity(client, iters); err != nil {
+				return err
+			}
 		}
 		phases := sc.Phases(c)
 		var scRes []bench.Result
