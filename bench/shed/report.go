@@ -149,9 +149,10 @@ func StreamStats(samples []Sample, phase int, stream string) (p99 float64, faile
 	return pct(lat, 0.99), failed, total
 }
 
+// pct returns the q-quantile in ms, or -1 when there is no sample.
 func pct(ds []time.Duration, q float64) float64 {
 	if len(ds) == 0 {
-		return math.NaN()
+		return -1
 	}
 	slices.Sort(ds)
 	i := int(math.Ceil(q*float64(len(ds)))) - 1
@@ -180,8 +181,8 @@ func WriteTable(w io.Writer, rs []Result) {
 		tw := tabwriter.NewWriter(w, 0, 0, 1, ' ', tabwriter.AlignRight)
 		fmt.Fprintln(tw, "contender\tgoodput/cap\tp50 ms\tp99 ms\tok crit+\tok crit\tok shed+\tok shed\tshed\terr\tdetect ms\trecover ms\torder viol\tcpu µs/req\tcpu %\textra\t")
 		for _, r := range by[sc] {
-			fmt.Fprintf(tw, "%s\t%.2f\t%.1f\t%.1f\t%s\t%s\t%s\t%s\t%.1f%%\t%.1f%%\t%s\t%s\t%d\t%.0f\t%.1f\t%s\t\n",
-				r.Contender, r.Goodput/r.CapacityRPS, r.P50Ms, r.P99Ms,
+			fmt.Fprintf(tw, "%s\t%.2f\t%s\t%s\t%s\t%s\t%s\t%s\t%.1f%%\t%.1f%%\t%s\t%s\t%d\t%.0f\t%.1f\t%s\t\n",
+				r.Contender, r.Goodput/r.CapacityRPS, ms(r.P50Ms), ms(r.P99Ms),
 				frac(r.Success, "critical_plus"), frac(r.Success, "critical"), frac(r.Success, "sheddable_plus"), frac(r.Success, "sheddable"),
 				100*r.ShedRate, 100*r.ErrRate, ms(r.DetectMs), ms(r.RecoverMs), r.OrderViolations, r.CPUUsPerReq, r.CPUCorePct, extra(r.Extra))
 		}
@@ -200,6 +201,9 @@ func frac(m map[string]float64, k string) string {
 func ms(v float64) string {
 	if v < 0 {
 		return "-"
+	}
+	if v < 10 {
+		return fmt.Sprintf("%.1f", v)
 	}
 	return fmt.Sprintf("%.0f", v)
 }

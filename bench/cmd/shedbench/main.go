@@ -206,6 +206,7 @@ func run() error {
 	conts := flag.String("contenders", strings.Join(bench.Contenders, ","), "comma-separated contenders")
 	rounds := flag.Int("rounds", 1, "rounds; contenders alternate order each round")
 	format := flag.String("format", "table", "table or json")
+	out := flag.String("out", "", "also write the JSON results to this file")
 	work := flag.Duration("work", 5*time.Millisecond, "CPU per request of the cpu handler")
 	deadline := flag.Duration("deadline", time.Second, "client deadline")
 	flag.Parse()
@@ -280,6 +281,18 @@ func run() error {
 	overhead(results)
 	if !pinnedAll {
 		log.Print("taskset not found: the server was not pinned to CPU 0")
+	}
+	if *out != "" {
+		f, err := os.Create(*out)
+		if err != nil {
+			return err
+		}
+		if err := bench.WriteJSON(f, results); err != nil {
+			return err
+		}
+		if err := f.Close(); err != nil {
+			return err
+		}
 	}
 	switch *format {
 	case "json":
