@@ -195,8 +195,7 @@ func (st *stage) acquire(ctx context.Context, t tier.Tier, p *policy) (Ticket, e
 					st.zeroSeen.Store(true)
 				}
 				st.noteInflight(n + 1)
-				st.m.admitted[t].Inc()
-				st.m.wait[t].Observe(0)
+				st.m.wait[t].observeZero()
 				return Ticket{st: st, start: now}, nil
 			}
 		}
@@ -219,8 +218,7 @@ func (st *stage) wait(ctx context.Context, t tier.Tier, p *policy, now time.Time
 			st.noteInflight(n + 1)
 			st.recordAllLocked(0)
 			st.mu.Unlock()
-			st.m.admitted[t].Inc()
-			st.m.wait[t].Observe(0)
+			st.m.wait[t].observeZero()
 			return Ticket{st: st, start: now}, nil
 		}
 	}
@@ -354,8 +352,7 @@ func (st *stage) dispatchLocked(now time.Time, p *policy) {
 			st.overloaded.Store(true)
 		}
 		w.state = wGranted
-		st.m.admitted[w.tier].Inc()
-		st.m.wait[w.tier].Observe(wait.Seconds())
+		st.m.wait[w.tier].observe(wait)
 		w.ready <- struct{}{}
 	}
 }
