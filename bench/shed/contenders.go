@@ -32,6 +32,13 @@ import (
 // reasonable guess, as a static limit always is.
 const StaticLimit = 16
 
+// go-zero starts a CPU statistics goroutine that logs to stdout every
+// minute in any process that links it; keep the bench's output clean.
+func init() {
+	load.DisableLog()
+	logx.DisableStat()
+}
+
 // Contenders names every contender, in table order.
 var Contenders = []string{"none", "static", "veer", "failsafe", "gozero", "bbr"}
 
@@ -59,8 +66,6 @@ func Wrap(name string, next http.Handler) (http.Handler, func(), error) {
 	case "failsafe":
 		return failsafeHandler(next)
 	case "gozero":
-		load.DisableLog()
-		logx.DisableStat()
 		sh := load.NewAdaptiveShedder()
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			p, err := sh.Allow()
