@@ -55,8 +55,11 @@ func admit(ctx context.Context, s *shed.Shedder, method string) (context.Context
 }
 
 // Status converts a shed rejection into the gRPC status error a server
-// returns: codes.Unavailable with the reason.
+// returns: codes.Unavailable with the reason. Status(nil) is nil.
 func Status(err error) error {
+	if err == nil {
+		return nil
+	}
 	reason := "overload"
 	if rj, ok := err.(*shed.Rejection); ok {
 		reason = rj.Reason.String()
