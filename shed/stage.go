@@ -209,6 +209,10 @@ func (st *stage) acquire(ctx context.Context, t tier.Tier, p *policy) (Ticket, e
 // wait is the loaded path: queue the request until a slot frees, it is
 // dropped, or its context ends.
 func (st *stage) wait(ctx context.Context, t tier.Tier, p *policy, now time.Time) (Ticket, error) {
+	if ctx.Err() != nil { // the caller is gone (HTTP: the client closed)
+		st.m.shed[t][ReasonDeadline].Inc()
+		return Ticket{}, reject(ReasonDeadline)
+	}
 	st.mu.Lock()
 	st.tickLocked(now, p)
 	st.sweepLocked(now, p)
@@ -228,22 +232,16 @@ func (st *stage) wait(ctx context.Context, t tier.Tier, p *policy, now time.Time
 		return Ticket{}, reject(ReasonQueueFull)
 	}
 	w := &waiter{arrival: now, tier: t, ready: make(chan struct{}, 1)}
-	if ctx != nil {
-		w.deadline, _ = ctx.Deadline()
-	}
+	w.deadline, _ = ctx.Deadline()
 	st.q[t].push(w)
 	st.queued.Add(1)
 	st.dispatchLocked(now, p) // a slot may have freed since the check above
 	st.armLocked(now)
 	st.mu.Unlock()
 
-	var done <-chan struct{}
-	if ctx != nil {
-		done = ctx.Done()
-	}
 	select {
 	case <-w.ready:
-	case <-done:
+	case <-ctx.Done():
 	}
 	st.mu.Lock()
 	switch w.state {
