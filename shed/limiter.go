@@ -71,7 +71,8 @@ type Window struct {
 //     by the gradient Tolerance × baseline / rtt, at most halved per window,
 //     never below Min.
 //   - else, if the limit was binding (MaxInflight ≥ 80% of it): grow by
-//     √limit (fast when small, careful when large), never above Max.
+//     √limit (by half right after a slow-dependency re-baseline, while the
+//     latency stays within 20% of the new baseline), never above Max.
 //   - else: unchanged.
 //
 // Safeguard against collapse under a slow dependency (Envoy's and Netflix's
@@ -80,7 +81,7 @@ type Window struct {
 // of where the cutting started (or to Min) and the latency fell by less than
 // 10%, the
 // latency is not caused by this endpoint's concurrency; the baseline is reset
-// to the current latency and the limit stops shrinking.
+// to the current latency and the cuts are undone.
 //
 // Safeguard against creeping up forever: the limit only grows while it is
 // binding, so an idle or lightly used endpoint keeps its limit; the baseline
@@ -94,6 +95,7 @@ type Limiter struct {
 
 	cutFrom float64       // limit when the current run of cuts started; 0 when none
 	cutRTT  time.Duration // latency then
+	regrow  bool          // re-baselined: grow fast while latency stays flat
 }
 
 // NewLimiter returns a limiter at cfg's initial (or static) limit.
@@ -142,22 +144,36 @@ func (l *Limiter) Update(w Window) (used bool) {
 	tol := l.cfg.Tolerance
 	switch {
 	case float64(rtt) > tol*float64(l.baseline):
+		l.regrow = false
 		if l.cutFrom == 0 {
 			l.cutFrom, l.cutRTT = l.limit, rtt
 		} else if (l.limit <= l.cutFrom/2 || l.limit <= float64(l.cfg.Min)) && float64(rtt) >= 0.9*float64(l.cutRTT) {
 			// Cutting concurrency in half did not bring latency down: the
-			// slowness is not ours. Re-baseline instead of collapsing.
+			// slowness is not ours. Re-baseline instead of collapsing, and
+			// undo the cuts.
 			l.baseline = rtt
+			l.limit = math.Max(l.limit, l.cutFrom)
 			l.cutFrom = 0
+			l.regrow = true
 			return true
 		}
 		g := math.Max(0.5, tol*float64(l.baseline)/float64(rtt))
 		l.limit = math.Max(float64(l.cfg.Min), l.limit*g)
 	case float64(w.MaxInflight) >= 0.8*l.limit:
 		l.cutFrom = 0
-		l.limit = math.Min(float64(l.cfg.Max), l.limit+math.Max(1, math.Sqrt(l.limit)))
+		step := math.Max(1, math.Sqrt(l.limit))
+		if l.regrow && float64(rtt) <= 1.2*float64(l.baseline) {
+			// After a re-baseline the dependency is slower for everyone
+			// and needs more requests in flight for the same throughput
+			// (Little's law): grow by half while latency stays flat.
+			step = math.Max(step, l.limit/2)
+		} else {
+			l.regrow = false
+		}
+		l.limit = math.Min(float64(l.cfg.Max), l.limit+step)
 	default:
 		l.cutFrom = 0
+		l.regrow = false
 	}
 	return true
 }

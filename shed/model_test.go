@@ -206,3 +206,72 @@ func TestModelOverload(t *testing.T) {
 		})
 	}
 }
+
+// slowDep is a dependency without a concurrency bound whose latency can
+// change: the case where a gradient limiter must not collapse.
+type slowDep struct {
+	mu sync.Mutex
+	d  time.Duration
+}
+
+func (s *slowDep) serve() {
+	s.mu.Lock()
+	d := s.d
+	s.mu.Unlock()
+	time.Sleep(d)
+}
+
+// TestModelSlowDependencyDoesNotCollapse: 400 req/s against a dependency
+// that answers in 5 ms, then slows to 50 ms for every request whatever the
+// concurrency (it has no slot limit, so the server is not overloaded: it just
+// needs 20 requests in flight instead of 2). The limiter first cuts (latency
+// ×10), then its slow-dependency safeguard re-baselines and the limit grows
+// back; the test bounds what is shed meanwhile.
+func TestModelSlowDependencyDoesNotCollapse(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s, _ := newShedder(t, Config{})
+		dep := &slowDep{d: 5 * time.Millisecond}
+		var mu sync.Mutex
+		var sent, shed [2]int
+		var wg sync.WaitGroup
+		start := time.Now()
+		const rate = 400
+		for i := 0; i < 4*rate; i++ {
+			time.Sleep(time.Until(start.Add(time.Duration(i) * time.Second / rate)))
+			phase := 0
+			if i >= rate {
+				phase = 1
+				if i == rate {
+					dep.mu.Lock()
+					dep.d = 50 * time.Millisecond
+					dep.mu.Unlock()
+				}
+			}
+			wg.Go(func() {
+				tk, err := s.Acquire(context.Background(), "ep", tier.SheddablePlus)
+				if err == nil {
+					dep.serve()
+					tk.Release()
+				}
+				mu.Lock()
+				sent[phase]++
+				if err != nil {
+					shed[phase]++
+				}
+				mu.Unlock()
+			})
+		}
+		wg.Wait()
+		rate1 := float64(shed[1]) / float64(sent[1])
+		t.Logf("shed before the slowdown %d/%d, after %d/%d (%.1f%%); limit now %d", shed[0], sent[0], shed[1], sent[1], 100*rate1, s.Stats()[0].Limit)
+		if shed[0] != 0 {
+			t.Errorf("%d requests shed before the slowdown", shed[0])
+		}
+		if rate1 > 0.25 {
+			t.Errorf("%.1f%% shed after a pure latency increase, want ≤ 25%%", 100*rate1)
+		}
+		if got := s.Stats()[0].Limit; got < 20 {
+			t.Errorf("limit %d after 3 s of 50 ms latency at 400/s, want ≥ 20 (Little's law)", got)
+		}
+	})
+}
