@@ -6,6 +6,9 @@
 //
 //	shedbench [-scenarios 1,3] [-contenders veer,none] [-rounds 1] [-format table|json]
 //	shedbench serve ...   (internal: the server process)
+//
+// SHEDBENCH_DEBUG=1 makes the veer server print its endpoints' state
+// (overloaded, limit, in flight, queued) to stderr every 100 ms.
 package main
 
 import (
