@@ -70,3 +70,10 @@ clean:
 sim-figures:
 	mkdir -p sim-out
 	$(GO) run ./cmd/veer sim --scenario all --format markdown --plots sim-out | tee sim-out/results.md
+## bench-shed: side-by-side overload bench of shed vs peers (docs/shed.md); a few
+## minutes, not part of `make test`. SHEDBENCH_FLAGS="-format json -rounds 5" etc.
+.PHONY: bench-shed
+bench-shed:
+	cd bench && $(GO) build -o ../bin/shedbench ./cmd/shedbench
+	@if command -v taskset >/dev/null; then taskset -c 1 bin/shedbench $(SHEDBENCH_FLAGS); \
+	else echo "taskset not found: generator and server are not pinned"; bin/shedbench $(SHEDBENCH_FLAGS); fi
