@@ -95,6 +95,16 @@ type Config struct {
 	// offline and the policy stays on primary (FAILOVER -> PRIMARY, reason
 	// device_offline) instead of probing on. Default false.
 	DeviceOfflineCheck bool `yaml:"device_offline_check" json:"device_offline_check"`
+	// ConfirmPrimary (beyond the seed): in FAILOVER, when a backup's canary
+	// succeeds, the policy canaries the primary before committing to
+	// BACKUP. If the primary answers, the failures were the user's own
+	// network (a loss burst, the end of a tunnel) and the machine returns
+	// to PRIMARY (reason primary_confirmed); if not, it enters BACKUP on
+	// that backup as the seed does. It costs one extra canary (bounded by
+	// CanaryTimeout) per would-be entry into BACKUP and none otherwise.
+	// Default false: the seed's exact behaviour (see docs/failover.md for
+	// the measured trade-off).
+	ConfirmPrimary bool `yaml:"confirm_primary" json:"confirm_primary"`
 
 	// Store persists the backup domain across restarts. Default nil: in
 	// memory only.

@@ -25,7 +25,11 @@ import (
 //   - RECOVERY: traffic stays on the backup; a canary probes primary.
 //     Success returns to PRIMARY, failure to BACKUP.
 //
-// Beyond the seed: NetworkChanged resets failure streaks, returns FAILOVER to
+// Beyond the seed: with ConfirmPrimary, a backup canary success in FAILOVER
+// is not acted on at once: the primary is canaried first, and only if that
+// canary fails does the machine enter BACKUP on the backup that answered; if
+// it succeeds the machine returns to PRIMARY (reason primary_confirmed).
+// NetworkChanged resets failure streaks, returns FAILOVER to
 // PRIMARY (its evidence came from the old network) and starts an early
 // RECOVERY probe from BACKUP. If the backup itself fails in BACKUP (X within
 // Y or T, as on primary), the machine probes the primary and then the other
@@ -52,6 +56,7 @@ type Uber struct {
 	decay         time.Duration
 	retry         time.Duration
 	offlineCheck  bool
+	confirm       bool
 
 	state  State
 	domain int
@@ -62,6 +67,7 @@ type Uber struct {
 	ring        []time.Time // times of the last `threshold` failures, at index i%threshold
 
 	canary  int       // domain whose canary result is awaited, or None
+	held    int       // FAILOVER with ConfirmPrimary: the backup that answered while primary is probed, or None
 	sweep   bool      // RECOVERY: probe backups too when primary fails
 	roundAt time.Time // FAILOVER: start of the next canary round; zero if none is due
 
@@ -90,8 +96,10 @@ func NewUber(cfg Config) (*Uber, error) {
 		decay:         c.RecoveryDecay,
 		retry:         c.CanaryRetryInterval,
 		offlineCheck:  c.DeviceOfflineCheck,
+		confirm:       c.ConfirmPrimary,
 		ring:          make([]time.Time, c.FailureThreshold),
 		canary:        None,
+		held:          None,
 	}
 	return u, nil
 }
@@ -107,8 +115,8 @@ func (u *Uber) Start(now time.Time, restored int) Action {
 	*u = Uber{
 		n: u.n, threshold: u.threshold, window: u.window, streakTimeout: u.streakTimeout,
 		rtBase: u.rtBase, rtStep: u.rtStep, rtMax: u.rtMax, decay: u.decay, retry: u.retry,
-		offlineCheck: u.offlineCheck, ring: ring,
-		state: Primary, domain: PrimaryIndex, canary: None, primarySince: now,
+		offlineCheck: u.offlineCheck, confirm: u.confirm, ring: ring,
+		state: Primary, domain: PrimaryIndex, canary: None, held: None, primarySince: now,
 	}
 	if restored >= 1 && restored <= u.n {
 		return u.toBackup(now, restored, ReasonRestored)
@@ -176,10 +184,18 @@ func (u *Uber) CanaryDone(now time.Time, domain int, o outcome.Outcome) Action {
 	switch u.state {
 	case Failover:
 		switch {
+		case domain == PrimaryIndex && u.held != None: // ConfirmPrimary
+			if ok {
+				return u.toPrimary(now, ReasonPrimaryConfirmed)
+			}
+			return u.toBackup(now, u.held, ReasonCanarySuccess)
 		case domain == PrimaryIndex && ok: // offline check: primary answers
 			return u.toPrimary(now, ReasonRecoverySuccess)
 		case domain == PrimaryIndex:
 			return u.toPrimary(now, ReasonDeviceOffline)
+		case ok && u.confirm:
+			u.held = domain
+			return u.ask(PrimaryIndex)
 		case ok:
 			return u.toBackup(now, domain, ReasonCanarySuccess)
 		case domain < u.n:
@@ -283,6 +299,7 @@ func (u *Uber) toFailover(now time.Time, r Reason) Action {
 	u.streak = 0
 	u.roundAt = time.Time{}
 	u.canary = 1
+	u.held = None
 	return u.act(1, from, r)
 }
 
@@ -301,6 +318,7 @@ func (u *Uber) toBackup(now time.Time, domain int, r Reason) Action {
 	u.domain = domain
 	u.streak = 0
 	u.canary = None
+	u.held = None
 	u.sweep = false
 	u.roundAt = time.Time{}
 	return u.act(None, from, r)
@@ -324,6 +342,7 @@ func (u *Uber) toPrimary(now time.Time, r Reason) Action {
 	u.domain = PrimaryIndex
 	u.streak = 0
 	u.canary = None
+	u.held = None
 	u.sweep = false
 	u.roundAt = time.Time{}
 	return u.act(None, from, r)

@@ -137,6 +137,7 @@ const (
 
 func TestUberSteps(t *testing.T) {
 	n := None
+	confirm := func(c *Config) { c.ConfirmPrimary = true }
 	cases := []struct {
 		name  string
 		cfg   func(*Config)
@@ -333,6 +334,82 @@ func TestUberSteps(t *testing.T) {
 			{sec(2), can(2, refused), Failover, 0, 0, noWake, ReasonNone},
 			{sec(3), can(0, ok), Primary, 0, n, noWake, ReasonRecoverySuccess},
 		}},
+		{"confirm primary: the seed's race ends on PRIMARY, no BACKUP stint", confirm, []step{
+			{0, start(n), Primary, 0, n, noWake, ReasonNone},
+			{0, rep(0, refused), Primary, 0, n, sec(30), ReasonNone},
+			{0, rep(0, refused), Primary, 0, n, sec(30), ReasonNone},
+			{0, rep(0, refused), Failover, 0, 1, noWake, ReasonFailures},
+			{sec(1), can(1, refused), Failover, 0, 2, noWake, ReasonNone},
+			// the network returns: dc2 answers first; primary is asked too
+			{sec(2), can(2, ok), Failover, 0, 0, noWake, ReasonNone},
+			{sec(2.1), can(0, ok), Primary, 0, n, noWake, ReasonPrimaryConfirmed},
+			// the regular request arrives later: nothing more to do
+			{sec(2.2), rep(0, ok), Primary, 0, n, noWake, ReasonNone},
+		}},
+		{"confirm primary: a real outage enters BACKUP one primary canary later", confirm, []step{
+			{0, start(n), Primary, 0, n, noWake, ReasonNone},
+			{0, rep(0, refused), Primary, 0, n, sec(30), ReasonNone},
+			{0, rep(0, refused), Primary, 0, n, sec(30), ReasonNone},
+			{0, rep(0, refused), Failover, 0, 1, noWake, ReasonFailures},
+			{sec(1), can(1, ok), Failover, 0, 0, noWake, ReasonNone},
+			{sec(1.1), rep(0, refused), Failover, 0, n, noWake, ReasonNone}, // still probing
+			// the recovery delay counts from the entry into BACKUP
+			{sec(1.2), can(0, refused), Backup, 1, n, sec(11.2), ReasonCanarySuccess},
+			{sec(11.2), tick(), Recovery, 1, 0, noWake, ReasonRecoveryTimer},
+			{sec(12), can(0, ok), Primary, 0, n, noWake, ReasonRecoverySuccess},
+		}},
+		{"confirm primary: a primary answering 503 is not trusted", confirm, []step{
+			{0, start(n), Primary, 0, n, noWake, ReasonNone},
+			{0, rep(0, refused), Primary, 0, n, sec(30), ReasonNone},
+			{0, rep(0, refused), Primary, 0, n, sec(30), ReasonNone},
+			{0, rep(0, refused), Failover, 0, 1, noWake, ReasonFailures},
+			{sec(1), can(1, refused), Failover, 0, 2, noWake, ReasonNone},
+			{sec(2), can(2, ok), Failover, 0, 0, noWake, ReasonNone},
+			{sec(3), can(0, srvError), Backup, 2, n, sec(13), ReasonCanarySuccess},
+		}},
+		{"confirm primary: a regular success while confirming wins", confirm, []step{
+			{0, start(n), Primary, 0, n, noWake, ReasonNone},
+			{0, rep(0, refused), Primary, 0, n, sec(30), ReasonNone},
+			{0, rep(0, refused), Primary, 0, n, sec(30), ReasonNone},
+			{0, rep(0, refused), Failover, 0, 1, noWake, ReasonFailures},
+			{sec(1), can(1, ok), Failover, 0, 0, noWake, ReasonNone},
+			{sec(1.5), rep(0, ok), Primary, 0, n, noWake, ReasonPrimarySuccess},
+			{sec(2), can(0, refused), Primary, 0, n, noWake, ReasonNone}, // late: ignored
+			// a new outage: the held backup was forgotten, the walk restarts
+			{sec(3), rep(0, refused), Primary, 0, n, sec(33), ReasonNone},
+			{sec(3), rep(0, refused), Primary, 0, n, sec(33), ReasonNone},
+			{sec(3), rep(0, refused), Failover, 0, 1, noWake, ReasonFailures},
+			{sec(4), can(1, refused), Failover, 0, 2, noWake, ReasonNone},
+			{sec(5), can(2, ok), Failover, 0, 0, noWake, ReasonNone},
+			{sec(6), can(0, timeout), Backup, 2, n, sec(16), ReasonCanarySuccess},
+		}},
+		{"confirm primary: NetworkChanged while confirming", confirm, []step{
+			{0, start(n), Primary, 0, n, noWake, ReasonNone},
+			{0, rep(0, refused), Primary, 0, n, sec(30), ReasonNone},
+			{0, rep(0, refused), Primary, 0, n, sec(30), ReasonNone},
+			{0, rep(0, refused), Failover, 0, 1, noWake, ReasonFailures},
+			{sec(1), can(1, ok), Failover, 0, 0, noWake, ReasonNone},
+			{sec(2), netChanged(), Primary, 0, n, noWake, ReasonNetworkChanged},
+			{sec(3), can(0, refused), Primary, 0, n, noWake, ReasonNone},
+		}},
+		{"confirm primary with the offline check: an offline round still ends on PRIMARY", func(c *Config) {
+			c.ConfirmPrimary, c.DeviceOfflineCheck = true, true
+		}, []step{
+			{0, start(n), Primary, 0, n, noWake, ReasonNone},
+			{0, rep(0, refused), Primary, 0, n, sec(30), ReasonNone},
+			{0, rep(0, refused), Primary, 0, n, sec(30), ReasonNone},
+			{0, rep(0, refused), Failover, 0, 1, noWake, ReasonFailures},
+			{sec(1), can(1, refused), Failover, 0, 2, noWake, ReasonNone},
+			{sec(2), can(2, dnsFail), Failover, 0, 0, noWake, ReasonNone},
+			{sec(3), can(0, timeout), Primary, 0, n, noWake, ReasonDeviceOffline},
+		}},
+		{"confirm primary does not change RECOVERY", confirm, []step{
+			{0, start(1), Backup, 1, n, sec(10), ReasonRestored},
+			{sec(10), tick(), Recovery, 1, 0, noWake, ReasonRecoveryTimer},
+			{sec(11), can(0, refused), Backup, 1, n, sec(31), ReasonRecoveryFailure},
+			{sec(31), tick(), Recovery, 1, 0, noWake, ReasonRecoveryTimer},
+			{sec(32), can(0, ok), Primary, 0, n, noWake, ReasonRecoverySuccess},
+		}},
 		{"restored start in BACKUP still probes primary on its timer", nil, []step{
 			{0, start(2), Backup, 2, n, sec(10), ReasonRestored},
 			{sec(10), tick(), Recovery, 2, 0, noWake, ReasonRecoveryTimer},
@@ -472,6 +549,15 @@ func policies() map[string]func(testing.TB) Policy {
 		},
 		"round_robin": func(tb testing.TB) Policy {
 			p, err := NewRoundRobin(testConfig())
+			if err != nil {
+				tb.Fatal(err)
+			}
+			return p
+		},
+		"uber_confirm": func(tb testing.TB) Policy {
+			cfg := testConfig()
+			cfg.ConfirmPrimary = true
+			p, err := NewUber(cfg)
 			if err != nil {
 				tb.Fatal(err)
 			}
