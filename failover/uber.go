@@ -15,7 +15,8 @@ import (
 //     order, one at a time; the first success enters BACKUP on that backup.
 //     Any regular success on primary returns to PRIMARY. After a round in
 //     which every backup failed, a new round starts CanaryRetryInterval
-//     later; with DeviceOfflineCheck the primary is probed instead and, when
+//     later, doubling after each further failed round up to CanaryRetryMax
+//     (beyond the seed; reset by any state change); with DeviceOfflineCheck the primary is probed instead and, when
 //     it fails too, the device is deemed offline and the machine returns to
 //     PRIMARY (reason device_offline).
 //   - BACKUP: traffic on the backup. The recovery timer runs; on expiry,
@@ -55,6 +56,7 @@ type Uber struct {
 	rtMax         time.Duration
 	decay         time.Duration
 	retry         time.Duration
+	retryMax      time.Duration
 	offlineCheck  bool
 	confirm       bool
 
@@ -70,6 +72,7 @@ type Uber struct {
 	held    int       // FAILOVER with ConfirmPrimary: the backup that answered while primary is probed, or None
 	sweep   bool      // RECOVERY: probe backups too when primary fails
 	roundAt time.Time // FAILOVER: start of the next canary round; zero if none is due
+	rounds  int       // FAILOVER: failed canary rounds since entering it
 
 	entries      int // entries into BACKUP counted by the recovery delay
 	recoveryAt   time.Time
@@ -95,6 +98,7 @@ func NewUber(cfg Config) (*Uber, error) {
 		rtMax:         c.RecoveryTimeoutMax,
 		decay:         c.RecoveryDecay,
 		retry:         c.CanaryRetryInterval,
+		retryMax:      c.CanaryRetryMax,
 		offlineCheck:  c.DeviceOfflineCheck,
 		confirm:       c.ConfirmPrimary,
 		ring:          make([]time.Time, c.FailureThreshold),
@@ -114,7 +118,7 @@ func (u *Uber) Start(now time.Time, restored int) Action {
 	clear(ring)
 	*u = Uber{
 		n: u.n, threshold: u.threshold, window: u.window, streakTimeout: u.streakTimeout,
-		rtBase: u.rtBase, rtStep: u.rtStep, rtMax: u.rtMax, decay: u.decay, retry: u.retry,
+		rtBase: u.rtBase, rtStep: u.rtStep, rtMax: u.rtMax, decay: u.decay, retry: u.retry, retryMax: u.retryMax,
 		offlineCheck: u.offlineCheck, confirm: u.confirm, ring: ring,
 		state: Primary, domain: PrimaryIndex, canary: None, held: None, primarySince: now,
 	}
@@ -203,7 +207,8 @@ func (u *Uber) CanaryDone(now time.Time, domain int, o outcome.Outcome) Action {
 		case u.offlineCheck:
 			return u.ask(PrimaryIndex)
 		default:
-			u.roundAt = now.Add(u.retry)
+			u.roundAt = now.Add(u.retryDelay(u.rounds))
+			u.rounds++
 			return u.idle()
 		}
 	case Recovery:
@@ -291,6 +296,20 @@ func (u *Uber) recoveryDelay(k int) time.Duration {
 	return min(d, u.rtMax)
 }
 
+// retryDelay is the pause after the failed canary round that follows k
+// earlier failed rounds (k >= 0): CanaryRetryInterval doubled k times,
+// capped at CanaryRetryMax.
+func (u *Uber) retryDelay(k int) time.Duration {
+	d := u.retry
+	for ; k > 0 && d < u.retryMax; k-- {
+		if d > u.retryMax/2 {
+			return u.retryMax
+		}
+		d *= 2
+	}
+	return min(d, u.retryMax)
+}
+
 // transitions
 
 func (u *Uber) toFailover(now time.Time, r Reason) Action {
@@ -300,6 +319,7 @@ func (u *Uber) toFailover(now time.Time, r Reason) Action {
 	u.roundAt = time.Time{}
 	u.canary = 1
 	u.held = None
+	u.rounds = 0
 	return u.act(1, from, r)
 }
 
@@ -321,6 +341,7 @@ func (u *Uber) toBackup(now time.Time, domain int, r Reason) Action {
 	u.held = None
 	u.sweep = false
 	u.roundAt = time.Time{}
+	u.rounds = 0
 	return u.act(None, from, r)
 }
 
@@ -345,6 +366,7 @@ func (u *Uber) toPrimary(now time.Time, r Reason) Action {
 	u.held = None
 	u.sweep = false
 	u.roundAt = time.Time{}
+	u.rounds = 0
 	return u.act(None, from, r)
 }
 

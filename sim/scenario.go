@@ -244,6 +244,7 @@ type PolicySpec struct {
 	RecoveryDecay       Duration `yaml:"recovery_decay" json:"recovery_decay"`
 	CanaryTimeout       Duration `yaml:"canary_timeout" json:"canary_timeout"`
 	CanaryRetryInterval Duration `yaml:"canary_retry_interval" json:"canary_retry_interval"`
+	CanaryRetryMax      Duration `yaml:"canary_retry_max" json:"canary_retry_max"`
 	DeviceOfflineCheck  bool     `yaml:"device_offline_check" json:"device_offline_check"`
 }
 
@@ -260,6 +261,7 @@ func (p PolicySpec) Config(domains []string) failover.Config {
 		RecoveryDecay:       p.RecoveryDecay,
 		CanaryTimeout:       p.CanaryTimeout,
 		CanaryRetryInterval: p.CanaryRetryInterval,
+		CanaryRetryMax:      p.CanaryRetryMax,
 		DeviceOfflineCheck:  p.DeviceOfflineCheck,
 	}
 	if len(domains) > 0 {
