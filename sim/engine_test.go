@@ -276,7 +276,7 @@ func TestPairedStreams(t *testing.T) {
 		t.Fatal(err)
 	}
 	base := res.Strategies["uber"]
-	for _, name := range []string{"roundrobin", "threshold"} {
+	for _, name := range []string{"uber-confirm", "roundrobin", "threshold"} {
 		s := res.Strategies[name]
 		if s.Requests != base.Requests || s.ErrorRate != base.ErrorRate {
 			t.Errorf("%s: %d requests, error rate %v; uber: %d, %v", name, s.Requests, s.ErrorRate, base.Requests, base.ErrorRate)
@@ -318,6 +318,20 @@ func TestStrategiesDiffer(t *testing.T) {
 	if u.CanariesPerSession == 0 || rr.CanariesPerSession != 0 {
 		t.Errorf("canaries: uber %v, roundrobin %v", u.CanariesPerSession, rr.CanariesPerSession)
 	}
+	// ConfirmPrimary removes most BACKUP stints that the user's own
+	// network caused (no domain fails in this scenario): measured 99.9%
+	// against 98.4% and 0.06 against 0.76 failovers per session at 5,000
+	// sessions; the margins here are wide.
+	uc := res.Strategies["uber-confirm"]
+	if uc.PrimaryShare <= u.PrimaryShare || uc.PrimaryShare < 0.99 {
+		t.Errorf("primary share: uber-confirm %v, uber %v", uc.PrimaryShare, u.PrimaryShare)
+	}
+	if uc.FailoversPerSession.Mean*3 > u.FailoversPerSession.Mean {
+		t.Errorf("failovers: uber-confirm %v, uber %v", uc.FailoversPerSession.Mean, u.FailoversPerSession.Mean)
+	}
+	if uc.Transitions["failover>primary:primary_confirmed"] == 0 || u.Transitions["failover>primary:primary_confirmed"] != 0 {
+		t.Errorf("primary_confirmed: uber-confirm %v, uber %v", uc.Transitions, u.Transitions)
+	}
 }
 
 func TestRegionalOutageDetectedAndRecovered(t *testing.T) {
@@ -325,9 +339,16 @@ func TestRegionalOutageDetectedAndRecovered(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := Run(context.Background(), sc, []Strategy{Uber}, Options{Sessions: 400})
+	res, err := Run(context.Background(), sc, []Strategy{Uber, UberConfirm}, Options{Sessions: 400})
 	if err != nil {
 		t.Fatal(err)
+	}
+	for _, name := range res.Order {
+		u := res.Strategies[name]
+		// a real outage still ends in BACKUP under ConfirmPrimary
+		if u.Detected == 0 || u.Recovered == 0 || u.PrimaryShare > 0.95 {
+			t.Errorf("%s: detected %d, recovered %d, primary share %v", name, u.Detected, u.Recovered, u.PrimaryShare)
+		}
 	}
 	u := res.Strategies["uber"]
 	if u.Detected == 0 || u.Recovered == 0 || u.DetectSeconds == nil || u.RecoverSeconds == nil {

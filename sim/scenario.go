@@ -234,6 +234,8 @@ type Flap struct {
 // field is the failover.Config field of the same name (see its
 // documentation for meaning and default); zero fields take the failover
 // package's defaults. Domains come from the scenario's domains section.
+// ConfirmPrimary is not a scenario field: it is what tells the uber-confirm
+// strategy from uber, so that both always run under the same settings.
 type PolicySpec struct {
 	FailureThreshold    int      `yaml:"failure_threshold" json:"failure_threshold"`
 	FailureWindow       Duration `yaml:"failure_window" json:"failure_window"`
