@@ -172,6 +172,17 @@ func writeText(w io.Writer, res *Result, md bool) error {
 		lt.write(&b, md)
 	}
 
+	if s := res.Strategies[res.Order[0]]; s.Phases != nil {
+		title("per down phase of flapping outages: detect within the phase / recover before the next one")
+		pt := table{head: []string{"strategy", "detect", "detected", "undetected", "recover", "recovered", "unrecovered", "censored"}}
+		for _, name := range res.Order {
+			p := res.Strategies[name].Phases
+			pt.add(name, secs(p.DetectSeconds), fmt.Sprint(p.Detected), fmt.Sprint(p.Undetected),
+				secs(p.RecoverSeconds), fmt.Sprint(p.Recovered), fmt.Sprint(p.Unrecovered), fmt.Sprint(p.Censored))
+		}
+		pt.write(&b, md)
+	}
+
 	if base, ok := res.Strategies["roundrobin"]; ok && base.LatencyMs.P99 > 0 {
 		sep := "\n"
 		for _, name := range []string{Uber.Name, UberConfirm.Name} {
