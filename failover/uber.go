@@ -16,9 +16,10 @@ import (
 //     Any regular success on primary returns to PRIMARY. After a round in
 //     which every backup failed, a new round starts CanaryRetryInterval
 //     later, doubling after each further failed round up to CanaryRetryMax
-//     (beyond the seed; reset by any state change); with DeviceOfflineCheck the primary is probed instead and, when
-//     it fails too, the device is deemed offline and the machine returns to
-//     PRIMARY (reason device_offline).
+//     (beyond the seed; reset by any state change); with DeviceOfflineCheck
+//     the primary is probed instead and, when it fails too, the device is
+//     deemed offline and the machine returns to PRIMARY (reason
+//     device_offline).
 //   - BACKUP: traffic on the backup. The recovery timer runs; on expiry,
 //     RECOVERY. Its delay is RecoveryTimeout + (k-1)*RecoveryTimeoutStep for
 //     the k-th entry into BACKUP, capped at RecoveryTimeoutMax; each full
@@ -30,8 +31,8 @@ import (
 // is not acted on at once: the primary is canaried first, and only if that
 // canary fails does the machine enter BACKUP on the backup that answered; if
 // it succeeds the machine returns to PRIMARY (reason primary_confirmed).
-// NetworkChanged resets failure streaks, returns FAILOVER to
-// PRIMARY (its evidence came from the old network) and starts an early
+// NetworkChanged resets failure streaks, returns FAILOVER to PRIMARY (its
+// evidence came from the old network) and starts an early
 // RECOVERY probe from BACKUP. If the backup itself fails in BACKUP (X within
 // Y or T, as on primary), the machine probes the primary and then the other
 // backups in order and moves to the first that answers (or stays put when
