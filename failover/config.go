@@ -27,6 +27,7 @@ const (
 	DefaultRecoveryDecay       = time.Hour
 	DefaultCanaryTimeout       = 3 * time.Second
 	DefaultCanaryRetryInterval = 5 * time.Second
+	DefaultCanaryRetryMax      = 30 * time.Second
 )
 
 // The policy names accepted in Config.Policy.
@@ -60,10 +61,18 @@ type Config struct {
 	CanaryScheme string `yaml:"canary_scheme" json:"canary_scheme"`
 	// CanaryTimeout bounds one canary request. Default 3s.
 	CanaryTimeout time.Duration `yaml:"canary_timeout" json:"canary_timeout"`
-	// CanaryRetryInterval is the pause between two rounds of canaries
-	// through the backup list when a whole round failed (FAILOVER, without
-	// DeviceOfflineCheck). Default 5s.
+	// CanaryRetryInterval is the pause after the first round of canaries
+	// through the backup list that failed as a whole (FAILOVER, without
+	// DeviceOfflineCheck). Each further failed round doubles the pause, up
+	// to CanaryRetryMax; any state change resets it. Default 5s.
 	CanaryRetryInterval time.Duration `yaml:"canary_retry_interval" json:"canary_retry_interval"`
+	// CanaryRetryMax caps the doubled pause between failed canary rounds.
+	// It also bounds how much later than the seed's fixed interval a
+	// failover can start when the device comes back online during a real
+	// primary outage. Set it equal to CanaryRetryInterval for a fixed
+	// interval (the behaviour before backoff). Default 30s (at least
+	// CanaryRetryInterval).
+	CanaryRetryMax time.Duration `yaml:"canary_retry_max" json:"canary_retry_max"`
 
 	// FailureThreshold is X: consecutive network failures within
 	// FailureWindow that start FAILOVER. For the threshold baseline it is
@@ -95,6 +104,16 @@ type Config struct {
 	// offline and the policy stays on primary (FAILOVER -> PRIMARY, reason
 	// device_offline) instead of probing on. Default false.
 	DeviceOfflineCheck bool `yaml:"device_offline_check" json:"device_offline_check"`
+	// ConfirmPrimary (beyond the seed): in FAILOVER, when a backup's canary
+	// succeeds, the policy canaries the primary before committing to
+	// BACKUP. If the primary answers, the failures were the user's own
+	// network (a loss burst, the end of a tunnel) and the machine returns
+	// to PRIMARY (reason primary_confirmed); if not, it enters BACKUP on
+	// that backup as the seed does. It costs one extra canary (bounded by
+	// CanaryTimeout) per would-be entry into BACKUP and none otherwise.
+	// Default false: the seed's exact behaviour (see docs/failover.md for
+	// the measured trade-off).
+	ConfirmPrimary bool `yaml:"confirm_primary" json:"confirm_primary"`
 
 	// Store persists the backup domain across restarts. Default nil: in
 	// memory only.
@@ -146,6 +165,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.CanaryRetryInterval == 0 {
 		c.CanaryRetryInterval = DefaultCanaryRetryInterval
+	}
+	if c.CanaryRetryMax == 0 {
+		c.CanaryRetryMax = max(DefaultCanaryRetryMax, c.CanaryRetryInterval)
 	}
 	if c.FailureThreshold == 0 {
 		c.FailureThreshold = DefaultFailureThreshold
@@ -223,6 +245,7 @@ func (c Config) Validate() error {
 	}{
 		{"canary_timeout", c.CanaryTimeout},
 		{"canary_retry_interval", c.CanaryRetryInterval},
+		{"canary_retry_max", c.CanaryRetryMax},
 		{"failure_window", c.FailureWindow},
 		{"failure_timeout", c.FailureTimeout},
 		{"recovery_timeout", c.RecoveryTimeout},
@@ -236,6 +259,9 @@ func (c Config) Validate() error {
 	}
 	if d := c.withDefaults(); c.RecoveryTimeoutMax > 0 && d.RecoveryTimeoutMax < d.RecoveryTimeout {
 		add(config.Field("recovery_timeout_max", "%v is below recovery_timeout %v", d.RecoveryTimeoutMax, d.RecoveryTimeout))
+	}
+	if d := c.withDefaults(); c.CanaryRetryMax > 0 && d.CanaryRetryMax < d.CanaryRetryInterval {
+		add(config.Field("canary_retry_max", "%v is below canary_retry_interval %v", d.CanaryRetryMax, d.CanaryRetryInterval))
 	}
 	return errors.Join(errs...)
 }

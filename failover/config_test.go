@@ -52,6 +52,9 @@ func TestValidate(t *testing.T) {
 			c.RecoveryTimeoutStep, c.RecoveryDecay, c.CanaryTimeout, c.CanaryRetryInterval = -1, -1, -1, -1
 		}, []string{"canary_timeout", "canary_retry_interval", "failure_window", "failure_timeout", "recovery_timeout", "recovery_timeout_step", "recovery_decay"}},
 		{"cap below first delay", func(c *Config) { c.RecoveryTimeout, c.RecoveryTimeoutMax = time.Minute, time.Second }, []string{"recovery_timeout_max"}},
+		{"negative retry cap", func(c *Config) { c.CanaryRetryMax = -1 }, []string{"canary_retry_max"}},
+		{"retry cap below the interval", func(c *Config) { c.CanaryRetryInterval, c.CanaryRetryMax = time.Minute, time.Second }, []string{"canary_retry_max"}},
+		{"retry interval above the default cap", func(c *Config) { c.CanaryRetryInterval = time.Minute }, nil},
 		{"canary path", func(c *Config) { c.CanaryPath = "health" }, []string{"canary_path"}},
 		{"canary scheme", func(c *Config) { c.CanaryScheme = "ftp" }, []string{"canary_scheme"}},
 		{"policy", func(c *Config) { c.Policy = "random" }, []string{"policy"}},
@@ -83,11 +86,11 @@ func TestValidate(t *testing.T) {
 // errors carry the file line.
 func TestConfigFile(t *testing.T) {
 	var c Config
-	err := config.Parse([]byte("primary: api.example.com\nbackups: [dc1.example.com]\nfailure_window: 5s\nrecovery_timeout_max: 2m\n"), "f.yaml", &c)
+	err := config.Parse([]byte("primary: api.example.com\nbackups: [dc1.example.com]\nfailure_window: 5s\nrecovery_timeout_max: 2m\ncanary_retry_max: 1m\nconfirm_primary: true\n"), "f.yaml", &c)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.FailureWindow != 5*time.Second || c.RecoveryTimeoutMax != 2*time.Minute {
+	if c.FailureWindow != 5*time.Second || c.RecoveryTimeoutMax != 2*time.Minute || c.CanaryRetryMax != time.Minute || !c.ConfirmPrimary {
 		t.Fatalf("decoded %+v", c)
 	}
 	err = config.Parse([]byte("primary: api.example.com\nbackups:\n  - dc1\n  - api.example.com\n"), "f.yaml", &c)

@@ -38,7 +38,12 @@
 // that exercises the serving path. An unreadable store file is ignored with
 // a warning (the Transport starts in PRIMARY); a store write that fails is
 // logged and the Transport carries on in memory. When every domain is
-// unreachable the Uber policy keeps traffic on primary and keeps probing
+// unreachable the Uber policy keeps traffic on primary and keeps probing,
+// with rounds CanaryRetryInterval apart and doubling up to CanaryRetryMax
 // (or, with DeviceOfflineCheck, concludes that the device is offline and
-// stops probing until the next run of failures).
+// stops probing until the next run of failures). The seed's race (a backup
+// canary that gets through a loss burst or right after a tunnel moves
+// traffic to BACKUP although primary was fine) costs one BACKUP stint of
+// the current recovery delay; ConfirmPrimary removes most of these stints
+// for one extra canary before each entry into BACKUP.
 package failover

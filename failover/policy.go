@@ -103,18 +103,19 @@ type Reason uint8
 
 // Reasons for transitions.
 const (
-	ReasonNone            Reason = iota
-	ReasonFailures               // X consecutive network failures within Y
-	ReasonStreakTimeout          // a failure streak older than T (low traffic)
-	ReasonCanarySuccess          // a backup canary succeeded
-	ReasonPrimarySuccess         // a regular request to primary succeeded
-	ReasonRecoveryTimer          // the recovery timer expired
-	ReasonRecoverySuccess        // the primary canary succeeded
-	ReasonRecoveryFailure        // the primary canary failed
-	ReasonNetworkChanged         // the app reported a network change
-	ReasonRestored               // started in BACKUP from a persisted domain
-	ReasonDeviceOffline          // every canary failed: the device is offline
-	ReasonBaselineSwitch         // a baseline policy moved to another domain
+	ReasonNone             Reason = iota
+	ReasonFailures                // X consecutive network failures within Y
+	ReasonStreakTimeout           // a failure streak older than T (low traffic)
+	ReasonCanarySuccess           // a backup canary succeeded
+	ReasonPrimarySuccess          // a regular request to primary succeeded
+	ReasonRecoveryTimer           // the recovery timer expired
+	ReasonRecoverySuccess         // the primary canary succeeded
+	ReasonRecoveryFailure         // the primary canary failed
+	ReasonNetworkChanged          // the app reported a network change
+	ReasonRestored                // started in BACKUP from a persisted domain
+	ReasonDeviceOffline           // every canary failed: the device is offline
+	ReasonBaselineSwitch          // a baseline policy moved to another domain
+	ReasonPrimaryConfirmed        // ConfirmPrimary: the primary answered its canary in FAILOVER
 )
 
 func (r Reason) String() string {
@@ -143,6 +144,8 @@ func (r Reason) String() string {
 		return "device_offline"
 	case ReasonBaselineSwitch:
 		return "baseline_switch"
+	case ReasonPrimaryConfirmed:
+		return "primary_confirmed"
 	}
 	return "unknown"
 }

@@ -177,3 +177,67 @@ func TestRealClockTimers(t *testing.T) {
 		pn.close()
 	})
 }
+
+// TestCanaryBackoffRealClock: with every domain down, failed canary rounds
+// in FAILOVER come CanaryRetryInterval apart at first, then twice as far
+// each time up to CanaryRetryMax, from the Transport's own timer on the
+// real clock (inside a synctest bubble, so the instants are exact).
+func TestCanaryBackoffRealClock(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		pn := newPipeNet()
+		pn.up("primary.test")
+		next := &http.Transport{DialContext: pn.dial}
+		ev := make(events, 16)
+		var mu sync.Mutex
+		var at []time.Duration
+		start := time.Now()
+		tr, err := NewTransport(Config{
+			Primary:      "primary.test",
+			Backups:      []string{"dc1.test"},
+			Registerer:   prometheus.NewRegistry(),
+			Logger:       obs.Discard,
+			OnTransition: ev.on,
+			OnCanary: func(domain string, c Canary) {
+				mu.Lock()
+				at = append(at, time.Since(start))
+				mu.Unlock()
+			},
+		}, next)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := &http.Client{Transport: tr}
+		mustGet(t, c, "http://primary.test/", "primary.test")
+		pn.down("primary.test")
+		for range 3 {
+			mustFail(t, c, "http://primary.test/")
+		}
+		synctest.Wait()
+		ev.want(t, Primary, Failover, ReasonFailures, "primary.test")
+		// rounds at 0, +5s, +10s, +20s, +30s (cap), +30s
+		time.Sleep(95 * time.Second)
+		synctest.Wait()
+		ev.none(t)
+		mu.Lock()
+		got := append([]time.Duration(nil), at...)
+		mu.Unlock()
+		want := []time.Duration{0, 5 * time.Second, 15 * time.Second, 35 * time.Second, 65 * time.Second, 95 * time.Second}
+		if len(got) != len(want) {
+			t.Fatalf("canaries at %v, want %v", got, want)
+		}
+		for i := range want {
+			if got[i] != want[i] {
+				t.Fatalf("canaries at %v, want %v", got, want)
+			}
+		}
+		// dc1 comes up: the next round (30s later) moves to it
+		pn.up("dc1.test")
+		time.Sleep(DefaultCanaryRetryMax)
+		synctest.Wait()
+		ev.want(t, Failover, Backup, ReasonCanarySuccess, "dc1.test")
+
+		tr.Close()
+		next.CloseIdleConnections()
+		pn.close()
+	})
+}

@@ -522,3 +522,46 @@ func TestCanaryTimeout(t *testing.T) {
 		t.Fatalf("dc1 canary failures %v, want 1", got)
 	}
 }
+
+// TestConfirmPrimary: with ConfirmPrimary, the Transport canaries the
+// primary after a backup answered. A real primary outage (its listener
+// closed) still ends in BACKUP; the seed's race (the device's network comes
+// back between two canary rounds, so a backup canary succeeds while primary
+// is fine) ends on PRIMARY instead of a BACKUP stint.
+func TestConfirmPrimary(t *testing.T) {
+	confirm := func(c *Config) { c.ConfirmPrimary = true }
+	t.Run("primary down", func(t *testing.T) {
+		l := newLab(t, "primary.test", "dc1.test", "dc2.test")
+		r := newRig(t, l, filepath.Join(t.TempDir(), "f.json"), confirm)
+		l.down("primary.test")
+		for range 3 {
+			mustFail(t, r.c, "http://primary.test/")
+		}
+		r.ev.want(t, Primary, Failover, ReasonFailures, "primary.test")
+		r.can.want(t, "dc1.test ok", "primary.test fail")
+		r.ev.want(t, Failover, Backup, ReasonCanarySuccess, "dc1.test")
+		r.store.want(t, "save dc1.test")
+		mustGet(t, r.c, "http://primary.test/", "dc1.test")
+	})
+	t.Run("network back between canary rounds", func(t *testing.T) {
+		l := newLab(t, "primary.test", "dc1.test", "dc2.test")
+		r := newRig(t, l, filepath.Join(t.TempDir(), "f.json"), confirm)
+		mustGet(t, r.c, "http://primary.test/", "primary.test")
+		l.setTunnel(true)
+		for range 3 {
+			mustFail(t, r.c, "http://primary.test/")
+		}
+		r.ev.want(t, Primary, Failover, ReasonFailures, "primary.test")
+		r.can.want(t, "dc1.test fail", "dc2.test fail")
+		l.setTunnel(false)
+		// the next round's backup canary answers before any regular request
+		r.clk.Advance(DefaultCanaryRetryInterval)
+		r.can.want(t, "dc1.test ok", "primary.test ok")
+		r.ev.want(t, Failover, Primary, ReasonPrimaryConfirmed, "primary.test")
+		r.wantState(t, Primary, "primary.test")
+		r.ev.none(t)
+		if _, err := os.Stat(r.path); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("store file: %v, want none (never in BACKUP)", err)
+		}
+	})
+}

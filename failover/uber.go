@@ -15,9 +15,11 @@ import (
 //     order, one at a time; the first success enters BACKUP on that backup.
 //     Any regular success on primary returns to PRIMARY. After a round in
 //     which every backup failed, a new round starts CanaryRetryInterval
-//     later; with DeviceOfflineCheck the primary is probed instead and, when
-//     it fails too, the device is deemed offline and the machine returns to
-//     PRIMARY (reason device_offline).
+//     later, doubling after each further failed round up to CanaryRetryMax
+//     (beyond the seed; reset by any state change); with DeviceOfflineCheck
+//     the primary is probed instead and, when it fails too, the device is
+//     deemed offline and the machine returns to PRIMARY (reason
+//     device_offline).
 //   - BACKUP: traffic on the backup. The recovery timer runs; on expiry,
 //     RECOVERY. Its delay is RecoveryTimeout + (k-1)*RecoveryTimeoutStep for
 //     the k-th entry into BACKUP, capped at RecoveryTimeoutMax; each full
@@ -25,8 +27,12 @@ import (
 //   - RECOVERY: traffic stays on the backup; a canary probes primary.
 //     Success returns to PRIMARY, failure to BACKUP.
 //
-// Beyond the seed: NetworkChanged resets failure streaks, returns FAILOVER to
-// PRIMARY (its evidence came from the old network) and starts an early
+// Beyond the seed: with ConfirmPrimary, a backup canary success in FAILOVER
+// is not acted on at once: the primary is canaried first, and only if that
+// canary fails does the machine enter BACKUP on the backup that answered; if
+// it succeeds the machine returns to PRIMARY (reason primary_confirmed).
+// NetworkChanged resets failure streaks, returns FAILOVER to PRIMARY (its
+// evidence came from the old network) and starts an early
 // RECOVERY probe from BACKUP. If the backup itself fails in BACKUP (X within
 // Y or T, as on primary), the machine probes the primary and then the other
 // backups in order and moves to the first that answers (or stays put when
@@ -51,7 +57,9 @@ type Uber struct {
 	rtMax         time.Duration
 	decay         time.Duration
 	retry         time.Duration
+	retryMax      time.Duration
 	offlineCheck  bool
+	confirm       bool
 
 	state  State
 	domain int
@@ -62,8 +70,10 @@ type Uber struct {
 	ring        []time.Time // times of the last `threshold` failures, at index i%threshold
 
 	canary  int       // domain whose canary result is awaited, or None
+	held    int       // FAILOVER with ConfirmPrimary: the backup that answered while primary is probed, or None
 	sweep   bool      // RECOVERY: probe backups too when primary fails
 	roundAt time.Time // FAILOVER: start of the next canary round; zero if none is due
+	rounds  int       // FAILOVER: failed canary rounds since entering it
 
 	entries      int // entries into BACKUP counted by the recovery delay
 	recoveryAt   time.Time
@@ -89,9 +99,12 @@ func NewUber(cfg Config) (*Uber, error) {
 		rtMax:         c.RecoveryTimeoutMax,
 		decay:         c.RecoveryDecay,
 		retry:         c.CanaryRetryInterval,
+		retryMax:      c.CanaryRetryMax,
 		offlineCheck:  c.DeviceOfflineCheck,
+		confirm:       c.ConfirmPrimary,
 		ring:          make([]time.Time, c.FailureThreshold),
 		canary:        None,
+		held:          None,
 	}
 	return u, nil
 }
@@ -106,9 +119,9 @@ func (u *Uber) Start(now time.Time, restored int) Action {
 	clear(ring)
 	*u = Uber{
 		n: u.n, threshold: u.threshold, window: u.window, streakTimeout: u.streakTimeout,
-		rtBase: u.rtBase, rtStep: u.rtStep, rtMax: u.rtMax, decay: u.decay, retry: u.retry,
-		offlineCheck: u.offlineCheck, ring: ring,
-		state: Primary, domain: PrimaryIndex, canary: None, primarySince: now,
+		rtBase: u.rtBase, rtStep: u.rtStep, rtMax: u.rtMax, decay: u.decay, retry: u.retry, retryMax: u.retryMax,
+		offlineCheck: u.offlineCheck, confirm: u.confirm, ring: ring,
+		state: Primary, domain: PrimaryIndex, canary: None, held: None, primarySince: now,
 	}
 	if restored >= 1 && restored <= u.n {
 		return u.toBackup(now, restored, ReasonRestored)
@@ -176,10 +189,18 @@ func (u *Uber) CanaryDone(now time.Time, domain int, o outcome.Outcome) Action {
 	switch u.state {
 	case Failover:
 		switch {
+		case domain == PrimaryIndex && u.held != None: // ConfirmPrimary
+			if ok {
+				return u.toPrimary(now, ReasonPrimaryConfirmed)
+			}
+			return u.toBackup(now, u.held, ReasonCanarySuccess)
 		case domain == PrimaryIndex && ok: // offline check: primary answers
 			return u.toPrimary(now, ReasonRecoverySuccess)
 		case domain == PrimaryIndex:
 			return u.toPrimary(now, ReasonDeviceOffline)
+		case ok && u.confirm:
+			u.held = domain
+			return u.ask(PrimaryIndex)
 		case ok:
 			return u.toBackup(now, domain, ReasonCanarySuccess)
 		case domain < u.n:
@@ -187,7 +208,8 @@ func (u *Uber) CanaryDone(now time.Time, domain int, o outcome.Outcome) Action {
 		case u.offlineCheck:
 			return u.ask(PrimaryIndex)
 		default:
-			u.roundAt = now.Add(u.retry)
+			u.roundAt = now.Add(u.retryDelay(u.rounds))
+			u.rounds++
 			return u.idle()
 		}
 	case Recovery:
@@ -275,6 +297,20 @@ func (u *Uber) recoveryDelay(k int) time.Duration {
 	return min(d, u.rtMax)
 }
 
+// retryDelay is the pause after the failed canary round that follows k
+// earlier failed rounds (k >= 0): CanaryRetryInterval doubled k times,
+// capped at CanaryRetryMax.
+func (u *Uber) retryDelay(k int) time.Duration {
+	d := u.retry
+	for ; k > 0 && d < u.retryMax; k-- {
+		if d > u.retryMax/2 {
+			return u.retryMax
+		}
+		d *= 2
+	}
+	return min(d, u.retryMax)
+}
+
 // transitions
 
 func (u *Uber) toFailover(now time.Time, r Reason) Action {
@@ -283,6 +319,8 @@ func (u *Uber) toFailover(now time.Time, r Reason) Action {
 	u.streak = 0
 	u.roundAt = time.Time{}
 	u.canary = 1
+	u.held = None
+	u.rounds = 0
 	return u.act(1, from, r)
 }
 
@@ -301,8 +339,10 @@ func (u *Uber) toBackup(now time.Time, domain int, r Reason) Action {
 	u.domain = domain
 	u.streak = 0
 	u.canary = None
+	u.held = None
 	u.sweep = false
 	u.roundAt = time.Time{}
+	u.rounds = 0
 	return u.act(None, from, r)
 }
 
@@ -324,8 +364,10 @@ func (u *Uber) toPrimary(now time.Time, r Reason) Action {
 	u.domain = PrimaryIndex
 	u.streak = 0
 	u.canary = None
+	u.held = None
 	u.sweep = false
 	u.roundAt = time.Time{}
+	u.rounds = 0
 	return u.act(None, from, r)
 }
 

@@ -124,6 +124,7 @@ func testConfig() Config {
 		RecoveryTimeoutMax:  sec(40),
 		RecoveryDecay:       time.Hour,
 		CanaryRetryInterval: sec(5),
+		CanaryRetryMax:      sec(20),
 	}
 }
 
@@ -137,6 +138,7 @@ const (
 
 func TestUberSteps(t *testing.T) {
 	n := None
+	confirm := func(c *Config) { c.ConfirmPrimary = true }
 	cases := []struct {
 		name  string
 		cfg   func(*Config)
@@ -217,6 +219,58 @@ func TestUberSteps(t *testing.T) {
 			{sec(6), tick(), Failover, 0, n, sec(7), ReasonNone},
 			{sec(7), tick(), Failover, 0, 1, noWake, ReasonNone},
 			{sec(8), can(1, ok), Backup, 1, n, sec(18), ReasonCanarySuccess},
+		}},
+		{"failed rounds back off: 5s, 10s, 20s, then the 20s cap; a state change resets", nil, []step{
+			{0, start(n), Primary, 0, n, noWake, ReasonNone},
+			{0, rep(0, refused), Primary, 0, n, sec(30), ReasonNone},
+			{0, rep(0, refused), Primary, 0, n, sec(30), ReasonNone},
+			{0, rep(0, refused), Failover, 0, 1, noWake, ReasonFailures},
+			{sec(1), can(1, timeout), Failover, 0, 2, noWake, ReasonNone},
+			{sec(2), can(2, timeout), Failover, 0, n, sec(7), ReasonNone}, // +5s
+			{sec(7), tick(), Failover, 0, 1, noWake, ReasonNone},
+			{sec(8), can(1, timeout), Failover, 0, 2, noWake, ReasonNone},
+			{sec(9), can(2, timeout), Failover, 0, n, sec(19), ReasonNone}, // +10s
+			{sec(19), tick(), Failover, 0, 1, noWake, ReasonNone},
+			{sec(20), can(1, timeout), Failover, 0, 2, noWake, ReasonNone},
+			{sec(21), can(2, timeout), Failover, 0, n, sec(41), ReasonNone}, // +20s
+			{sec(41), tick(), Failover, 0, 1, noWake, ReasonNone},
+			{sec(42), can(1, timeout), Failover, 0, 2, noWake, ReasonNone},
+			{sec(43), can(2, timeout), Failover, 0, n, sec(63), ReasonNone}, // cap
+			{sec(50), rep(0, ok), Primary, 0, n, noWake, ReasonPrimarySuccess},
+			// a new FAILOVER starts again from CanaryRetryInterval
+			{sec(60), rep(0, refused), Primary, 0, n, sec(90), ReasonNone},
+			{sec(60), rep(0, refused), Primary, 0, n, sec(90), ReasonNone},
+			{sec(60), rep(0, refused), Failover, 0, 1, noWake, ReasonFailures},
+			{sec(61), can(1, refused), Failover, 0, 2, noWake, ReasonNone},
+			{sec(62), can(2, refused), Failover, 0, n, sec(67), ReasonNone}, // +5s again
+		}},
+		{"backoff resets through BACKUP too", nil, []step{
+			{0, start(n), Primary, 0, n, noWake, ReasonNone},
+			{0, rep(0, refused), Primary, 0, n, sec(30), ReasonNone},
+			{0, rep(0, refused), Primary, 0, n, sec(30), ReasonNone},
+			{0, rep(0, refused), Failover, 0, 1, noWake, ReasonFailures},
+			{sec(1), can(1, refused), Failover, 0, 2, noWake, ReasonNone},
+			{sec(2), can(2, refused), Failover, 0, n, sec(7), ReasonNone},
+			{sec(7), tick(), Failover, 0, 1, noWake, ReasonNone},
+			{sec(8), can(1, ok), Backup, 1, n, sec(18), ReasonCanarySuccess},
+			{sec(18), tick(), Recovery, 1, 0, noWake, ReasonRecoveryTimer},
+			{sec(19), can(0, ok), Primary, 0, n, noWake, ReasonRecoverySuccess},
+			{sec(20), rep(0, refused), Primary, 0, n, sec(50), ReasonNone},
+			{sec(20), rep(0, refused), Primary, 0, n, sec(50), ReasonNone},
+			{sec(20), rep(0, refused), Failover, 0, 1, noWake, ReasonFailures},
+			{sec(21), can(1, refused), Failover, 0, 2, noWake, ReasonNone},
+			{sec(22), can(2, refused), Failover, 0, n, sec(27), ReasonNone},
+		}},
+		{"a fixed retry interval: CanaryRetryMax equal to it", func(c *Config) { c.CanaryRetryMax = sec(5) }, []step{
+			{0, start(n), Primary, 0, n, noWake, ReasonNone},
+			{0, rep(0, refused), Primary, 0, n, sec(30), ReasonNone},
+			{0, rep(0, refused), Primary, 0, n, sec(30), ReasonNone},
+			{0, rep(0, refused), Failover, 0, 1, noWake, ReasonFailures},
+			{sec(1), can(1, refused), Failover, 0, 2, noWake, ReasonNone},
+			{sec(2), can(2, refused), Failover, 0, n, sec(7), ReasonNone},
+			{sec(7), tick(), Failover, 0, 1, noWake, ReasonNone},
+			{sec(8), can(1, refused), Failover, 0, 2, noWake, ReasonNone},
+			{sec(9), can(2, refused), Failover, 0, n, sec(14), ReasonNone},
 		}},
 		{"a regular success on primary in FAILOVER returns to PRIMARY", nil, []step{
 			{0, start(n), Primary, 0, n, noWake, ReasonNone},
@@ -333,6 +387,82 @@ func TestUberSteps(t *testing.T) {
 			{sec(2), can(2, refused), Failover, 0, 0, noWake, ReasonNone},
 			{sec(3), can(0, ok), Primary, 0, n, noWake, ReasonRecoverySuccess},
 		}},
+		{"confirm primary: the seed's race ends on PRIMARY, no BACKUP stint", confirm, []step{
+			{0, start(n), Primary, 0, n, noWake, ReasonNone},
+			{0, rep(0, refused), Primary, 0, n, sec(30), ReasonNone},
+			{0, rep(0, refused), Primary, 0, n, sec(30), ReasonNone},
+			{0, rep(0, refused), Failover, 0, 1, noWake, ReasonFailures},
+			{sec(1), can(1, refused), Failover, 0, 2, noWake, ReasonNone},
+			// the network returns: dc2 answers first; primary is asked too
+			{sec(2), can(2, ok), Failover, 0, 0, noWake, ReasonNone},
+			{sec(2.1), can(0, ok), Primary, 0, n, noWake, ReasonPrimaryConfirmed},
+			// the regular request arrives later: nothing more to do
+			{sec(2.2), rep(0, ok), Primary, 0, n, noWake, ReasonNone},
+		}},
+		{"confirm primary: a real outage enters BACKUP one primary canary later", confirm, []step{
+			{0, start(n), Primary, 0, n, noWake, ReasonNone},
+			{0, rep(0, refused), Primary, 0, n, sec(30), ReasonNone},
+			{0, rep(0, refused), Primary, 0, n, sec(30), ReasonNone},
+			{0, rep(0, refused), Failover, 0, 1, noWake, ReasonFailures},
+			{sec(1), can(1, ok), Failover, 0, 0, noWake, ReasonNone},
+			{sec(1.1), rep(0, refused), Failover, 0, n, noWake, ReasonNone}, // still probing
+			// the recovery delay counts from the entry into BACKUP
+			{sec(1.2), can(0, refused), Backup, 1, n, sec(11.2), ReasonCanarySuccess},
+			{sec(11.2), tick(), Recovery, 1, 0, noWake, ReasonRecoveryTimer},
+			{sec(12), can(0, ok), Primary, 0, n, noWake, ReasonRecoverySuccess},
+		}},
+		{"confirm primary: a primary answering 503 is not trusted", confirm, []step{
+			{0, start(n), Primary, 0, n, noWake, ReasonNone},
+			{0, rep(0, refused), Primary, 0, n, sec(30), ReasonNone},
+			{0, rep(0, refused), Primary, 0, n, sec(30), ReasonNone},
+			{0, rep(0, refused), Failover, 0, 1, noWake, ReasonFailures},
+			{sec(1), can(1, refused), Failover, 0, 2, noWake, ReasonNone},
+			{sec(2), can(2, ok), Failover, 0, 0, noWake, ReasonNone},
+			{sec(3), can(0, srvError), Backup, 2, n, sec(13), ReasonCanarySuccess},
+		}},
+		{"confirm primary: a regular success while confirming wins", confirm, []step{
+			{0, start(n), Primary, 0, n, noWake, ReasonNone},
+			{0, rep(0, refused), Primary, 0, n, sec(30), ReasonNone},
+			{0, rep(0, refused), Primary, 0, n, sec(30), ReasonNone},
+			{0, rep(0, refused), Failover, 0, 1, noWake, ReasonFailures},
+			{sec(1), can(1, ok), Failover, 0, 0, noWake, ReasonNone},
+			{sec(1.5), rep(0, ok), Primary, 0, n, noWake, ReasonPrimarySuccess},
+			{sec(2), can(0, refused), Primary, 0, n, noWake, ReasonNone}, // late: ignored
+			// a new outage: the held backup was forgotten, the walk restarts
+			{sec(3), rep(0, refused), Primary, 0, n, sec(33), ReasonNone},
+			{sec(3), rep(0, refused), Primary, 0, n, sec(33), ReasonNone},
+			{sec(3), rep(0, refused), Failover, 0, 1, noWake, ReasonFailures},
+			{sec(4), can(1, refused), Failover, 0, 2, noWake, ReasonNone},
+			{sec(5), can(2, ok), Failover, 0, 0, noWake, ReasonNone},
+			{sec(6), can(0, timeout), Backup, 2, n, sec(16), ReasonCanarySuccess},
+		}},
+		{"confirm primary: NetworkChanged while confirming", confirm, []step{
+			{0, start(n), Primary, 0, n, noWake, ReasonNone},
+			{0, rep(0, refused), Primary, 0, n, sec(30), ReasonNone},
+			{0, rep(0, refused), Primary, 0, n, sec(30), ReasonNone},
+			{0, rep(0, refused), Failover, 0, 1, noWake, ReasonFailures},
+			{sec(1), can(1, ok), Failover, 0, 0, noWake, ReasonNone},
+			{sec(2), netChanged(), Primary, 0, n, noWake, ReasonNetworkChanged},
+			{sec(3), can(0, refused), Primary, 0, n, noWake, ReasonNone},
+		}},
+		{"confirm primary with the offline check: an offline round still ends on PRIMARY", func(c *Config) {
+			c.ConfirmPrimary, c.DeviceOfflineCheck = true, true
+		}, []step{
+			{0, start(n), Primary, 0, n, noWake, ReasonNone},
+			{0, rep(0, refused), Primary, 0, n, sec(30), ReasonNone},
+			{0, rep(0, refused), Primary, 0, n, sec(30), ReasonNone},
+			{0, rep(0, refused), Failover, 0, 1, noWake, ReasonFailures},
+			{sec(1), can(1, refused), Failover, 0, 2, noWake, ReasonNone},
+			{sec(2), can(2, dnsFail), Failover, 0, 0, noWake, ReasonNone},
+			{sec(3), can(0, timeout), Primary, 0, n, noWake, ReasonDeviceOffline},
+		}},
+		{"confirm primary does not change RECOVERY", confirm, []step{
+			{0, start(1), Backup, 1, n, sec(10), ReasonRestored},
+			{sec(10), tick(), Recovery, 1, 0, noWake, ReasonRecoveryTimer},
+			{sec(11), can(0, refused), Backup, 1, n, sec(31), ReasonRecoveryFailure},
+			{sec(31), tick(), Recovery, 1, 0, noWake, ReasonRecoveryTimer},
+			{sec(32), can(0, ok), Primary, 0, n, noWake, ReasonRecoverySuccess},
+		}},
 		{"restored start in BACKUP still probes primary on its timer", nil, []step{
 			{0, start(2), Backup, 2, n, sec(10), ReasonRestored},
 			{sec(10), tick(), Recovery, 2, 0, noWake, ReasonRecoveryTimer},
@@ -436,6 +566,33 @@ func TestRecoveryDelayCap(t *testing.T) {
 	}
 }
 
+func TestRetryDelay(t *testing.T) {
+	for _, c := range []struct {
+		interval, max time.Duration
+		want          []time.Duration
+	}{
+		{sec(5), sec(30), []time.Duration{sec(5), sec(10), sec(20), sec(30), sec(30)}},
+		{sec(5), sec(5), []time.Duration{sec(5), sec(5), sec(5)}},
+		{sec(3), sec(7), []time.Duration{sec(3), sec(6), sec(7), sec(7)}},
+		{1 << 62, 1<<63 - 1, []time.Duration{1 << 62, 1<<63 - 1, 1<<63 - 1}},
+	} {
+		cfg := testConfig()
+		cfg.CanaryRetryInterval, cfg.CanaryRetryMax = c.interval, c.max
+		u, err := NewUber(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k, want := range c.want {
+			if got := u.retryDelay(k); got != want {
+				t.Errorf("%v..%v: retryDelay(%d) = %v, want %v", c.interval, c.max, k, got, want)
+			}
+		}
+		if got := u.retryDelay(1 << 40); got != c.max {
+			t.Errorf("%v..%v: retryDelay(huge) = %v, want the cap", c.interval, c.max, got)
+		}
+	}
+}
+
 // TestReportDoesNotAllocate: the simulator calls Report millions of times.
 func TestReportDoesNotAllocate(t *testing.T) {
 	for name, mk := range policies() {
@@ -472,6 +629,15 @@ func policies() map[string]func(testing.TB) Policy {
 		},
 		"round_robin": func(tb testing.TB) Policy {
 			p, err := NewRoundRobin(testConfig())
+			if err != nil {
+				tb.Fatal(err)
+			}
+			return p
+		},
+		"uber_confirm": func(tb testing.TB) Policy {
+			cfg := testConfig()
+			cfg.ConfirmPrimary = true
+			p, err := NewUber(cfg)
 			if err != nil {
 				tb.Fatal(err)
 			}

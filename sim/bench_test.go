@@ -9,7 +9,7 @@ import (
 )
 
 // BenchmarkRequests measures simulated regular requests per second on one
-// goroutine, all three real policies, default mix: generation of the
+// goroutine, every strategy of Strategies() (four real policies), default mix: generation of the
 // session, the event loop, the policies and the metrics.
 func BenchmarkRequests(b *testing.B) {
 	sc, err := LoadBundled("default")
@@ -45,7 +45,7 @@ func BenchmarkRequests(b *testing.B) {
 }
 
 // BenchmarkFig1 runs the fig1 scenario: 10,000 sessions of 30 minutes under
-// the three strategies, on GOMAXPROCS workers.
+// every strategy of Strategies(), on GOMAXPROCS workers.
 func BenchmarkFig1(b *testing.B) {
 	sc, err := LoadBundled("fig1")
 	if err != nil {

@@ -47,6 +47,9 @@ type runner struct {
 	recovOn   []int64 // per outage: its end while the session is exposed and off primary; -1 otherwise
 	period    []int64 // per outage: the recovery delay in effect at its end (Uber), -1 if unknown
 	backupAt  int64   // when the policy last entered BACKUP
+	phDetect  []int64 // per outage: the start of the current down phase while on primary and exposed; -1 otherwise
+	phRecov   []int64 // per outage: the end of the last down phase while off primary and exposed; -1 otherwise
+	phase     phaseAcc
 	detect    []int64
 	detectFF  []int64 // detection counted from the first failure
 	recover   []int64
@@ -79,6 +82,9 @@ func (x *runner) run(r *realisation, newPol func() failover.Policy, latency func
 	x.recovOn = resize(x.recovOn, n, -1)
 	x.firstFail = resize(x.firstFail, n, -1)
 	x.period = resize(x.period, n, -1)
+	x.phDetect = resize(x.phDetect, n, -1)
+	x.phRecov = resize(x.phRecov, n, -1)
+	x.phase.reset()
 	x.restored = failover.None
 	x.cur = failover.PrimaryIndex
 	x.startApp(r.start)
@@ -121,6 +127,11 @@ func (x *runner) run(r *realisation, newPol func() failover.Policy, latency func
 			x.recovOn[k] = -1
 		}
 		x.detectOn[k] = -1
+		if x.phRecov[k] >= 0 {
+			x.phase.censored++
+			x.phRecov[k] = -1
+		}
+		x.phDetect[k] = -1
 	}
 }
 
@@ -156,6 +167,22 @@ func (x *runner) session(e sessEvent) {
 		if x.cur == failover.PrimaryIndex && x.exposedTo(e.arg, e.t) {
 			x.detectOn[e.arg] = e.t
 			x.firstFail[e.arg] = -1
+		}
+	case evPhaseStart:
+		if x.phRecov[e.arg] >= 0 {
+			x.phase.unrecovered++
+			x.phRecov[e.arg] = -1
+		}
+		if x.cur == failover.PrimaryIndex && x.exposedTo(e.arg, e.t) {
+			x.phDetect[e.arg] = e.t
+		}
+	case evPhaseEnd:
+		if x.phDetect[e.arg] >= 0 {
+			x.phase.undetected++
+			x.phDetect[e.arg] = -1
+		}
+		if x.cur != failover.PrimaryIndex && x.exposedTo(e.arg, e.t) {
+			x.phRecov[e.arg] = e.t
 		}
 	case evOutageEnd:
 		if x.detectOn[e.arg] >= 0 {
@@ -232,7 +259,19 @@ func (x *runner) apply(t int64, a failover.Action) {
 					x.detectOn[k] = -1
 				}
 			}
+			for k, s := range x.phDetect {
+				if s >= 0 {
+					x.phase.detect = append(x.phase.detect, t-s)
+					x.phDetect[k] = -1
+				}
+			}
 		} else {
+			for k, s := range x.phRecov {
+				if s >= 0 {
+					x.phase.recover = append(x.phase.recover, t-s)
+					x.phRecov[k] = -1
+				}
+			}
 			for k, s := range x.recovOn {
 				if s >= 0 {
 					x.recover = append(x.recover, t-s)

@@ -23,7 +23,7 @@ func ExampleRun() {
 		fmt.Printf("%-10s primary %.1f%%, %d requests\n", name, 100*s.PrimaryShare, s.Requests)
 	}
 	// Output:
-	// uber       primary 98.3%, 64562 requests
+	// uber       primary 98.5%, 64562 requests
 	// roundrobin primary 47.7%, 64562 requests
 }
 

@@ -31,6 +31,31 @@ type acc struct {
 	tl         []tlBucket // per minute of the horizon
 	undetected int64
 	censored   int64
+	phase      phaseAcc // per down phase of flapping outages
+}
+
+// phaseAcc holds the per-down-phase measurements of flapping outages: a
+// detection starts at a down phase's start and must happen before that
+// phase ends; a recovery starts at its end and must happen before the next
+// down phase starts.
+type phaseAcc struct {
+	detect      []int64 // ns
+	recover     []int64 // ns
+	undetected  int64   // still on primary when the down phase ended
+	unrecovered int64   // still off primary when the next down phase began
+	censored    int64   // the session ended during the up phase, off primary
+}
+
+func (p *phaseAcc) add(o *phaseAcc) {
+	p.detect = append(p.detect, o.detect...)
+	p.recover = append(p.recover, o.recover...)
+	p.undetected += o.undetected
+	p.unrecovered += o.unrecovered
+	p.censored += o.censored
+}
+
+func (p *phaseAcc) reset() {
+	*p = phaseAcc{detect: p.detect[:0], recover: p.recover[:0]}
 }
 
 func newAcc(domains int) *acc { return &acc{domainReqs: make([]int64, domains)} }
@@ -61,6 +86,7 @@ func (a *acc) merge(o *acc) {
 	a.periods += o.periods
 	a.undetected += o.undetected
 	a.censored += o.censored
+	a.phase.add(&o.phase)
 }
 
 func (a *acc) addSessions(failovers int, n int64) {
@@ -186,6 +212,27 @@ type Stats struct {
 	Undetected int64 `json:"undetected"`
 	Recovered  int64 `json:"recovered"`
 	Censored   int64 `json:"censored"`
+	// Phases measures flapping outages (a flap section) per down phase;
+	// null in a scenario without one.
+	Phases *PhaseStats `json:"phases"`
+}
+
+// PhaseStats measures each down phase of flapping primary outages
+// separately. Detection counts from a down phase's start, over exposed
+// sessions on primary then, and succeeds only if traffic leaves the primary
+// before that phase ends (Undetected otherwise). Recovery counts from a down
+// phase's end, over exposed sessions off primary then, and succeeds only if
+// traffic is back on primary before the next down phase starts (Unrecovered
+// otherwise; Censored when the session ended first). After the last down
+// phase the next one never comes, so recovery runs to the session's end.
+type PhaseStats struct {
+	DetectSeconds  *float64 `json:"detect_seconds"`
+	RecoverSeconds *float64 `json:"recover_seconds"`
+	Detected       int64    `json:"detected"`
+	Undetected     int64    `json:"undetected"`
+	Recovered      int64    `json:"recovered"`
+	Unrecovered    int64    `json:"unrecovered"`
+	Censored       int64    `json:"censored"`
 }
 
 // Dist summarises a per-session count.
@@ -203,7 +250,9 @@ type Percentiles struct {
 	P99 float64 `json:"p99"`
 }
 
-func (a *acc) stats(domains []string) Stats {
+// stats summarises a; flapping says whether the scenario has a flapping
+// primary outage (which adds Phases).
+func (a *acc) stats(domains []string, flapping bool) Stats {
 	s := Stats{Sessions: a.sessions, Requests: a.requests, DomainShare: map[string]float64{}}
 	s.PrimaryShare = ratio(a.domainReqs[0], a.requests)
 	for i, d := range domains {
@@ -234,7 +283,26 @@ func (a *acc) stats(domains []string) Stats {
 	s.Undetected = a.undetected
 	s.Recovered = int64(len(a.recover))
 	s.Censored = a.censored
+	s.Phases = a.phaseStats(flapping)
 	return s
+}
+
+// phaseStats returns the per-phase measurements, or nil when the scenario
+// has no flapping primary outage.
+func (a *acc) phaseStats(flapping bool) *PhaseStats {
+	if !flapping {
+		return nil
+	}
+	p := &a.phase
+	return &PhaseStats{
+		DetectSeconds:  median(p.detect),
+		RecoverSeconds: median(p.recover),
+		Detected:       int64(len(p.detect)),
+		Undetected:     p.undetected,
+		Recovered:      int64(len(p.recover)),
+		Unrecovered:    p.unrecovered,
+		Censored:       p.censored,
+	}
 }
 
 func ratio(a, b int64) float64 {

@@ -172,11 +172,26 @@ func writeText(w io.Writer, res *Result, md bool) error {
 		lt.write(&b, md)
 	}
 
-	if base, ok := res.Strategies["roundrobin"]; ok {
-		if u, ok := res.Strategies["uber"]; ok && base.LatencyMs.P99 > 0 {
-			fmt.Fprintf(&b, "\nuber vs roundrobin: p99 latency %+.1f%%, p95 %+.1f%%, QUIC share %+.1f points\n",
-				100*(u.LatencyMs.P99/base.LatencyMs.P99-1), 100*(u.LatencyMs.P95/base.LatencyMs.P95-1),
-				100*(u.QUICShare-base.QUICShare))
+	if s := res.Strategies[res.Order[0]]; s.Phases != nil {
+		title("per down phase of flapping outages: detect within the phase / recover before the next one")
+		pt := table{head: []string{"strategy", "detect", "detected", "undetected", "recover", "recovered", "unrecovered", "censored"}}
+		for _, name := range res.Order {
+			p := res.Strategies[name].Phases
+			pt.add(name, secs(p.DetectSeconds), fmt.Sprint(p.Detected), fmt.Sprint(p.Undetected),
+				secs(p.RecoverSeconds), fmt.Sprint(p.Recovered), fmt.Sprint(p.Unrecovered), fmt.Sprint(p.Censored))
+		}
+		pt.write(&b, md)
+	}
+
+	if base, ok := res.Strategies["roundrobin"]; ok && base.LatencyMs.P99 > 0 {
+		sep := "\n"
+		for _, name := range []string{Uber.Name, UberConfirm.Name} {
+			if u, ok := res.Strategies[name]; ok {
+				fmt.Fprintf(&b, "%s%s vs roundrobin: p99 latency %+.1f%%, p95 %+.1f%%, QUIC share %+.1f points\n",
+					sep, name, 100*(u.LatencyMs.P99/base.LatencyMs.P99-1), 100*(u.LatencyMs.P95/base.LatencyMs.P95-1),
+					100*(u.QUICShare-base.QUICShare))
+				sep = ""
+			}
 		}
 	}
 	_, err := io.WriteString(w, b.String())

@@ -217,6 +217,10 @@ func Run(ctx context.Context, sc *Scenario, strategies []Strategy, opt Options) 
 		}
 		res.Outages = append(res.Outages, Window{Name: o.Name, From: o.Start.Minutes(), To: o.End.Minutes()})
 	}
+	flapping := false
+	for _, o := range m.outages {
+		flapping = flapping || (o.primary && len(o.down) > 1)
+	}
 	for si, s := range strategies {
 		res.Order = append(res.Order, s.Name)
 		all := newAcc(len(domains))
@@ -224,18 +228,18 @@ func Run(ctx context.Context, sc *Scenario, strategies []Strategy, opt Options) 
 		for g, name := range ConditionNames {
 			a := total.acc[si][g]
 			all.merge(a)
-			sr.ByCondition[name] = a.stats(domains)
+			sr.ByCondition[name] = a.stats(domains, flapping)
 		}
 		sr.CarrierTimeline = map[string]*Timeline{}
 		for c, name := range res.Carriers {
 			a := total.acc[si][len(ConditionNames)+c]
-			sr.ByCarrier[name] = a.stats(domains)
+			sr.ByCarrier[name] = a.stats(domains, flapping)
 			sr.CarrierTimeline[name] = a.timeline()
 		}
 		for c, name := range res.Classes {
-			sr.ByClass[name] = total.acc[si][len(ConditionNames)+len(res.Carriers)+c].stats(domains)
+			sr.ByClass[name] = total.acc[si][len(ConditionNames)+len(res.Carriers)+c].stats(domains, flapping)
 		}
-		sr.Stats = all.stats(domains)
+		sr.Stats = all.stats(domains, flapping)
 		sr.Timeline = all.timeline()
 		sr.Transitions = all.transitions()
 		res.Strategies[s.Name] = sr
@@ -290,6 +294,7 @@ func (w *worker) session(seed uint64, i int, makers []func() failover.Policy) {
 			a.periods += x.periods
 			a.undetected += x.undet
 			a.censored += x.censored
+			a.phase.add(&x.phase)
 			a.addTimeline(x.tlFrom, x.tl)
 		}
 	}

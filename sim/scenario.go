@@ -234,6 +234,8 @@ type Flap struct {
 // field is the failover.Config field of the same name (see its
 // documentation for meaning and default); zero fields take the failover
 // package's defaults. Domains come from the scenario's domains section.
+// ConfirmPrimary is not a scenario field: it is what tells the uber-confirm
+// strategy from uber, so that both always run under the same settings.
 type PolicySpec struct {
 	FailureThreshold    int      `yaml:"failure_threshold" json:"failure_threshold"`
 	FailureWindow       Duration `yaml:"failure_window" json:"failure_window"`
@@ -244,6 +246,7 @@ type PolicySpec struct {
 	RecoveryDecay       Duration `yaml:"recovery_decay" json:"recovery_decay"`
 	CanaryTimeout       Duration `yaml:"canary_timeout" json:"canary_timeout"`
 	CanaryRetryInterval Duration `yaml:"canary_retry_interval" json:"canary_retry_interval"`
+	CanaryRetryMax      Duration `yaml:"canary_retry_max" json:"canary_retry_max"`
 	DeviceOfflineCheck  bool     `yaml:"device_offline_check" json:"device_offline_check"`
 }
 
@@ -260,6 +263,7 @@ func (p PolicySpec) Config(domains []string) failover.Config {
 		RecoveryDecay:       p.RecoveryDecay,
 		CanaryTimeout:       p.CanaryTimeout,
 		CanaryRetryInterval: p.CanaryRetryInterval,
+		CanaryRetryMax:      p.CanaryRetryMax,
 		DeviceOfflineCheck:  p.DeviceOfflineCheck,
 	}
 	if len(domains) > 0 {

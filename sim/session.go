@@ -60,6 +60,8 @@ const (
 	evNetChange
 	evOutageStart
 	evOutageEnd
+	evPhaseStart // a down phase of a flapping primary outage begins
+	evPhaseEnd   // ... and ends
 )
 
 type sessEvent struct {
@@ -186,6 +188,16 @@ func (m *model) generate(r *realisation, seed uint64, i int) {
 			}
 			if o.to < r.end {
 				r.events = append(r.events, sessEvent{t: o.to, kind: evOutageEnd, arg: k})
+			}
+			if len(o.down) > 1 {
+				for _, d := range o.down {
+					if d.from >= r.start && d.from < r.end {
+						r.events = append(r.events, sessEvent{t: d.from, kind: evPhaseStart, arg: k})
+					}
+					if d.to >= r.start && d.to < r.end {
+						r.events = append(r.events, sessEvent{t: d.to, kind: evPhaseEnd, arg: k})
+					}
+				}
 			}
 		}
 	}

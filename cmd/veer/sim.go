@@ -121,7 +121,7 @@ documents the schema; --show NAME prints a bundled one to start from).
 	}
 	fl := cmd.Flags()
 	fl.StringSliceVar(&scenarios, "scenario", nil, `bundled scenario name, YAML file, or "all" (repeatable; default "default")`)
-	fl.StringVar(&strategies, "strategy", "uber,roundrobin,threshold", "comma-separated strategies to compare")
+	fl.StringVar(&strategies, "strategy", sim.StrategyNames(), "comma-separated strategies to compare")
 	fl.IntVar(&sessions, "sessions", 0, "number of sessions (default: the scenario's)")
 	fl.Uint64Var(&seed, "seed", 0, "random seed (default: the scenario's)")
 	fl.StringVar(&format, "format", "table", "output format: table, markdown or json")

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/veerhq/veer/sim"
 )
 
 func runVeer(t *testing.T, args ...string) (string, error) {
@@ -40,7 +42,7 @@ func TestSimJSON(t *testing.T) {
 		if err := json.Unmarshal(sc.Bytes(), &res); err != nil {
 			t.Fatalf("line %d: %v", n, err)
 		}
-		if res.Sessions != 20 || res.Seed != 1 || len(res.Strategies) != 3 {
+		if res.Sessions != 20 || res.Seed != 1 || len(res.Strategies) != len(sim.Strategies()) || res.Strategies["uber-confirm"] == nil {
 			t.Errorf("%s: sessions %d seed %d strategies %d", res.Scenario, res.Sessions, res.Seed, len(res.Strategies))
 		}
 		for name, s := range res.Strategies {
