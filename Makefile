@@ -8,7 +8,7 @@ FUZZTIME ?= 10s
 COMMIT := $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -X github.com/veerhq/veer/internal/version.Commit=$(COMMIT)
 
-.PHONY: all build test check fmt-check vet staticcheck unit deps bench fuzz cover clean bench-guard
+.PHONY: all build test check fmt-check vet staticcheck unit deps bench fuzz cover clean bench-failover bench-guard
 
 all: build
 
@@ -21,7 +21,7 @@ test: deps check
 check: fmt-check vet staticcheck unit
 
 fmt-check:
-	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	@out=$$(gofmt -l .); \
 	if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
 
 vet:
@@ -40,6 +40,13 @@ deps:
 ## bench: Go microbenchmarks in benchstat format (compare runs with benchstat).
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -count 10 $(PKGS) | tee bench.txt
+
+## bench-failover: Transport vs the bare round tripper, 10 alternating rounds, benchstat table
+## (docs/failover.md).
+bench-failover:
+	$(GO) test -c -o bin/failover.test ./failover/
+	cd failover && for i in $$(seq 10); do ../bin/failover.test -test.run '^$$' -test.bench Transport -test.benchmem; done > ../bin/bench-failover.txt
+	$(GO) run golang.org/x/perf/cmd/benchstat@latest -col /rt bin/bench-failover.txt
 
 ## bench-guard: flow control vs peers (x/time/rate, sony/gobreaker, redis_rate), ratios; see docs/guard.md.
 bench-guard: deps
@@ -62,3 +69,16 @@ cover:
 
 clean:
 	rm -rf bin cover.out bench.txt bench-guard.txt bench-guard.md
+
+## sim-figures: every bundled simulator scenario as Markdown, with charts in sim-out/.
+.PHONY: sim-figures
+sim-figures:
+	mkdir -p sim-out
+	$(GO) run ./cmd/veer sim --scenario all --format markdown --plots sim-out | tee sim-out/results.md
+## bench-shed: side-by-side overload bench of shed vs peers (docs/shed.md); a few
+## minutes, not part of `make test`. SHEDBENCH_FLAGS="-format json -rounds 5" etc.
+.PHONY: bench-shed
+bench-shed:
+	cd bench && $(GO) build -o ../bin/shedbench ./cmd/shedbench
+	@if command -v taskset >/dev/null; then taskset -c 1 bin/shedbench $(SHEDBENCH_FLAGS); \
+	else echo "taskset not found: generator and server are not pinned"; bin/shedbench $(SHEDBENCH_FLAGS); fi

@@ -2,6 +2,7 @@ package config
 
 import (
 	"bytes"
+	"errors"
 	"log/slog"
 	"path/filepath"
 	"sync"
@@ -42,7 +43,8 @@ type Watcher[T any] struct {
 	reloads *prometheus.CounterVec
 
 	mu      sync.Mutex // serialises reloads and apply
-	last    []byte
+	last    []byte     // the content last parsed
+	lastErr error      // and why it was rejected, if it was
 	pending clock.Timer
 	done    chan struct{}
 	wg      sync.WaitGroup
@@ -99,11 +101,14 @@ func Watch[T any](path string, opts WatchOptions, apply func(*T)) (*Watcher[T], 
 	return w, nil
 }
 
+var errEmpty = errors.New("config: file is empty")
+
 // Current returns the config in force. It never returns nil.
 func (w *Watcher[T]) Current() *T { return w.cur.Load() }
 
 // Reload re-reads the file now (e.g. on SIGHUP). It returns the error that
-// kept the old config in force, or nil.
+// keeps the old config in force (also when the file is unchanged since a
+// rejected version), or nil.
 func (w *Watcher[T]) Reload() error { return w.reload(false) }
 
 // Close stops watching. It is safe to call more than once.
@@ -178,19 +183,26 @@ func (w *Watcher[T]) reload(initial bool) error {
 		return err
 	}
 	if !initial && bytes.Equal(data, w.last) {
-		return nil
+		return w.lastErr
+	}
+	if !initial && len(bytes.TrimSpace(data)) == 0 {
+		// An in-place write truncates before it writes: an empty file seen
+		// on reload is almost always half a save, not a wish for defaults.
+		w.reloads.WithLabelValues(w.name, "unreadable").Inc()
+		w.log.Warn("config file is empty; keeping the previous config", "config", w.name, "path", w.path)
+		return errEmpty
 	}
 	v := new(T)
 	if err := Parse(data, w.path, v); err != nil {
 		if initial {
 			return err
 		}
-		w.last = data
+		w.last, w.lastErr = data, err
 		w.reloads.WithLabelValues(w.name, "invalid").Inc()
 		w.log.Error("config reload rejected; keeping the previous config", "config", w.name, "path", w.path, "err", err)
 		return err
 	}
-	w.last = data
+	w.last, w.lastErr = data, nil
 	w.cur.Store(v)
 	if !initial {
 		w.reloads.WithLabelValues(w.name, "ok").Inc()

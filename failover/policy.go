@@ -36,7 +36,10 @@ type Policy interface {
 	State() State
 	// Report feeds the outcome of a regular request sent to domain.
 	Report(now time.Time, domain int, o outcome.Outcome) Action
-	// CanaryDone feeds the outcome of the canary sent to domain.
+	// CanaryDone feeds the outcome of the canary sent to domain. The shell
+	// answers every requested canary with exactly one CanaryDone (a timeout
+	// is a failure); a request for a domain whose canary is still in flight
+	// may be folded into that one.
 	CanaryDone(now time.Time, domain int, o outcome.Outcome) Action
 	// Tick is called by the shell at (or after) the last Action's Wake.
 	Tick(now time.Time) Action
@@ -52,8 +55,8 @@ type Action struct {
 	// Wake is when the shell must call Tick; the zero time means no wake-up
 	// is needed. A later Action's Wake replaces an earlier one.
 	Wake time.Time
-	// Transition is the state change this call caused; Transition.From ==
-	// Transition.To (both zero) when there was none.
+	// Transition is the state change this call caused; the zero Transition
+	// (Reason == ReasonNone) when there was none.
 	Transition Transition
 }
 
@@ -65,8 +68,10 @@ type Transition struct {
 	Domain int
 }
 
-// Changed reports whether t records a state change.
-func (t Transition) Changed() bool { return t.From != t.To }
+// Changed reports whether t records a state change. Every change carries a
+// Reason; a baseline moving traffic from one backup to the next is a change
+// with From == To == Backup.
+func (t Transition) Changed() bool { return t.Reason != ReasonNone }
 
 // State is a state of the failover machine.
 type State uint8
@@ -98,18 +103,19 @@ type Reason uint8
 
 // Reasons for transitions.
 const (
-	ReasonNone            Reason = iota
-	ReasonFailures               // X consecutive network failures within Y
-	ReasonStreakTimeout          // a failure streak older than T (low traffic)
-	ReasonCanarySuccess          // a backup canary succeeded
-	ReasonPrimarySuccess         // a regular request to primary succeeded
-	ReasonRecoveryTimer          // the recovery timer expired
-	ReasonRecoverySuccess        // the primary canary succeeded
-	ReasonRecoveryFailure        // the primary canary failed
-	ReasonNetworkChanged         // the app reported a network change
-	ReasonRestored               // started in BACKUP from a persisted domain
-	ReasonDeviceOffline          // every canary failed: the device is offline
-	ReasonBaselineSwitch         // a baseline policy moved to another domain
+	ReasonNone             Reason = iota
+	ReasonFailures                // X consecutive network failures within Y
+	ReasonStreakTimeout           // a failure streak older than T (low traffic)
+	ReasonCanarySuccess           // a backup canary succeeded
+	ReasonPrimarySuccess          // a regular request to primary succeeded
+	ReasonRecoveryTimer           // the recovery timer expired
+	ReasonRecoverySuccess         // the primary canary succeeded
+	ReasonRecoveryFailure         // the primary canary failed
+	ReasonNetworkChanged          // the app reported a network change
+	ReasonRestored                // started in BACKUP from a persisted domain
+	ReasonDeviceOffline           // every canary failed: the device is offline
+	ReasonBaselineSwitch          // a baseline policy moved to another domain
+	ReasonPrimaryConfirmed        // ConfirmPrimary: the primary answered its canary in FAILOVER
 )
 
 func (r Reason) String() string {
@@ -138,6 +144,22 @@ func (r Reason) String() string {
 		return "device_offline"
 	case ReasonBaselineSwitch:
 		return "baseline_switch"
+	case ReasonPrimaryConfirmed:
+		return "primary_confirmed"
 	}
 	return "unknown"
 }
+
+// quietPolicy is implemented by the policies of this package: it reports
+// whether a successful Report for the current domain would change nothing,
+// so that the Transport's request path can skip its lock.
+type quietPolicy interface {
+	Policy
+	successIsNoop() bool
+}
+
+var (
+	_ quietPolicy = (*Uber)(nil)
+	_ quietPolicy = (*RoundRobin)(nil)
+	_ quietPolicy = (*Threshold)(nil)
+)

@@ -112,9 +112,13 @@ func ClassifyError(err error) Kind {
 			errors.Is(err, syscall.EHOSTUNREACH),
 			errors.Is(err, syscall.ENETUNREACH):
 			return ConnectRefused
-		case errors.Is(err, context.DeadlineExceeded):
-			return DialCanceled
 		case op.Timeout():
+			// The dialer's own timeout and a context deadline both end
+			// here as "i/o timeout"; either way the SYN went unanswered.
+			// net/http reports a request deadline that passes while it
+			// waits for a pooled or new connection as a bare
+			// context.DeadlineExceeded instead; ClassifyProgress tells
+			// that case apart.
 			return ConnectTimeout
 		}
 		return NetworkOther

@@ -33,7 +33,7 @@ const (
 	// Connection establishment.
 	ConnectRefused // RST to SYN (ECONNREFUSED), host/network unreachable
 	ConnectTimeout // SYN unanswered until the dial timeout (blackhole)
-	DialCanceled   // the request's context deadline passed during the dial
+	DialCanceled   // the request deadline passed while waiting for a connection (see ClassifyProgress)
 	TLSHandshake   // TLS handshake failed (bad certificate, protocol error)
 	QUICHandshake  // QUIC handshake failed or timed out (UDP blocked)
 

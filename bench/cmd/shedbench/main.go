@@ -1,0 +1,350 @@
+// Command shedbench runs the side-by-side overload bench of issue 5 (see
+// docs/shed.md): for each scenario and contender it starts a fresh HTTP
+// server process pinned to CPU 0 with GOMAXPROCS=1, offers open-loop load
+// from this process (pin it to CPU 1: `taskset -c 1 shedbench`), and prints
+// a table or JSON.
+//
+//	shedbench [-scenarios 1,3] [-contenders veer,none] [-rounds 1] [-format table|json]
+//	shedbench serve ...   (internal: the server process)
+//
+// SHEDBENCH_DEBUG=1 makes the veer server print its endpoints' state
+// (overloaded, limit, in flight, queued) to stderr every 100 ms.
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"math"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	bench "github.com/veerhq/veer/bench/shed"
+)
+
+func main() {
+	if len(os.Args) > 1 && os.Args[1] == "serve" {
+		if err := serve(os.Args[2:]); err != nil {
+			log.Fatal(err)
+		}
+		return
+	}
+	if err := run(); err != nil {
+		log.Fatal(err)
+	}
+}
+
+// serve is the server process: it prints "ADDR host:port", serves until its
+// standard input closes, then prints "SERVED n".
+func serve(args []string) error {
+	fs := flag.NewFlagSet("serve", flag.ExitOnError)
+	contender := fs.String("contender", "none", "contender")
+	kind := fs.String("kind", "cpu", "handler kind: cpu or dep")
+	iters := fs.Int("iters", 1000, "hash rounds per cpu request")
+	slots := fs.Int("slots", 20, "dependency slots")
+	sleep := fs.Duration("sleep", 20*time.Millisecond, "dependency time per request")
+	paths := fs.String("paths", "GET /a", "comma-separated route patterns")
+	_ = fs.Parse(args)
+	mux, err := bench.NewMux(bench.HandlerConfig{Kind: *kind, Iters: *iters, Slots: *slots, Sleep: *sleep, Paths: strings.Split(*paths, ",")})
+	if err != nil {
+		return err
+	}
+	h, closeFn, err := bench.Wrap(*contender, mux)
+	if err != nil {
+		return err
+	}
+	defer closeFn()
+	var served atomic.Int64
+	counted := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		served.Add(1)
+		h.ServeHTTP(w, r)
+	})
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: counted, ReadHeaderTimeout: 5 * time.Second}
+	go srv.Serve(lis)
+	fmt.Printf("ADDR %s\n", lis.Addr())
+	_, _ = io.Copy(io.Discard, os.Stdin)
+	srv.Close()
+	fmt.Printf("SERVED %d\n", served.Load())
+	return nil
+}
+
+// niceness is the scheduling priority of the server process (a negative
+// value needs root). It does not help against other cgroups, which share the
+// CPU by weight whatever the nice value.
+var niceness = flag.Int("nice", 0, "nice value of the server process (0: leave it)")
+
+// server is a running server process.
+type server struct {
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	out    *bufio.Scanner
+	addr   string
+	start  time.Time
+	pinned bool
+}
+
+func startServer(contender string, h bench.HandlerConfig) (*server, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	args := []string{"serve", "-contender", contender, "-kind", h.Kind, "-iters", strconv.Itoa(h.Iters),
+		"-slots", strconv.Itoa(h.Slots), "-sleep", h.Sleep.String(), "-paths", strings.Join(h.Paths, ",")}
+	argv := append([]string{self}, args...)
+	pinned := false
+	if ts, err := exec.LookPath("taskset"); err == nil {
+		argv = append([]string{ts, "-c", "0"}, argv...)
+		pinned = true
+	}
+	if *niceness != 0 {
+		if n, err := exec.LookPath("nice"); err == nil {
+			argv = append([]string{n, "-n", strconv.Itoa(*niceness)}, argv...)
+		}
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = append(os.Environ(), "GOMAXPROCS=1")
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	s := &server{cmd: cmd, stdin: stdin, out: bufio.NewScanner(stdout), start: time.Now(), pinned: pinned}
+	if !s.out.Scan() || !strings.HasPrefix(s.out.Text(), "ADDR ") {
+		cmd.Process.Kill()
+		cmd.Wait()
+		return nil, fmt.Errorf("server %s did not start: %q", contender, s.out.Text())
+	}
+	s.addr = strings.TrimPrefix(s.out.Text(), "ADDR ")
+	return s, nil
+}
+
+// stop ends the server and returns its CPU time, wall time and requests.
+func (s *server) stop() (cpu, wall time.Duration, served int64, err error) {
+	s.stdin.Close()
+	for s.out.Scan() {
+		if v, ok := strings.CutPrefix(s.out.Text(), "SERVED "); ok {
+			served, _ = strconv.ParseInt(v, 10, 64)
+		}
+	}
+	if err := s.cmd.Wait(); err != nil {
+		return 0, 0, 0, err
+	}
+	wall = time.Since(s.start)
+	if ru, ok := s.cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+		cpu = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	}
+	return cpu, wall, served, nil
+}
+
+// capacity measures the cpu handler's throughput with no protection:
+// closed loop, 32 workers, 2 s after a 300 ms warm-up.
+func capacity(client *http.Client, iters int) (float64, error) {
+	s, err := startServer("none", bench.HandlerConfig{Kind: "cpu", Iters: iters, Paths: []string{"GET /a"}})
+	if err != nil {
+		return 0, err
+	}
+	defer s.stop()
+	var n atomic.Int64
+	var measuring atomic.Bool
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for range 32 {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				resp, err := client.Get("http://" + s.addr + "/a")
+				if err != nil {
+					continue
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if measuring.Load() {
+					n.Add(1)
+				}
+			}
+		})
+	}
+	time.Sleep(300 * time.Millisecond)
+	measuring.Store(true)
+	time.Sleep(2 * time.Second)
+	measuring.Store(false)
+	cancel()
+	wg.Wait()
+	return float64(n.Load()) / 2, nil
+}
+
+func raiseNoFile() {
+	var rl syscall.Rlimit
+	if syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl) == nil {
+		rl.Cur = rl.Max
+		_ = syscall.Setrlimit(syscall.RLIMIT_NOFILE, &rl)
+	}
+}
+
+func run() error {
+	scen := flag.String("scenarios", "all", "comma-separated scenario numbers (1-6) or all")
+	conts := flag.String("contenders", strings.Join(bench.Contenders, ","), "comma-separated contenders")
+	rounds := flag.Int("rounds", 1, "rounds; contenders alternate order each round")
+	format := flag.String("format", "table", "table or json")
+	out := flag.String("out", "", "also write the JSON results to this file")
+	work := flag.Duration("work", 5*time.Millisecond, "CPU per request of the cpu handler")
+	deadline := flag.Duration("deadline", time.Second, "client deadline")
+	flag.Parse()
+	raiseNoFile()
+
+	iters := bench.Calibrate(*work)
+	light := max(1, int(int64(iters)*50/(*work).Microseconds())) // ~50 µs
+	client := bench.NewClient(1024)
+	capCPU, err := capacity(client, iters)
+	if err != nil {
+		return err
+	}
+	if capCPU < 20 {
+		return fmt.Errorf("measured capacity %.0f rps is too low to run the bench", capCPU)
+	}
+	log.Printf("cpu handler: %d hash rounds (~%v), capacity %.0f rps", iters, *work, capCPU)
+
+	contenders := strings.Split(*conts, ",")
+	var results []bench.Result
+	pinnedAll := true
+	for _, sc := range bench.Scenarios(iters, light) {
+		if *scen != "all" && !slices.Contains(strings.Split(*scen, ","), sc.Name[:1]) {
+			continue
+		}
+		// Capacity is measured again before each cpu scenario: on a shared
+		// machine it drifts, and every rate is a multiple of it.
+		c := capCPU
+		switch {
+		case sc.Capacity == "dep":
+			c = float64(sc.Handler.Slots) / sc.Handler.Sleep.Seconds()
+		case sc.Handler.Iters == iters:
+			if c, err = capacity(client, iters); err != nil {
+				return err
+			}
+		}
+		phases := sc.Phases(c)
+		var scRes []bench.Result
+		for round := range *rounds {
+			order := slices.Clone(contenders)
+			if round%2 == 1 {
+				slices.Reverse(order)
+			}
+			for _, name := range order {
+				s, err := startServer(name, sc.Handler)
+				if err != nil {
+					return err
+				}
+				pinnedAll = pinnedAll && s.pinned
+				samples := bench.Run(context.Background(), client, "http://"+s.addr, phases, *deadline, uint64(round+1))
+				cpu, wall, served, err := s.stop()
+				if err != nil {
+					return fmt.Errorf("%s/%s: server: %w", sc.Name, name, err)
+				}
+				r := bench.Analyze(phases, samples)
+				r.Scenario, r.Contender, r.Round, r.CapacityRPS = sc.Name, name, round, c
+				if served > 0 {
+					r.CPUUsPerReq = float64(cpu.Microseconds()) / float64(served)
+				}
+				r.CPUCorePct = 100 * cpu.Seconds() / wall.Seconds()
+				if sc.Name == "3-isolation" {
+					r.Extra["crit_p99_alone_ms"], _, _ = bench.StreamStats(samples, 0, "crit")
+					p99, failed, _ := bench.StreamStats(samples, 1, "crit")
+					r.Extra["crit_p99_spike_ms"] = p99
+					r.Extra["crit_failed"] = float64(failed)
+				}
+				log.Printf("%s %s round %d: goodput %.2f p99 %.1fms shed %.1f%%", sc.Name, name, round, r.Goodput/c, r.P99Ms, 100*r.ShedRate)
+				scRes = append(scRes, r)
+			}
+		}
+		results = append(results, median(scRes, contenders)...)
+	}
+	overhead(results)
+	if !pinnedAll {
+		log.Print("taskset not found: the server was not pinned to CPU 0")
+	}
+	if *out != "" {
+		f, err := os.Create(*out)
+		if err != nil {
+			return err
+		}
+		if err := bench.WriteJSON(f, results); err != nil {
+			return err
+		}
+		if err := f.Close(); err != nil {
+			return err
+		}
+	}
+	switch *format {
+	case "json":
+		return bench.WriteJSON(os.Stdout, results)
+	case "table":
+		bench.WriteTable(os.Stdout, results)
+		return nil
+	}
+	return errors.New("format: want table or json")
+}
+
+// median keeps, per contender, the round with the median goodput (all
+// rounds when there is one).
+func median(rs []bench.Result, order []string) []bench.Result {
+	var out []bench.Result
+	for _, name := range order {
+		var mine []bench.Result
+		for _, r := range rs {
+			if r.Contender == name {
+				mine = append(mine, r)
+			}
+		}
+		if len(mine) == 0 {
+			continue
+		}
+		slices.SortFunc(mine, func(a, b bench.Result) int { return int(math.Copysign(1, a.Goodput-b.Goodput)) })
+		m := mine[len(mine)/2]
+		m.Extra["rounds"] = float64(len(mine))
+		out = append(out, m)
+	}
+	return out
+}
+
+// overhead adds, in the overhead scenario, each contender's extra CPU over
+// "none" as a percentage of a core and per request.
+func overhead(rs []bench.Result) {
+	var base *bench.Result
+	for i := range rs {
+		if strings.HasPrefix(rs[i].Scenario, "4-") && rs[i].Contender == "none" {
+			base = &rs[i]
+		}
+	}
+	if base == nil {
+		return
+	}
+	for i := range rs {
+		if strings.HasPrefix(rs[i].Scenario, "4-") {
+			rs[i].Extra["extra_cpu_pct_core"] = rs[i].CPUCorePct - base.CPUCorePct
+			rs[i].Extra["extra_cpu_us_per_req"] = rs[i].CPUUsPerReq - base.CPUUsPerReq
+		}
+	}
+}

@@ -1,0 +1,141 @@
+// Package shed is the side-by-side overload bench of veer's shed package
+// against no shedding, a static concurrency limit, failsafe-go's adaptive
+// limiter with its prioritizer, go-zero's adaptive shedder and
+// go-kratos/aegis BBR (see docs/shed.md). It holds the server side (handlers
+// and contenders), the open-loop load generator and the report; the command
+// bench/cmd/shedbench runs the scenarios.
+package shed
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"sort"
+	"sync/atomic"
+	"time"
+
+	"github.com/failsafe-go/failsafe-go/adaptivelimiter"
+	"github.com/failsafe-go/failsafe-go/priority"
+	"github.com/go-kratos/aegis/ratelimit"
+	"github.com/go-kratos/aegis/ratelimit/bbr"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/zeromicro/go-zero/core/load"
+	"github.com/zeromicro/go-zero/core/logx"
+
+	"github.com/veerhq/veer/outcome"
+	"github.com/veerhq/veer/shed"
+	"github.com/veerhq/veer/tier"
+)
+
+// StaticLimit is the static contender's concurrency limit: an operator's
+// reasonable guess, as a static limit always is.
+const StaticLimit = 16
+
+// go-zero starts a CPU statistics goroutine that logs to stdout every
+// minute in any process that links it; keep the bench's output clean.
+func init() {
+	load.DisableLog()
+	logx.DisableStat()
+}
+
+// Contenders names every contender, in table order.
+var Contenders = []string{"none", "static", "veer", "failsafe", "gozero", "bbr"}
+
+// Wrap returns next protected by the named contender, and a function that
+// releases the contender's resources.
+func Wrap(name string, next http.Handler) (http.Handler, func(), error) {
+	switch name {
+	case "none":
+		return next, func() {}, nil
+	case "static":
+		return staticLimit(StaticLimit, next), func() {}, nil
+	case "veer":
+		s, err := shed.New(shed.Config{Registerer: prometheus.NewRegistry()})
+		if err != nil {
+			return nil, nil, err
+		}
+		if os.Getenv("SHEDBENCH_DEBUG") != "" {
+			go func() {
+				for range time.Tick(100 * time.Millisecond) {
+					fmt.Fprintf(os.Stderr, "%s %+v\n", time.Now().Format("05.000"), s.Stats())
+				}
+			}()
+		}
+		return s.Middleware(next), s.Close, nil
+	case "failsafe":
+		return failsafeHandler(next)
+	case "gozero":
+		sh := load.NewAdaptiveShedder()
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			p, err := sh.Allow()
+			if err != nil {
+				rejectHTTP(w)
+				return
+			}
+			defer p.Pass()
+			next.ServeHTTP(w, r)
+		}), func() {}, nil
+	case "bbr":
+		l := bbr.NewLimiter()
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			done, err := l.Allow()
+			if err != nil {
+				rejectHTTP(w)
+				return
+			}
+			defer done(ratelimit.DoneInfo{})
+			next.ServeHTTP(w, r)
+		}), func() {}, nil
+	}
+	return nil, nil, fmt.Errorf("unknown contender %q (have %v)", name, Contenders)
+}
+
+func rejectHTTP(w http.ResponseWriter) {
+	outcome.WriteHTTP(w, outcome.Outcome{Kind: outcome.Overloaded}, "overload")
+}
+
+func staticLimit(n int64, next http.Handler) http.Handler {
+	var inflight atomic.Int64
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if inflight.Add(1) > n {
+			inflight.Add(-1)
+			rejectHTTP(w)
+			return
+		}
+		defer inflight.Add(-1)
+		next.ServeHTTP(w, r)
+	})
+}
+
+// failsafeHandler is failsafe-go's adaptive limiter built prioritized, with
+// the prioritizer calibrated every second; the request's tier maps to a
+// failsafe priority.
+func failsafeHandler(next http.Handler) (http.Handler, func(), error) {
+	p := adaptivelimiter.NewPrioritizer()
+	l := adaptivelimiter.NewBuilder[any]().BuildPrioritized(p)
+	cancel := p.ScheduleCalibrations(context.Background(), time.Second)
+	prio := map[tier.Tier]priority.Priority{
+		tier.Unset: priority.Medium, tier.Sheddable: priority.Low, tier.SheddablePlus: priority.Medium,
+		tier.Critical: priority.High, tier.CriticalPlus: priority.VeryHigh,
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		t, _ := tier.FromHeader(r.Header)
+		permit, err := l.AcquirePermitWithPriority(r.Context(), prio[t])
+		if err != nil {
+			rejectHTTP(w)
+			return
+		}
+		defer permit.Record()
+		next.ServeHTTP(w, r)
+	}), cancel, nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
+}

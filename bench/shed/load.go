@@ -1,0 +1,153 @@
+package shed
+
+import (
+	"context"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/veerhq/veer/tier"
+)
+
+// Share is a fraction of a stream's requests sent at a tier.
+type Share struct {
+	Tier     tier.Tier
+	Fraction float64
+}
+
+// Stream is one open-loop arrival process.
+type Stream struct {
+	Name   string
+	Path   string
+	Caller string  // Rpc-Caller, if any
+	Mix    []Share // tiers of the requests (Veer-Criticality)
+	Rate   float64 // requests per second
+	// Poisson draws exponential gaps; otherwise arrivals are evenly spaced.
+	Poisson bool
+}
+
+// Phase is a period of constant offered load.
+type Phase struct {
+	Name    string
+	Dur     time.Duration
+	Streams []Stream
+	// Measure marks the phase the headline figures are computed over.
+	Measure bool
+}
+
+// Sample is one request's fate. At is its intended send time since the run
+// started; Latency runs from At (not from the actual send) to the response,
+// so a server that slows the generator down cannot hide its queue
+// (coordinated omission).
+type Sample struct {
+	Phase   int
+	Stream  string
+	Tier    tier.Tier
+	At      time.Duration
+	Latency time.Duration
+	Status  int // 0: no response before the client deadline, or a transport error
+}
+
+// NewClient returns the generator's HTTP client: a fixed pool of keep-alive
+// connections.
+func NewClient(conns int) *http.Client {
+	return &http.Client{Transport: &http.Transport{
+		MaxIdleConns:        conns,
+		MaxIdleConnsPerHost: conns,
+		MaxConnsPerHost:     conns,
+		IdleConnTimeout:     time.Minute,
+		DisableCompression:  true,
+	}}
+}
+
+// Run offers the phases to base (http://host:port) one after the other and
+// returns every request's sample. Each request has the client deadline.
+func Run(ctx context.Context, client *http.Client, base string, phases []Phase, deadline time.Duration, seed uint64) []Sample {
+	var (
+		mu      sync.Mutex
+		samples []Sample
+		wg      sync.WaitGroup
+	)
+	start := time.Now()
+	offset := time.Duration(0)
+	for pi, ph := range phases {
+		var pwg sync.WaitGroup
+		for si, st := range ph.Streams {
+			rng := rand.New(rand.NewPCG(seed, uint64(pi*100+si)))
+			pwg.Go(func() {
+				if st.Rate <= 0 {
+					return
+				}
+				at := offset
+				end := offset + ph.Dur
+				gap := float64(time.Second) / st.Rate
+				for at < end {
+					if d := time.Until(start.Add(at)); d > 0 {
+						select {
+						case <-time.After(d):
+						case <-ctx.Done():
+							return
+						}
+					}
+					tr := pick(st.Mix, rng.Float64())
+					intended := at
+					wg.Go(func() {
+						s := do(ctx, client, base, st, tr, start.Add(intended), deadline)
+						s.Phase, s.At = pi, intended
+						mu.Lock()
+						samples = append(samples, s)
+						mu.Unlock()
+					})
+					if st.Poisson {
+						at += time.Duration(rng.ExpFloat64() * gap)
+					} else {
+						at += time.Duration(gap)
+					}
+				}
+			})
+		}
+		pwg.Wait()
+		offset += ph.Dur
+	}
+	wg.Wait()
+	return samples
+}
+
+func pick(mix []Share, u float64) tier.Tier {
+	for _, s := range mix {
+		if u < s.Fraction {
+			return s.Tier
+		}
+		u -= s.Fraction
+	}
+	if len(mix) > 0 {
+		return mix[len(mix)-1].Tier
+	}
+	return tier.Unset
+}
+
+func do(ctx context.Context, client *http.Client, base string, st Stream, tr tier.Tier, intended time.Time, deadline time.Duration) Sample {
+	s := Sample{Stream: st.Name, Tier: tr}
+	ctx, cancel := context.WithDeadline(ctx, intended.Add(deadline))
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+st.Path, nil)
+	if err != nil {
+		return s
+	}
+	tier.SetHeader(req.Header, tr, st.Caller)
+	resp, err := client.Do(req)
+	if err == nil {
+		_, err = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if err == nil {
+			s.Status = resp.StatusCode
+		}
+	}
+	s.Latency = time.Since(intended)
+	if s.Latency > deadline {
+		s.Status = 0
+	}
+	return s
+}

@@ -1,0 +1,87 @@
+package shed
+
+import (
+	"time"
+
+	"github.com/veerhq/veer/tier"
+)
+
+// Scenario is one experiment of the bench.
+type Scenario struct {
+	Name    string
+	Handler HandlerConfig
+	// Capacity is "cpu" (the measured capacity of the cpu handler) or
+	// "dep" (slots / sleep of the dependency).
+	Capacity string
+	// Phases returns the load for capacity c (requests per second).
+	Phases func(c float64) []Phase
+}
+
+// Mix is the tier mix of the overload scenarios: 10% critical (so critical
+// load stays ≤ 80% of capacity up to 6× overload), the rest split between
+// the two sheddable tiers.
+var Mix = []Share{{tier.Critical, 0.10}, {tier.SheddablePlus, 0.45}, {tier.Sheddable, 0.45}}
+
+func one(path string, rate float64, mix []Share) []Stream {
+	return []Stream{{Name: "main", Path: path, Rate: rate, Mix: mix}}
+}
+
+func overload(k float64) func(c float64) []Phase {
+	return func(c float64) []Phase {
+		return []Phase{
+			{Name: "warm", Dur: time.Second, Streams: one("/a", 0.5*c, Mix)},
+			{Name: "overload", Dur: 2500 * time.Millisecond, Streams: one("/a", k*c, Mix), Measure: true},
+			{Name: "cool", Dur: 1500 * time.Millisecond, Streams: one("/a", 0.5*c, Mix)},
+		}
+	}
+}
+
+// Scenarios returns the six experiments of issue 5 for a cpu handler doing
+// iters hash rounds per request (light: the overhead scenario's handler).
+func Scenarios(iters, lightIters int) []Scenario {
+	cpu := HandlerConfig{Kind: "cpu", Iters: iters, Paths: []string{"GET /a"}}
+	return []Scenario{
+		{Name: "1-overload-1.25x", Handler: cpu, Capacity: "cpu", Phases: overload(1.25)},
+		{Name: "1-overload-2x", Handler: cpu, Capacity: "cpu", Phases: overload(2)},
+		{Name: "1-overload-6x", Handler: cpu, Capacity: "cpu", Phases: overload(6)},
+		{Name: "2-two-callers", Handler: cpu, Capacity: "cpu", Phases: func(c float64) []Phase {
+			callers := func(k float64) []Stream {
+				return []Stream{
+					{Name: "trips", Path: "/a", Caller: "trips", Rate: k * c, Mix: []Share{{tier.Critical, 1}}},
+					{Name: "batch", Path: "/a", Caller: "batch", Rate: k * c, Mix: []Share{{tier.SheddablePlus, 1}}},
+				}
+			}
+			return []Phase{
+				{Name: "warm", Dur: time.Second, Streams: callers(0.25)},
+				{Name: "load", Dur: 3 * time.Second, Streams: callers(0.6), Measure: true},
+			}
+		}},
+		{Name: "3-isolation", Handler: HandlerConfig{Kind: "cpu", Iters: iters, Paths: []string{"GET /crit", "GET /bulk"}}, Capacity: "cpu",
+			Phases: func(c float64) []Phase {
+				crit := Stream{Name: "crit", Path: "/crit", Rate: 20, Mix: []Share{{tier.Critical, 1}}}
+				bulk := Stream{Name: "bulk", Path: "/bulk", Rate: 10 * c, Mix: []Share{{tier.SheddablePlus, 1}}}
+				return []Phase{
+					{Name: "alone", Dur: 1500 * time.Millisecond, Streams: []Stream{crit}},
+					{Name: "spike", Dur: 3 * time.Second, Streams: []Stream{crit, bulk}, Measure: true},
+				}
+			}},
+		{Name: "4-overhead-5x100rps", Handler: HandlerConfig{Kind: "cpu", Iters: lightIters, Paths: []string{"GET /e0", "GET /e1", "GET /e2", "GET /e3", "GET /e4"}},
+			Capacity: "cpu", Phases: func(float64) []Phase {
+				var ss []Stream
+				for _, p := range []string{"/e0", "/e1", "/e2", "/e3", "/e4"} {
+					ss = append(ss, Stream{Name: p, Path: p, Rate: 100, Mix: Mix})
+				}
+				return []Phase{{Name: "steady", Dur: 3 * time.Second, Streams: ss, Measure: true}}
+			}},
+		{Name: "5-slow-dependency-2x", Handler: HandlerConfig{Kind: "dep", Slots: 20, Sleep: 20 * time.Millisecond, Paths: []string{"GET /a"}},
+			Capacity: "dep", Phases: overload(2)},
+		{Name: "6-random-arrivals-0.75x", Handler: cpu, Capacity: "cpu", Phases: func(c float64) []Phase {
+			s := one("/a", 0.75*c, Mix)
+			s[0].Poisson = true
+			return []Phase{
+				{Name: "warm", Dur: 500 * time.Millisecond, Streams: s},
+				{Name: "steady", Dur: 4 * time.Second, Streams: s, Measure: true},
+			}
+		}},
+	}
+}

@@ -1,0 +1,136 @@
+package config_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/veerhq/veer/config"
+)
+
+type endpoint struct {
+	Name   string        `yaml:"name" json:"name"`
+	Target time.Duration `yaml:"target" json:"target"`
+}
+
+type testConfig struct {
+	Listen    string     `yaml:"listen" json:"listen"`
+	Endpoints []endpoint `yaml:"endpoints" json:"endpoints"`
+	Limits    struct {
+		Rate int `yaml:"rate" json:"rate"`
+	} `yaml:"limits" json:"limits"`
+}
+
+func (c *testConfig) Validate() error {
+	var errs []error
+	for i, e := range c.Endpoints {
+		if e.Target < 0 {
+			errs = append(errs, config.Field("endpoints["+itoa(i)+"].target", "must not be negative, got %v", e.Target))
+		}
+	}
+	errs = append(errs, config.In("limits", c.validateLimits()))
+	return errors.Join(errs...)
+}
+
+func (c *testConfig) validateLimits() error {
+	if c.Limits.Rate < 0 {
+		return config.Field("rate", "must not be negative")
+	}
+	return nil
+}
+
+func itoa(i int) string { return string(rune('0' + i)) }
+
+const good = `listen: ":8080"
+endpoints:
+  - name: a
+    target: 5ms
+  - name: b
+    target: 10ms
+limits:
+  rate: 100
+`
+
+func TestParseGood(t *testing.T) {
+	var c testConfig
+	if err := config.Parse([]byte(good), "good.yaml", &c); err != nil {
+		t.Fatal(err)
+	}
+	if c.Listen != ":8080" || len(c.Endpoints) != 2 || c.Endpoints[1].Target != 10*time.Millisecond || c.Limits.Rate != 100 {
+		t.Fatalf("decoded %+v", c)
+	}
+}
+
+func TestParseJSON(t *testing.T) {
+	var c testConfig
+	err := config.Parse([]byte(`{"listen": ":1", "endpoints": [{"name": "x", "target": "1s"}]}`), "c.json", &c)
+	if err != nil || c.Endpoints[0].Target != time.Second {
+		t.Fatalf("JSON: %+v, %v", c, err)
+	}
+}
+
+func TestParseErrorsNameFieldAndLine(t *testing.T) {
+	tests := []struct {
+		name, in string
+		want     []string // substrings of the error
+	}{
+		{"unknown field", "listen: x\nendpoints:\n  - name: a\n    tagret: 5ms\n", []string{"bad.yaml", "line 4", "tagret"}},
+		{"wrong type", "limits:\n  rate: lots\n", []string{"line 2", "lots"}},
+		{"validation in list", "endpoints:\n  - name: a\n    target: 1ms\n  - name: b\n    target: -3ms\n", []string{"bad.yaml:5: endpoints[1].target: must not be negative"}},
+		{"validation in nested struct", "listen: x\n\nlimits:\n  rate: -1\n", []string{"bad.yaml:4: limits.rate: must not be negative"}},
+		{"two documents", "listen: a\n---\nlisten: b\n", []string{"more than one YAML document"}},
+		{"syntax", "listen: [\n", []string{"bad.yaml"}},
+		{"duplicate key", "listen: a\nlisten: b\n", []string{"already defined"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var c testConfig
+			err := config.Parse([]byte(tt.in), "bad.yaml", &c)
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q lacks %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestFieldErrorIsMatchable(t *testing.T) {
+	var c testConfig
+	err := config.Parse([]byte("limits:\n  rate: -1\n"), "x.yaml", &c)
+	var fe *config.FieldError
+	if !errors.As(err, &fe) || fe.Field != "limits.rate" || fe.Line != 2 || fe.File != "x.yaml" {
+		t.Fatalf("FieldError = %+v from %v", fe, err)
+	}
+}
+
+func TestEmptyIsZeroValue(t *testing.T) {
+	var c testConfig
+	if err := config.Parse(nil, "empty.yaml", &c); err != nil {
+		t.Fatal(err)
+	}
+	if c.Listen != "" || c.Endpoints != nil {
+		t.Fatalf("empty input changed the config: %+v", c)
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	f.Add([]byte(good))
+	f.Add([]byte(`{"listen": ":1"}`))
+	f.Add([]byte("endpoints:\n  - target: -1s\n"))
+	f.Add([]byte("a: &x [*x]\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var c testConfig
+		err := config.Parse(data, "fuzz.yaml", &c)
+		if err == nil {
+			// Whatever parsed must validate.
+			if verr := c.Validate(); verr != nil {
+				t.Fatalf("Parse accepted a config that fails Validate: %v", verr)
+			}
+		}
+	})
+}

@@ -1,0 +1,148 @@
+package config_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/goleak"
+
+	"github.com/veerhq/veer/config"
+	"github.com/veerhq/veer/obs"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// writeAtomic replaces path the way editors and config managers do: write a
+// temporary file beside it, then rename it over the original.
+func writeAtomic(t *testing.T, path, content string) {
+	t.Helper()
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitFor waits for the next applied config, with a generous bound so a
+// missing reload fails instead of hanging.
+func waitFor(t *testing.T, ch <-chan *testConfig) *testConfig {
+	t.Helper()
+	select {
+	case c := <-ch:
+		return c
+	case <-time.After(10 * time.Second):
+		t.Fatal("no reload within 10s")
+		return nil
+	}
+}
+
+func TestWatchReloadsAndKeepsOldOnInvalid(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "veer.yaml")
+	writeAtomic(t, path, "listen: one\n")
+
+	reg := prometheus.NewRegistry()
+	applied := make(chan *testConfig, 8)
+	w, err := config.Watch(path, config.WatchOptions{Name: "test", Registerer: reg, Logger: obs.Discard, Debounce: 20 * time.Millisecond},
+		func(c *testConfig) { applied <- c })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if c := waitFor(t, applied); c.Listen != "one" {
+		t.Fatalf("initial apply %q", c.Listen)
+	}
+
+	// Atomic rename-and-replace is seen.
+	writeAtomic(t, path, "listen: two\n")
+	if c := waitFor(t, applied); c.Listen != "two" || w.Current().Listen != "two" {
+		t.Fatalf("after replace: applied %q current %q", c.Listen, w.Current().Listen)
+	}
+
+	// An invalid file is rejected; the old config stays.
+	writeAtomic(t, path, "listen: three\nlimits:\n  rate: -5\n")
+	err = waitForErr(t, w)
+	if !strings.Contains(err.Error(), "limits.rate") {
+		t.Fatalf("reload error %v does not name the field", err)
+	}
+	if w.Current().Listen != "two" {
+		t.Fatalf("invalid file replaced the config: %q", w.Current().Listen)
+	}
+	if n := counter(t, reg, "invalid"); n < 1 {
+		t.Fatalf("invalid reloads counted %v", n)
+	}
+
+	// An in-place write is seen too.
+	if err := os.WriteFile(path, []byte("listen: four\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if c := waitFor(t, applied); c.Listen != "four" {
+		t.Fatalf("after write: %q", c.Listen)
+	}
+	if n := counter(t, reg, "ok"); n < 2 {
+		t.Fatalf("ok reloads counted %v, want >= 2", n)
+	}
+	if errs := obs.Lint(reg); len(errs) > 0 {
+		t.Fatal(errs)
+	}
+}
+
+// waitForErr returns the error that keeps the old config: the invalid file
+// is on disk, so Reload reports it whether or not the watcher's own reload
+// has run yet.
+func waitForErr(t *testing.T, w *config.Watcher[testConfig]) error {
+	t.Helper()
+	err := w.Reload()
+	if err == nil {
+		t.Fatal("Reload of an invalid file returned nil")
+	}
+	return err
+}
+
+func counter(t *testing.T, reg *prometheus.Registry, result string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "veer_config_reloads_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			var cfg, res string
+			for _, l := range m.GetLabel() {
+				switch l.GetName() {
+				case "config":
+					cfg = l.GetValue()
+				case "result":
+					res = l.GetValue()
+				}
+			}
+			if cfg == "test" && res == result {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	t.Fatalf("no veer_config_reloads_total{result=%q}", result)
+	return 0
+}
+
+func TestWatchRejectsInvalidStart(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "bad.yaml")
+	writeAtomic(t, path, "limits:\n  rate: -1\n")
+	_, err := config.Watch(path, config.WatchOptions{Registerer: prometheus.NewRegistry()}, func(*testConfig) {})
+	if err == nil || !strings.Contains(err.Error(), "bad.yaml:2") {
+		t.Fatalf("Watch of an invalid file: %v", err)
+	}
+	_, err = config.Watch(filepath.Join(t.TempDir(), "missing.yaml"), config.WatchOptions{Registerer: prometheus.NewRegistry()}, func(*testConfig) {})
+	if !os.IsNotExist(err) {
+		t.Fatalf("Watch of a missing file: %v", err)
+	}
+}

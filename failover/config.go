@@ -1,0 +1,302 @@
+package failover
+
+import (
+	"errors"
+	"log/slog"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/veerhq/veer/clock"
+	"github.com/veerhq/veer/config"
+	"github.com/veerhq/veer/outcome"
+)
+
+// Defaults of the zero-valued Config fields.
+const (
+	DefaultCanaryPath          = "/health"
+	DefaultFailureThreshold    = 3
+	DefaultFailureWindow       = 10 * time.Second
+	DefaultFailureTimeout      = 30 * time.Second
+	DefaultRecoveryTimeout     = 10 * time.Second
+	DefaultRecoveryTimeoutStep = 10 * time.Second
+	DefaultRecoveryTimeoutMax  = 5 * time.Minute
+	DefaultRecoveryDecay       = time.Hour
+	DefaultCanaryTimeout       = 3 * time.Second
+	DefaultCanaryRetryInterval = 5 * time.Second
+	DefaultCanaryRetryMax      = 30 * time.Second
+)
+
+// The policy names accepted in Config.Policy.
+const (
+	PolicyUber       = "uber"
+	PolicyRoundRobin = "round_robin"
+	PolicyThreshold  = "threshold"
+)
+
+// maxThreshold bounds FailureThreshold: the Uber policy keeps the times of
+// the last FailureThreshold failures.
+const maxThreshold = 1000
+
+// Config configures the failover policies and the Transport. The zero value
+// of every field except Primary and Backups takes the documented default.
+// Durations are written as Go durations ("10s") in YAML and JSON.
+type Config struct {
+	// Primary is the preferred domain, "host" or "host:port". Required.
+	Primary string `yaml:"primary" json:"primary"`
+	// Backups are the backup domains in the order canaries probe them.
+	// At least one is required; none may equal Primary or repeat.
+	Backups []string `yaml:"backups" json:"backups"`
+	// Policy picks the decision core: "uber" (default), or one of the
+	// baselines "round_robin" and "threshold".
+	Policy string `yaml:"policy" json:"policy"`
+
+	// CanaryPath is the health endpoint canaries request. Default "/health".
+	CanaryPath string `yaml:"canary_path" json:"canary_path"`
+	// CanaryScheme forces the canaries' scheme ("http" or "https"). Default
+	// "": the scheme of the most recent regular request, https before any.
+	CanaryScheme string `yaml:"canary_scheme" json:"canary_scheme"`
+	// CanaryTimeout bounds one canary request. Default 3s.
+	CanaryTimeout time.Duration `yaml:"canary_timeout" json:"canary_timeout"`
+	// CanaryRetryInterval is the pause after the first round of canaries
+	// through the backup list that failed as a whole (FAILOVER, without
+	// DeviceOfflineCheck). Each further failed round doubles the pause, up
+	// to CanaryRetryMax; any state change resets it. Default 5s.
+	CanaryRetryInterval time.Duration `yaml:"canary_retry_interval" json:"canary_retry_interval"`
+	// CanaryRetryMax caps the doubled pause between failed canary rounds.
+	// It also bounds how much later than the seed's fixed interval a
+	// failover can start when the device comes back online during a real
+	// primary outage. Set it equal to CanaryRetryInterval for a fixed
+	// interval (the behaviour before backoff). Default 30s (at least
+	// CanaryRetryInterval).
+	CanaryRetryMax time.Duration `yaml:"canary_retry_max" json:"canary_retry_max"`
+
+	// FailureThreshold is X: consecutive network failures within
+	// FailureWindow that start FAILOVER. For the threshold baseline it is
+	// the number of consecutive failures that switch domains. Default 3,
+	// at most 1000.
+	FailureThreshold int `yaml:"failure_threshold" json:"failure_threshold"`
+	// FailureWindow is Y. Default 10s.
+	FailureWindow time.Duration `yaml:"failure_window" json:"failure_window"`
+	// FailureTimeout is T: a failure streak not broken by a success for
+	// this long starts FAILOVER even with fewer than X failures (low
+	// traffic). Default 30s.
+	FailureTimeout time.Duration `yaml:"failure_timeout" json:"failure_timeout"`
+
+	// RecoveryTimeout is the delay before the first RECOVERY probe after
+	// entering BACKUP. Default 10s.
+	RecoveryTimeout time.Duration `yaml:"recovery_timeout" json:"recovery_timeout"`
+	// RecoveryTimeoutStep is added to the recovery delay on each further
+	// entry into BACKUP (linear growth). Default 10s.
+	RecoveryTimeoutStep time.Duration `yaml:"recovery_timeout_step" json:"recovery_timeout_step"`
+	// RecoveryTimeoutMax caps the recovery delay. Default 5m.
+	RecoveryTimeoutMax time.Duration `yaml:"recovery_timeout_max" json:"recovery_timeout_max"`
+	// RecoveryDecay: each full RecoveryDecay of traffic on primary (since
+	// it last came back to primary) removes one step of growth, so that a
+	// flap last week does not slow recovery today. Default 1h.
+	RecoveryDecay time.Duration `yaml:"recovery_decay" json:"recovery_decay"`
+
+	// DeviceOfflineCheck: when every backup canary of a FAILOVER round
+	// failed, also probe the primary; if that fails too the device is
+	// offline and the policy stays on primary (FAILOVER -> PRIMARY, reason
+	// device_offline) instead of probing on. Default false.
+	DeviceOfflineCheck bool `yaml:"device_offline_check" json:"device_offline_check"`
+	// ConfirmPrimary (beyond the seed): in FAILOVER, when a backup's canary
+	// succeeds, the policy canaries the primary before committing to
+	// BACKUP. If the primary answers, the failures were the user's own
+	// network (a loss burst, the end of a tunnel) and the machine returns
+	// to PRIMARY (reason primary_confirmed); if not, it enters BACKUP on
+	// that backup as the seed does. It costs one extra canary (bounded by
+	// CanaryTimeout) per would-be entry into BACKUP and none otherwise.
+	// Default false: the seed's exact behaviour (see docs/failover.md for
+	// the measured trade-off).
+	ConfirmPrimary bool `yaml:"confirm_primary" json:"confirm_primary"`
+
+	// Store persists the backup domain across restarts. Default nil: in
+	// memory only.
+	Store Store `yaml:"-" json:"-"`
+	// Clock drives the Transport's timers. Default clock.Real.
+	Clock clock.Clock `yaml:"-" json:"-"`
+	// Logger receives transitions and store warnings. Default
+	// slog.Default().
+	Logger *slog.Logger `yaml:"-" json:"-"`
+	// Registerer receives the metrics. Default
+	// prometheus.DefaultRegisterer.
+	Registerer prometheus.Registerer `yaml:"-" json:"-"`
+	// OnTransition, if set, is called for each state change, in order,
+	// with the Transport's lock held: it must return quickly and must not
+	// call RoundTrip, NetworkChanged or Close (Domain and State are safe
+	// and already show the new state).
+	OnTransition func(Event) `yaml:"-" json:"-"`
+	// OnCanary, if set, is called after each canary with its domain and
+	// outcome, under the same rules as OnTransition.
+	OnCanary func(domain string, o Canary) `yaml:"-" json:"-"`
+}
+
+// Event is a state change of a Transport, with domain names.
+type Event struct {
+	At         time.Time
+	From, To   State
+	Reason     Reason
+	FromDomain string // the domain regular traffic used before
+	Domain     string // the domain regular traffic uses after
+}
+
+// Canary is the result of one canary request as passed to OnCanary.
+type Canary struct {
+	At   time.Time
+	OK   bool
+	Kind outcome.Kind
+}
+
+// withDefaults returns c with zero fields set to their defaults.
+func (c Config) withDefaults() Config {
+	if c.Policy == "" {
+		c.Policy = PolicyUber
+	}
+	if c.CanaryPath == "" {
+		c.CanaryPath = DefaultCanaryPath
+	}
+	if c.CanaryTimeout == 0 {
+		c.CanaryTimeout = DefaultCanaryTimeout
+	}
+	if c.CanaryRetryInterval == 0 {
+		c.CanaryRetryInterval = DefaultCanaryRetryInterval
+	}
+	if c.CanaryRetryMax == 0 {
+		c.CanaryRetryMax = max(DefaultCanaryRetryMax, c.CanaryRetryInterval)
+	}
+	if c.FailureThreshold == 0 {
+		c.FailureThreshold = DefaultFailureThreshold
+	}
+	if c.FailureWindow == 0 {
+		c.FailureWindow = DefaultFailureWindow
+	}
+	if c.FailureTimeout == 0 {
+		c.FailureTimeout = DefaultFailureTimeout
+	}
+	if c.RecoveryTimeout == 0 {
+		c.RecoveryTimeout = DefaultRecoveryTimeout
+	}
+	if c.RecoveryTimeoutStep == 0 {
+		c.RecoveryTimeoutStep = DefaultRecoveryTimeoutStep
+	}
+	if c.RecoveryTimeoutMax == 0 {
+		c.RecoveryTimeoutMax = max(DefaultRecoveryTimeoutMax, c.RecoveryTimeout)
+	}
+	if c.RecoveryDecay == 0 {
+		c.RecoveryDecay = DefaultRecoveryDecay
+	}
+	return c
+}
+
+// Validate checks c (zero fields count as their defaults) and returns
+// *config.FieldError values naming each bad field (joined with errors.Join),
+// or nil. Match them with errors.As.
+func (c Config) Validate() error {
+	var errs []error
+	add := func(e *config.FieldError) { errs = append(errs, e) }
+	if c.Primary == "" {
+		add(config.Field("primary", "a primary domain is required"))
+	} else if err := checkHost(c.Primary); err != nil {
+		add(config.Field("primary", "%v", err))
+	}
+	if len(c.Backups) == 0 {
+		add(config.Field("backups", "at least one backup domain is required"))
+	}
+	for i, b := range c.Backups {
+		path := func() string { return "backups[" + strconv.Itoa(i) + "]" }
+		if err := checkHost(b); err != nil {
+			add(config.Field(path(), "%v", err))
+			continue
+		}
+		if strings.EqualFold(b, c.Primary) {
+			add(config.Field(path(), "%q equals the primary domain", b))
+		}
+		for j := range i {
+			if strings.EqualFold(b, c.Backups[j]) {
+				add(config.Field(path(), "%q repeats backups[%d]", b, j))
+				break
+			}
+		}
+	}
+	switch c.Policy {
+	case "", PolicyUber, PolicyRoundRobin, PolicyThreshold:
+	default:
+		add(config.Field("policy", "unknown policy %q: want %s, %s or %s", c.Policy, PolicyUber, PolicyRoundRobin, PolicyThreshold))
+	}
+	if c.CanaryPath != "" && !strings.HasPrefix(c.CanaryPath, "/") {
+		add(config.Field("canary_path", "%q must start with /", c.CanaryPath))
+	}
+	switch c.CanaryScheme {
+	case "", "http", "https":
+	default:
+		add(config.Field("canary_scheme", "%q: want http or https", c.CanaryScheme))
+	}
+	if c.FailureThreshold < 0 || c.FailureThreshold > maxThreshold {
+		add(config.Field("failure_threshold", "%d: want 0 (default %d) up to %d", c.FailureThreshold, DefaultFailureThreshold, maxThreshold))
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{
+		{"canary_timeout", c.CanaryTimeout},
+		{"canary_retry_interval", c.CanaryRetryInterval},
+		{"canary_retry_max", c.CanaryRetryMax},
+		{"failure_window", c.FailureWindow},
+		{"failure_timeout", c.FailureTimeout},
+		{"recovery_timeout", c.RecoveryTimeout},
+		{"recovery_timeout_step", c.RecoveryTimeoutStep},
+		{"recovery_timeout_max", c.RecoveryTimeoutMax},
+		{"recovery_decay", c.RecoveryDecay},
+	} {
+		if d.v < 0 {
+			add(config.Field(d.name, "%v is negative", d.v))
+		}
+	}
+	if d := c.withDefaults(); c.RecoveryTimeoutMax > 0 && d.RecoveryTimeoutMax < d.RecoveryTimeout {
+		add(config.Field("recovery_timeout_max", "%v is below recovery_timeout %v", d.RecoveryTimeoutMax, d.RecoveryTimeout))
+	}
+	if d := c.withDefaults(); c.CanaryRetryMax > 0 && d.CanaryRetryMax < d.CanaryRetryInterval {
+		add(config.Field("canary_retry_max", "%v is below canary_retry_interval %v", d.CanaryRetryMax, d.CanaryRetryInterval))
+	}
+	return errors.Join(errs...)
+}
+
+// checkHost accepts "host" or "host:port" (IPv6 literals in brackets).
+func checkHost(h string) error {
+	if strings.ContainsAny(h, "/?#@ \t") {
+		return errors.New("want host or host:port, without scheme, path or spaces")
+	}
+	host := h
+	if strings.Contains(h, ":") {
+		var port string
+		var err error
+		host, port, err = net.SplitHostPort(h)
+		if err != nil {
+			return errors.New("want host or host:port")
+		}
+		if n, err := strconv.Atoi(port); err != nil || !allDigits(port) || n < 1 || n > 65535 {
+			return errors.New("port must be a number from 1 to 65535")
+		}
+	}
+	if host == "" {
+		return errors.New("empty host")
+	}
+	return nil
+}
+
+func allDigits(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}

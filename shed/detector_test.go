@@ -1,0 +1,97 @@
+package shed
+
+import (
+	"testing"
+	"time"
+
+	"github.com/veerhq/veer/clock"
+)
+
+// TestDetectorSteps drives the CoDel detector through a step table on a
+// manual clock: (time advance, event, expected state).
+func TestDetectorSteps(t *testing.T) {
+	const ms = time.Millisecond
+	type step struct {
+		advance  time.Duration
+		event    string        // "start" (a request started), "tick" (interval check), "drain" (queue empty)
+		wait     time.Duration // start: its queue wait; tick: head-of-queue wait
+		queued   bool          // tick: a queue is standing
+		wantOver bool
+		dropAt   time.Duration // a wait to test Drop with
+		wantDrop bool
+	}
+	tests := []struct {
+		name  string
+		steps []step
+	}{
+		{"short waits never overload", []step{
+			{0, "start", 0, false, false, 20 * ms, false},
+			{50 * ms, "start", 4 * ms, false, false, 20 * ms, false},
+			{60 * ms, "tick", 0, false, false, 20 * ms, false}, // t=110: min 0
+			{50 * ms, "start", 5 * ms, false, false, 0, false},
+			{60 * ms, "tick", 0, false, false, 20 * ms, false}, // t=220: min 5ms = target, not above
+		}},
+		{"min above target for an interval overloads; a good sample after a drain clears", []step{
+			{0, "start", 0, false, false, 0, false},
+			{100 * ms, "start", 6 * ms, false, false, 0, false}, // closes [0,100): min 0
+			{50 * ms, "start", 30 * ms, false, false, 0, false},
+			{50 * ms, "tick", 0, false, true, 11 * ms, true}, // t=200: min 6ms > 5ms
+			{0, "tick", 0, false, true, 10 * ms, false},      // exactly 2×target is kept
+			{50 * ms, "start", 1 * ms, false, true, 11 * ms, true},
+			{10 * ms, "drain", 0, false, true, 11 * ms, true},
+			{40 * ms, "tick", 0, false, false, 50 * ms, false}, // t=300: min 1ms, queue drained
+		}},
+		{"hysteresis: fresh starts under LIFO do not clear a standing queue", []step{
+			{0, "start", 0, false, false, 0, false},
+			{100 * ms, "tick", 20 * ms, true, false, 0, false},
+			{100 * ms, "tick", 120 * ms, true, true, 0, false}, // t=200: head waited 120ms
+			{50 * ms, "start", 0, false, true, 0, false},       // newest served at once (LIFO)
+			{50 * ms, "tick", 8 * ms, true, true, 0, false},    // t=300: min 0, but never drained
+			{100 * ms, "tick", 9 * ms, true, true, 0, false},   // t=400: still standing
+			{10 * ms, "drain", 0, false, true, 0, false},
+			{90 * ms, "tick", 0, false, false, 0, false}, // t=500: drained in [400,500)
+		}},
+		{"onset: waits above target for a whole interval overload mid-interval", []step{
+			{0, "start", 0, false, false, 0, false},
+			{130 * ms, "start", 7 * ms, false, false, 0, false}, // streak starts at 130
+			{50 * ms, "start", 20 * ms, false, false, 0, false},
+			{50 * ms, "start", 40 * ms, false, true, 11 * ms, true}, // t=230: above for 100ms
+		}},
+		{"a stuck queue overloads without any start", []step{
+			{0, "start", 0, false, false, 0, false},
+			{100 * ms, "tick", 0, false, false, 0, false},     // t=100: min 0
+			{100 * ms, "tick", 40 * ms, true, true, 0, false}, // t=200: no starts, head waited 40ms
+			{100 * ms, "tick", 140 * ms, true, true, 11 * ms, true},
+		}},
+		{"idle intervals clear overload", []step{
+			{0, "start", 0, false, false, 0, false},
+			{100 * ms, "start", 9 * ms, false, false, 0, false},
+			{100 * ms, "tick", 0, false, true, 0, false},  // t=200: min 9ms
+			{300 * ms, "tick", 0, false, false, 0, false}, // t=500: intervals without samples
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			clk := clock.NewManual(time.Unix(1000, 0))
+			d := &Detector{}
+			for i, s := range tt.steps {
+				clk.Advance(s.advance)
+				now := clk.Now()
+				switch s.event {
+				case "start":
+					d.Observe(now, s.wait)
+				case "tick":
+					d.Advance(now, s.wait, s.queued)
+				case "drain":
+					d.MarkDrained(now)
+				}
+				if got := d.Overloaded(); got != s.wantOver {
+					t.Fatalf("step %d (%s at +%v): overloaded = %v, want %v", i, s.event, s.advance, got, s.wantOver)
+				}
+				if got := d.Drop(s.dropAt); got != s.wantDrop {
+					t.Fatalf("step %d: Drop(%v) = %v, want %v", i, s.dropAt, got, s.wantDrop)
+				}
+			}
+		})
+	}
+}

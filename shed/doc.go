@@ -1,0 +1,39 @@
+// Package shed is criticality-aware load shedding after Uber's QALM (seed
+// 001): a per-endpoint admission stage with a CoDel overload detector, an
+// adaptive concurrency limit, and tiers that decide who is shed first.
+//
+// How it works. Go's net/http starts every handler at once, so there is no
+// queue to measure unless one is built: each endpoint gets a number of
+// concurrent slots (its limit) with a queue per tier in front. The wait from
+// arrival to handler start is the CoDel signal, measured per tier queue: when
+// the minimum wait over an interval (100 ms) exceeds a target (5 ms), that
+// queue is overloaded until it drains (see Detector), and while it is,
+// requests that waited longer than 2 × target are dropped, lowest tier first;
+// tiers below the one being dropped are rejected on arrival until FloorHold
+// after the overload. The queue serves the highest tier first, FIFO normally and newest
+// first (adaptive LIFO) under overload. A request whose deadline would pass
+// before it could start is dropped. The limit adapts (see Limiter) unless
+// fixed. Each endpoint has its own stage and detector: a spike on one never
+// sheds another.
+//
+// Tiers. critical_plus and critical are never shed (Config.NeverShed);
+// sheddable is shed first, then sheddable_plus. A request's tier is its
+// Veer-Criticality header (or gRPC metadata) when its caller may set one,
+// else the endpoint × caller table keyed by Rpc-Caller (config file, hot
+// reloaded with Watch; run-time overrides through AdminHandler), else the
+// default, sheddable_plus.
+//
+// Contract: the zero Config works. Middleware has the standard
+// func(http.Handler) http.Handler shape and answers shed requests with 503,
+// Retry-After and a small JSON body (outcome.WriteHTTP); shed/shedgrpc has the
+// gRPC interceptors. The unloaded path is one atomic compare-and-swap, no
+// lock; the loaded path takes the endpoint's mutex.
+//
+// Failure modes: a request that never releases its Ticket holds its slot
+// forever (Middleware releases with defer, also on panic). A critical tier
+// can still be refused when the endpoint's bounded queue is full of critical
+// requests (MaxQueue), because memory is bounded first. Endpoints beyond
+// MaxEndpoints share one stage ("other"), so a flood of random paths is shed
+// together rather than growing memory. Metrics (veer_shed_*) are labelled by
+// endpoint, tier and reason, never by caller.
+package shed

@@ -1,0 +1,52 @@
+package shed_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/veerhq/veer/shed"
+	"github.com/veerhq/veer/tier"
+)
+
+func ExampleShedder_Middleware() {
+	s, err := shed.New(shed.Config{Registerer: prometheus.NewRegistry()})
+	if err != nil {
+		panic(err)
+	}
+	defer s.Close()
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /trips/{id}", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "trip %s at tier %s", r.PathValue("id"), tier.FromContext(r.Context()))
+	})
+	h := s.Middleware(mux)
+
+	req := httptest.NewRequest(http.MethodGet, "/trips/42", nil)
+	req.Header.Set(tier.Header, "critical")
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	fmt.Println(rec.Code, rec.Body.String())
+	fmt.Println(s.Stats()[0].Endpoint)
+	// Output:
+	// 200 trip 42 at tier critical
+	// GET /trips/{id}
+}
+
+func ExampleShedder_Acquire() {
+	s, _ := shed.New(shed.Config{Registerer: prometheus.NewRegistry(), Limit: shed.LimitConfig{Static: 1}})
+	defer s.Close()
+	held, _ := s.Acquire(context.Background(), "/pkg.Svc/Get", tier.Critical)
+	// The only slot is taken; a caller whose deadline has already passed
+	// is dropped instead of queued.
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := s.Acquire(ctx, "/pkg.Svc/Get", tier.Sheddable)
+	var rj *shed.Rejection
+	fmt.Println(errors.Is(err, shed.ErrShed), errors.As(err, &rj) && rj.Reason == shed.ReasonDeadline)
+	held.Release()
+	// Output: true true
+}

@@ -1,0 +1,109 @@
+package shed
+
+import (
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/veerhq/veer/outcome"
+	"github.com/veerhq/veer/tier"
+)
+
+// UnmatchedEndpoint names the stage of requests that the wrapped ServeMux
+// does not route (404s, including random paths).
+const UnmatchedEndpoint = "unmatched"
+
+// Middleware sheds requests to next per endpoint and tier. Handlers do not
+// change. When the request stated a tier or a caller, the admitted request
+// runs next with its context carrying the resolved tier and the caller
+// (tier.FromContext), ready for propagation with tier.Transport; requests
+// that stated neither keep their context (the unloaded path allocates
+// nothing it need not). A shed request gets 503 with Retry-After
+// and a small JSON body naming the reason (outcome.WriteHTTP).
+//
+// The endpoint of a request is, in order: Config.Endpoint(r) when set; the
+// route pattern of next when next is an *http.ServeMux (found with
+// mux.Handler, as the middleware runs before the mux has matched; requests
+// the mux does not route share UnmatchedEndpoint); r.Pattern when the
+// middleware is mounted inside a mux; else the URL path. The number of
+// endpoints is bounded by MaxEndpoints.
+//
+// The tier is the Veer-Criticality header when the caller (Rpc-Caller) may
+// set it, else the endpoint × caller table, else the default. A malformed
+// header counts as absent.
+func (s *Shedder) Middleware(next http.Handler) http.Handler {
+	mux, _ := next.(*http.ServeMux)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		endpoint := s.endpointOf(r, mux)
+		caller, stated := fromHeader(r.Header)
+		p := s.pol.Load()
+		t := p.resolve(endpoint, caller, stated)
+		tk, err := s.stage(endpoint).acquire(r.Context(), t, p)
+		if err != nil {
+			s.WriteRejection(w, err)
+			return
+		}
+		defer tk.Release()
+		if stated != tier.Unset || caller != "" {
+			ctx := tier.WithTier(r.Context(), t)
+			if caller != "" {
+				ctx = tier.WithCaller(ctx, caller)
+			}
+			r = r.WithContext(ctx)
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// fromHeader decodes Rpc-Caller and Veer-Criticality like
+// tier.CallerFromHeader and tier.FromHeader, reading the header map with the
+// canonical keys directly: net/http stores inbound keys canonicalised, and
+// skipping Header.Get's re-canonicalisation is a third of the unloaded path.
+func fromHeader(h http.Header) (caller string, stated tier.Tier) {
+	if v := h[tier.CallerHeader]; len(v) > 0 && len(v[0]) <= tier.MaxCallerLen {
+		caller = v[0]
+	}
+	if v := h[tier.Header]; len(v) > 0 && v[0] != "" {
+		stated, _ = tier.Parse(v[0])
+	}
+	return caller, stated
+}
+
+func (s *Shedder) endpointOf(r *http.Request, mux *http.ServeMux) string {
+	if s.endpointFn != nil {
+		return s.endpointFn(r)
+	}
+	if mux != nil {
+		_, pattern := mux.Handler(r)
+		if pattern == "" {
+			return UnmatchedEndpoint
+		}
+		return pattern
+	}
+	if r.Pattern != "" {
+		return r.Pattern
+	}
+	return r.URL.Path
+}
+
+// WriteRejection writes err (from Acquire) as an HTTP rejection: 503 with
+// Retry-After and a JSON body naming the reason.
+func (s *Shedder) WriteRejection(w http.ResponseWriter, err error) {
+	reason := "overload"
+	if rj, ok := err.(*Rejection); ok {
+		reason = rj.Reason.String()
+	}
+	outcome.WriteHTTP(w, outcome.Outcome{Kind: outcome.Overloaded, RetryAfter: s.RetryAfter()}, reason)
+}
+
+// RetryAfter is the delay advertised with rejections.
+func (s *Shedder) RetryAfter() time.Duration { return s.pol.Load().retryAfter }
+
+func sortedKeys[V any](m map[string]V) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	slices.Sort(ks)
+	return ks
+}

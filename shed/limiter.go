@@ -1,0 +1,179 @@
+package shed
+
+import (
+	"math"
+	"time"
+)
+
+// LimitConfig tunes the adaptive concurrency limit of an endpoint.
+// The zero value works.
+type LimitConfig struct {
+	// Static, when > 0, fixes the limit and turns adaptation off. Default 0.
+	Static int `yaml:"static" json:"static"`
+	// Initial is the limit an endpoint starts with; default 4. Starting low
+	// lets the limiter learn the unloaded latency before it grows.
+	Initial int `yaml:"initial" json:"initial"`
+	// Min is the floor of the adaptive limit; default 2.
+	Min int `yaml:"min" json:"min"`
+	// Max is the ceiling of the adaptive limit; default 1000.
+	Max int `yaml:"max" json:"max"`
+	// Tolerance is how many times the baseline latency the mean service
+	// time may reach before the limit shrinks; default 2.0.
+	Tolerance float64 `yaml:"tolerance" json:"tolerance"`
+	// MinSamples is the number of completed requests a window needs before
+	// the limit moves; default 10. Quiet endpoints get longer windows.
+	MinSamples int `yaml:"min_samples" json:"min_samples"`
+}
+
+func (c LimitConfig) withDefaults() LimitConfig {
+	if c.Initial <= 0 {
+		c.Initial = 4
+	}
+	if c.Min <= 0 {
+		c.Min = 2
+	}
+	if c.Max <= 0 {
+		c.Max = 1000
+	}
+	if c.Max < c.Min {
+		c.Max = c.Min
+	}
+	c.Initial = min(max(c.Initial, c.Min), c.Max)
+	if c.Tolerance <= 1 {
+		c.Tolerance = 2
+	}
+	if c.MinSamples <= 0 {
+		c.MinSamples = 10
+	}
+	return c
+}
+
+// Window is what an endpoint measured since the limit last moved.
+type Window struct {
+	// Count is the number of requests that completed, Sum their total
+	// service time (handler start to handler return).
+	Count int64
+	Sum   time.Duration
+	// MaxInflight is the most requests that ran at once.
+	MaxInflight int64
+}
+
+// Limiter is the adaptive concurrency limit of one endpoint: a gradient on
+// the minimum service latency, with two safeguards. It is pure: the stage
+// feeds it a Window per measurement interval.
+//
+// Algorithm. The baseline is the lowest mean service time seen in a window
+// (the latency at low concurrency). Each window with at least MinSamples
+// completions compares its mean service time rtt with the baseline:
+//
+//   - rtt > Tolerance × baseline: the endpoint's own concurrency is making
+//     requests slower (CPU or a saturated dependency). The limit is multiplied
+//     by the gradient Tolerance × baseline / rtt, at most halved per window,
+//     never below Min.
+//   - else, if the limit was binding (MaxInflight ≥ 80% of it): grow by
+//     √limit (by half right after a slow-dependency re-baseline, while the
+//     latency stays within 20% of the new baseline), never above Max.
+//   - else: unchanged.
+//
+// Safeguard against collapse under a slow dependency (Envoy's and Netflix's
+// gradient limiters shrink to the minimum when a dependency slows down for
+// every request, whatever the concurrency): if the limit has been cut to half
+// of where the cutting started (or to Min) and the latency fell by less than
+// 10%, the
+// latency is not caused by this endpoint's concurrency; the baseline is reset
+// to the current latency and the cuts are undone.
+//
+// Safeguard against creeping up forever: the limit only grows while it is
+// binding, so an idle or lightly used endpoint keeps its limit; the baseline
+// only rises through the explicit reset above, never by drift (an average
+// that follows the latency up lets the limit grow with it), and it falls back
+// as soon as a window is faster.
+type Limiter struct {
+	cfg      LimitConfig
+	limit    float64
+	baseline time.Duration
+
+	cutFrom float64       // limit when the current run of cuts started; 0 when none
+	cutRTT  time.Duration // latency then
+	regrow  bool          // re-baselined: grow fast while latency stays flat
+}
+
+// NewLimiter returns a limiter at cfg's initial (or static) limit.
+func NewLimiter(cfg LimitConfig) *Limiter {
+	l := &Limiter{}
+	l.SetConfig(cfg)
+	return l
+}
+
+// SetConfig changes the configuration, keeping the learned state; the limit
+// is clamped into the new bounds.
+func (l *Limiter) SetConfig(cfg LimitConfig) {
+	first := l.limit == 0
+	l.cfg = cfg.withDefaults()
+	if first {
+		l.limit = float64(l.cfg.Initial)
+	}
+	l.limit = math.Min(math.Max(l.limit, float64(l.cfg.Min)), float64(l.cfg.Max))
+}
+
+// Limit returns the current concurrency limit.
+func (l *Limiter) Limit() int {
+	if l.cfg.Static > 0 {
+		return l.cfg.Static
+	}
+	return int(l.limit)
+}
+
+// Baseline returns the latency the limiter considers unloaded (0 before the
+// first full window).
+func (l *Limiter) Baseline() time.Duration { return l.baseline }
+
+// Update feeds one window. It reports whether the window was used; an
+// unused window (too few samples) should keep accumulating.
+func (l *Limiter) Update(w Window) (used bool) {
+	if w.Count < int64(l.cfg.MinSamples) {
+		return false
+	}
+	rtt := w.Sum / time.Duration(w.Count)
+	if l.baseline == 0 || rtt < l.baseline {
+		l.baseline = rtt
+	}
+	if l.cfg.Static > 0 {
+		return true
+	}
+	tol := l.cfg.Tolerance
+	switch {
+	case float64(rtt) > tol*float64(l.baseline):
+		l.regrow = false
+		if l.cutFrom == 0 {
+			l.cutFrom, l.cutRTT = l.limit, rtt
+		} else if (l.limit <= l.cutFrom/2 || l.limit <= float64(l.cfg.Min)) && float64(rtt) >= 0.9*float64(l.cutRTT) {
+			// Cutting concurrency in half did not bring latency down: the
+			// slowness is not ours. Re-baseline instead of collapsing, and
+			// undo the cuts.
+			l.baseline = rtt
+			l.limit = math.Max(l.limit, l.cutFrom)
+			l.cutFrom = 0
+			l.regrow = true
+			return true
+		}
+		g := math.Max(0.5, tol*float64(l.baseline)/float64(rtt))
+		l.limit = math.Max(float64(l.cfg.Min), l.limit*g)
+	case float64(w.MaxInflight) >= 0.8*l.limit:
+		l.cutFrom = 0
+		step := math.Max(1, math.Sqrt(l.limit))
+		if l.regrow && float64(rtt) <= 1.2*float64(l.baseline) {
+			// After a re-baseline the dependency is slower for everyone
+			// and needs more requests in flight for the same throughput
+			// (Little's law): grow by half while latency stays flat.
+			step = math.Max(step, l.limit/2)
+		} else {
+			l.regrow = false
+		}
+		l.limit = math.Min(float64(l.cfg.Max), l.limit+step)
+	default:
+		l.cutFrom = 0
+		l.regrow = false
+	}
+	return true
+}

@@ -1,0 +1,102 @@
+package shed
+
+import (
+	"testing"
+	"time"
+)
+
+// run feeds the limiter n windows whose latency is model(limit).
+func run(l *Limiter, n int, model func(limit int) time.Duration) []int {
+	var trace []int
+	for range n {
+		lim := l.Limit()
+		rtt := model(lim)
+		l.Update(Window{Count: 100, Sum: 100 * rtt, MaxInflight: int64(lim)})
+		trace = append(trace, l.Limit())
+	}
+	return trace
+}
+
+func TestLimiterCPUBoundConvergesLow(t *testing.T) {
+	// One core, 1ms of CPU per request: latency grows with concurrency.
+	l := NewLimiter(LimitConfig{Initial: 1, Min: 1})
+	tr := run(l, 60, func(limit int) time.Duration { return time.Duration(limit) * time.Millisecond })
+	for _, v := range tr[20:] {
+		if v > 4 {
+			t.Fatalf("limit %d under a CPU-bound handler, want ≤ 4 (Tolerance 2 × 1ms baseline); trace %v", v, tr)
+		}
+	}
+}
+
+func TestLimiterSaturatedDependencyFindsItsSlots(t *testing.T) {
+	// A dependency with 20 slots of 10ms: latency is flat up to 20 in flight
+	// and grows linearly beyond.
+	l := NewLimiter(LimitConfig{})
+	model := func(limit int) time.Duration {
+		if limit <= 20 {
+			return 10 * time.Millisecond
+		}
+		return time.Duration(limit) * 10 * time.Millisecond / 20
+	}
+	tr := run(l, 200, model)
+	for _, v := range tr[100:] {
+		if v < 15 || v > 50 {
+			t.Fatalf("limit %d, want within [15, 50] around 20 slots × tolerance 2; trace %v", v, tr[100:])
+		}
+	}
+}
+
+func TestLimiterDoesNotCollapseUnderSlowDependency(t *testing.T) {
+	// Latency is 5ms for 50 windows, then a dependency slows every request
+	// to 50ms whatever the concurrency.
+	l := NewLimiter(LimitConfig{Initial: 40})
+	slow := false
+	model := func(int) time.Duration {
+		if slow {
+			return 50 * time.Millisecond
+		}
+		return 5 * time.Millisecond
+	}
+	run(l, 50, model)
+	before := l.Limit()
+	slow = true
+	tr := run(l, 100, model)
+	low := before
+	for _, v := range tr {
+		low = min(low, v)
+	}
+	if low < before/4 {
+		t.Fatalf("limit fell from %d to %d under a slow dependency, want ≥ %d; trace %v", before, low, before/4, tr)
+	}
+	if got := tr[len(tr)-1]; got < before/2 {
+		t.Fatalf("limit %d at the end, want it back to ≥ %d; trace %v", got, before/2, tr)
+	}
+}
+
+func TestLimiterDoesNotCreepWhenUnused(t *testing.T) {
+	l := NewLimiter(LimitConfig{Initial: 16})
+	for range 1000 {
+		l.Update(Window{Count: 100, Sum: 100 * time.Millisecond, MaxInflight: 3})
+	}
+	if got := l.Limit(); got != 16 {
+		t.Fatalf("limit %d after 1000 windows using 3 slots, want 16 (unchanged)", got)
+	}
+	for range 1000 {
+		l.Update(Window{Count: 100, Sum: 100 * time.Millisecond, MaxInflight: int64(l.Limit())})
+	}
+	if got := l.Limit(); got != 1000 {
+		t.Fatalf("binding limit with flat latency: %d, want Max 1000", got)
+	}
+}
+
+func TestLimiterStaticAndTooFewSamples(t *testing.T) {
+	l := NewLimiter(LimitConfig{Static: 7})
+	run(l, 10, func(int) time.Duration { return time.Second })
+	if l.Limit() != 7 {
+		t.Fatalf("static limit moved to %d", l.Limit())
+	}
+	l = NewLimiter(LimitConfig{})
+	if used := l.Update(Window{Count: 9, Sum: time.Second, MaxInflight: 16}); used {
+		t.Fatal("window with 9 < MinSamples samples was used")
+	}
+}

@@ -1,0 +1,170 @@
+package shed
+
+import (
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/veerhq/veer/obs"
+	"github.com/veerhq/veer/tier"
+)
+
+// metrics are labelled by endpoint (bounded by MaxEndpoints), tier (4) and
+// reason (4); never by caller.
+type metrics struct {
+	waits      *waitCollector
+	shed       *prometheus.CounterVec
+	overloaded *prometheus.GaugeVec
+	limit      *prometheus.GaugeVec
+	inflight   *prometheus.GaugeVec
+	queue      *prometheus.GaugeVec
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	ep := []string{"endpoint"}
+	return &metrics{
+		waits: obs.Register(reg, newWaitCollector()),
+		shed: obs.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "veer_shed_shed_total",
+			Help: "Requests shed, by endpoint, tier and reason (overload, tier, queue_full, deadline).",
+		}, []string{"endpoint", "tier", "reason"})),
+		overloaded: obs.Register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "veer_shed_overloaded_state",
+			Help: "1 while the endpoint's CoDel detector reports overload, else 0.",
+		}, ep)),
+		limit: obs.Register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "veer_shed_concurrency_limit",
+			Help: "Current concurrency limit of the endpoint.",
+		}, ep)),
+		inflight: obs.Register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "veer_shed_requests_inflight",
+			Help: "Requests running in the endpoint's handler (sampled each interval).",
+		}, ep)),
+		queue: obs.Register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "veer_shed_queue_entries",
+			Help: "Requests waiting in the endpoint's queue (sampled each interval).",
+		}, ep)),
+	}
+}
+
+// stageMetrics are the series of one endpoint, resolved once so the request
+// path does no label lookups.
+type stageMetrics struct {
+	wait       [tier.CriticalPlus + 1]*waitHist // admitted requests and their waits
+	shed       [tier.CriticalPlus + 1][numReasons]prometheus.Counter
+	overloaded prometheus.Gauge
+	limit      prometheus.Gauge
+	inflight   prometheus.Gauge
+	queue      prometheus.Gauge
+}
+
+func (m *metrics) forEndpoint(name string) *stageMetrics {
+	sm := &stageMetrics{
+		overloaded: m.overloaded.WithLabelValues(name),
+		limit:      m.limit.WithLabelValues(name),
+		inflight:   m.inflight.WithLabelValues(name),
+		queue:      m.queue.WithLabelValues(name),
+	}
+	for _, t := range tier.All {
+		ts := t.String()
+		sm.wait[t] = m.waits.hist(name, t)
+		for r := Reason(0); r < numReasons; r++ {
+			sm.shed[t][r] = m.shed.WithLabelValues(name, ts, r.String())
+		}
+	}
+	return sm
+}
+
+// waitBuckets are the upper bounds (seconds) of the queue wait histogram.
+var waitBuckets = []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1}
+
+// waitHist counts the admitted requests of one endpoint and tier by queue
+// wait, in plain atomics: the unloaded path adds one to the first bucket and
+// nothing else (a prometheus Histogram plus an admitted Counter cost four
+// contended atomic operations per request). waitCollector exports it as
+// veer_shed_queue_wait_seconds and, from the same counts,
+// veer_shed_admitted_total.
+type waitHist struct {
+	buckets [12]atomic.Uint64 // len(waitBuckets) + the +Inf overflow
+	sumNs   atomic.Int64
+}
+
+func (h *waitHist) observeZero() { h.buckets[0].Add(1) }
+
+func (h *waitHist) observe(d time.Duration) {
+	s := d.Seconds()
+	i := sort.SearchFloat64s(waitBuckets, s) // first bound >= s
+	h.buckets[i].Add(1)
+	h.sumNs.Add(int64(d))
+}
+
+type histKey struct {
+	endpoint string
+	tier     tier.Tier
+}
+
+// waitCollector exports every waitHist registered with it. Shedders that
+// share a registry share the collector (obs.Register), and series of the
+// same endpoint and tier are summed.
+type waitCollector struct {
+	admittedDesc, waitDesc *prometheus.Desc
+
+	mu    sync.Mutex
+	hists map[histKey][]*waitHist
+}
+
+func newWaitCollector() *waitCollector {
+	return &waitCollector{
+		admittedDesc: prometheus.NewDesc("veer_shed_admitted_total",
+			"Requests admitted to their handler, by endpoint and tier.", []string{"endpoint", "tier"}, nil),
+		waitDesc: prometheus.NewDesc("veer_shed_queue_wait_seconds",
+			"Wait from arrival to handler start of admitted requests, by endpoint and tier.", []string{"endpoint", "tier"}, nil),
+		hists: map[histKey][]*waitHist{},
+	}
+}
+
+func (c *waitCollector) hist(endpoint string, t tier.Tier) *waitHist {
+	h := &waitHist{}
+	c.mu.Lock()
+	k := histKey{endpoint, t}
+	c.hists[k] = append(c.hists[k], h)
+	c.mu.Unlock()
+	return h
+}
+
+// Describe implements prometheus.Collector.
+func (c *waitCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.admittedDesc
+	ch <- c.waitDesc
+}
+
+// Collect implements prometheus.Collector.
+func (c *waitCollector) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for k, hs := range c.hists {
+		var counts [12]uint64
+		var sumNs int64
+		for _, h := range hs {
+			for i := range counts {
+				counts[i] += h.buckets[i].Load()
+			}
+			sumNs += h.sumNs.Load()
+		}
+		cum := map[float64]uint64{}
+		var total uint64
+		for i, b := range waitBuckets {
+			total += counts[i]
+			cum[b] = total
+		}
+		total += counts[len(waitBuckets)]
+		ts := k.tier.String()
+		ch <- prometheus.MustNewConstMetric(c.admittedDesc, prometheus.CounterValue, float64(total), k.endpoint, ts)
+		ch <- prometheus.MustNewConstHistogram(c.waitDesc, total, time.Duration(sumNs).Seconds(), cum, k.endpoint, ts)
+	}
+}
+
+var _ prometheus.Collector = (*waitCollector)(nil)

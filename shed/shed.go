@@ -1,0 +1,202 @@
+package shed
+
+import (
+	"context"
+	"log/slog"
+	"maps"
+	"net/http"
+	"sync"
+	"sync/atomic"
+
+	"github.com/veerhq/veer/clock"
+	"github.com/veerhq/veer/config"
+	"github.com/veerhq/veer/obs"
+	"github.com/veerhq/veer/tier"
+)
+
+// OtherEndpoint names the stage shared by endpoints beyond MaxEndpoints.
+const OtherEndpoint = "other"
+
+// Shedder admits or sheds requests, per endpoint and tier. It is safe for
+// concurrent use. Build one with New; adapt it with Middleware (net/http) or
+// the shedgrpc interceptors.
+type Shedder struct {
+	clk        clock.Clock
+	log        *slog.Logger
+	m          *metrics
+	endpointFn func(*http.Request) string
+	maxEps     int
+
+	pol    atomic.Pointer[policy]
+	stages atomic.Pointer[map[string]*stage] // copy-on-write
+
+	mu        sync.Mutex // serialises stage creation, reloads and admin changes
+	file      Config
+	overrides map[tableKey]tier.Tier
+	closed    bool
+}
+
+// New validates c and returns a Shedder. The zero Config works.
+func New(c Config) (*Shedder, error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	s := &Shedder{
+		clk:        clock.Or(c.Clock),
+		log:        obs.LoggerOr(c.Logger),
+		m:          newMetrics(c.Registerer),
+		endpointFn: c.Endpoint,
+		maxEps:     c.MaxEndpoints,
+		file:       c,
+		overrides:  map[tableKey]tier.Tier{},
+	}
+	if s.maxEps <= 0 {
+		s.maxEps = DefaultMaxEndpoints
+	}
+	s.pol.Store(compile(&c, nil))
+	empty := map[string]*stage{}
+	s.stages.Store(&empty)
+	return s, nil
+}
+
+// Apply replaces the file-level configuration (everything with a yaml tag)
+// with c, keeping the admin overrides and the learned state of every
+// endpoint. An invalid c is rejected and the old configuration stays.
+// MaxEndpoints is read only by New.
+func (s *Shedder) Apply(c *Config) error {
+	if err := c.Validate(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.file = *c
+	s.pol.Store(compile(&s.file, s.overrides))
+	return nil
+}
+
+// Watch loads the config file at path into the Shedder and hot-reloads it on
+// every change; an invalid file keeps the previous table in force (logged,
+// and counted in veer_config_reloads_total). Close the Watcher to stop.
+func (s *Shedder) Watch(path string, opts config.WatchOptions) (*config.Watcher[Config], error) {
+	if opts.Logger == nil {
+		opts.Logger = s.log
+	}
+	return config.Watch(path, opts, func(c *Config) {
+		if err := s.Apply(c); err != nil {
+			s.log.Error("shed: config rejected", "path", path, "err", err)
+		}
+	})
+}
+
+// Resolve returns the tier of a request to endpoint from caller, which stated
+// the tier stated (Unset if none): the stated tier if the caller may state
+// one, else the endpoint × caller table, else the default.
+func (s *Shedder) Resolve(endpoint, caller string, stated tier.Tier) tier.Tier {
+	return s.pol.Load().resolve(endpoint, caller, stated)
+}
+
+// Acquire admits a request of tier t to endpoint, waiting in the endpoint's
+// queue when its slots are busy. It returns a *Rejection (errors.Is ErrShed)
+// when the request is shed, or when ctx ends while it waits. On success the
+// caller must Release the Ticket when the request is done.
+func (s *Shedder) Acquire(ctx context.Context, endpoint string, t tier.Tier) (Ticket, error) {
+	p := s.pol.Load()
+	if !t.Valid() {
+		t = p.defTier
+	}
+	return s.stage(endpoint).acquire(ctx, t, p)
+}
+
+// Check is the non-blocking fast reject used before any work is done (gRPC's
+// tap handle): it sheds a request of tier t to endpoint while the endpoint
+// is overloaded and shedding higher tiers. A nil result does not admit; the
+// request still goes through Acquire.
+func (s *Shedder) Check(endpoint string, t tier.Tier) error {
+	p := s.pol.Load()
+	if !t.Valid() {
+		t = p.defTier
+	}
+	st := s.lookup(endpoint)
+	if st == nil {
+		return nil
+	}
+	if st.shedding.Load() {
+		st.maybeTick(s.clk.Now()) // never reject on a stale state
+	}
+	if st.rejectTier(t, p) {
+		st.m.shed[t][ReasonTier].Inc()
+		return reject(ReasonTier)
+	}
+	return nil
+}
+
+// EndpointStats is a point-in-time view of one endpoint.
+type EndpointStats struct {
+	Endpoint   string `json:"endpoint"`
+	Overloaded bool   `json:"overloaded"`
+	Limit      int    `json:"limit"`
+	Inflight   int    `json:"inflight"`
+	Queued     int    `json:"queued"`
+}
+
+// Stats returns the state of every tracked endpoint.
+func (s *Shedder) Stats() []EndpointStats {
+	m := *s.stages.Load()
+	out := make([]EndpointStats, 0, len(m))
+	for _, name := range sortedKeys(m) {
+		st := m[name]
+		out = append(out, EndpointStats{
+			Endpoint:   name,
+			Overloaded: st.overloaded.Load(),
+			Limit:      int(st.limit.Load()),
+			Inflight:   int(st.inflight.Load()),
+			Queued:     int(st.queued.Load()),
+		})
+	}
+	return out
+}
+
+// Close stops the stages' timers. Requests already waiting still end when
+// their context does. It is safe to call more than once.
+func (s *Shedder) Close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closed = true
+	for _, st := range *s.stages.Load() {
+		st.close()
+	}
+}
+
+func (s *Shedder) lookup(endpoint string) *stage {
+	return (*s.stages.Load())[endpoint]
+}
+
+// stage returns the endpoint's stage, creating it on first use. Beyond
+// MaxEndpoints, new endpoints share the OtherEndpoint stage, so random paths
+// cannot grow memory or metric series without bound.
+func (s *Shedder) stage(endpoint string) *stage {
+	if st := (*s.stages.Load())[endpoint]; st != nil {
+		return st
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cur := *s.stages.Load()
+	if st := cur[endpoint]; st != nil {
+		return st
+	}
+	if len(cur) >= s.maxEps {
+		endpoint = OtherEndpoint
+		if st := cur[endpoint]; st != nil {
+			return st
+		}
+	}
+	st := newStage(s, endpoint, s.pol.Load())
+	if s.closed {
+		st.closed = true
+	}
+	next := make(map[string]*stage, len(cur)+1)
+	maps.Copy(next, cur)
+	next[endpoint] = st
+	s.stages.Store(&next)
+	return st
+}
