@@ -10,15 +10,15 @@ package limitgrpc
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/status"
 
 	"github.com/veerhq/veer/limit"
 	"github.com/veerhq/veer/outcome"
+	"github.com/veerhq/veer/outcome/outcomegrpc"
 )
 
 // KeyFunc fills keys (one slot per dimension, all "" on entry) for a call to
@@ -60,7 +60,7 @@ func admit(ctx context.Context, a limit.Admitter, dims int, kf KeyFunc, method s
 	o := res.Outcome()
 	secs := outcome.RetryAfterSeconds(o.RetryAfter)
 	_ = grpc.SetTrailer(ctx, metadata.Pairs("retry-after", strconv.Itoa(secs)))
-	return res, status.Errorf(codes.Code(outcome.GRPCCode(o.Kind)), "%s limit of %s reached; retry after %ds", res.Reason, res.Dimension, secs)
+	return res, outcomegrpc.Status(o.Kind, fmt.Sprintf("%s limit of %s reached; retry after %ds", res.Reason, res.Dimension, secs))
 }
 
 // UnaryServerInterceptor limits unary calls.
