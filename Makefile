@@ -8,7 +8,7 @@ FUZZTIME ?= 10s
 COMMIT := $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -X github.com/veerhq/veer/internal/version.Commit=$(COMMIT)
 
-.PHONY: all build test check fmt-check vet staticcheck unit deps bench fuzz cover clean bench-failover bench-guard
+.PHONY: all build test check fmt-check vet staticcheck unit bench-check deps bench fuzz cover clean bench-failover bench-guard
 
 all: build
 
@@ -18,7 +18,7 @@ build:
 ## test: everything CI checks: formatting, vet, staticcheck, race-enabled tests.
 test: deps check
 
-check: fmt-check vet staticcheck unit
+check: fmt-check vet staticcheck unit bench-check
 
 fmt-check:
 	@out=$$(gofmt -l .); \
@@ -33,6 +33,10 @@ staticcheck:
 unit:
 	$(GO) test -race -timeout 15m $(PKGS)
 
+## bench-check: the nested bench module (peers live there) builds, vets and passes its tests.
+bench-check:
+	cd bench && $(GO) vet ./... && $(GO) test -count=1 ./...
+
 ## deps: install the real servers the integration tests start (Debian).
 deps:
 	@./scripts/test-deps.sh
@@ -46,7 +50,7 @@ bench:
 bench-failover:
 	$(GO) test -c -o bin/failover.test ./failover/
 	cd failover && for i in $$(seq 10); do ../bin/failover.test -test.run '^$$' -test.bench Transport -test.benchmem; done > ../bin/bench-failover.txt
-	$(GO) run golang.org/x/perf/cmd/benchstat@latest -col /rt bin/bench-failover.txt
+	$(GO) run golang.org/x/perf/cmd/benchstat@v0.0.0-20260908200009-22c9c6c9d4da -col /rt bin/bench-failover.txt
 
 ## bench-guard: flow control vs peers (x/time/rate, sony/gobreaker, redis_rate), ratios; see docs/guard.md.
 bench-guard: deps
