@@ -190,6 +190,16 @@ func (r *racer) race(ctx context.Context, network uint64, addr, sni string, o ra
 	}
 }
 
+// nodeBroken reports whether every protocol the race would try on addr is
+// remembered broken.
+func (r *racer) nodeBroken(network uint64, addr string, o raceOpts) bool {
+	now := r.clk.Now()
+	if !r.broken.broken(network, addr, StepTCP, now) {
+		return false
+	}
+	return o.plain || o.noH3 || r.cfg.DisableH3 || r.broken.broken(network, addr, StepH3, now)
+}
+
 func (r *racer) markBroken(network uint64, addr string, s Step) {
 	r.broken.fail(network, addr, s, r.clk.Now())
 	r.m.broken.WithLabelValues(string(s)).Inc()

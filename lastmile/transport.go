@@ -260,8 +260,9 @@ func (t *Transport) discover(ctx context.Context, k routeKey, tr *Trace) (*route
 	network := t.network.Load()
 	host, port := splitHostPort(k.host, t.defaultPort(k))
 	var last error
+	d := &discovery{}
 	for _, step := range t.cfg.Steps {
-		r, err := t.tryStep(ctx, step, network, k, host, port, tr)
+		r, err := t.tryStep(ctx, d, step, network, k, host, port, tr)
 		if err == nil {
 			d := t.clk.Since(start)
 			t.m.chain.Observe(d.Seconds())
@@ -280,11 +281,44 @@ func (t *Transport) discover(ctx context.Context, k routeKey, tr *Trace) (*route
 			break
 		}
 	}
+	// Nodes skipped because every protocol was remembered broken get one
+	// last chance: the memory is a hint, not a verdict.
+	d.final = true
+	for _, sk := range d.skipped {
+		if ctx.Err() != nil {
+			break
+		}
+		r, err := t.connect(ctx, d, sk.step, network, k, sk.c, tr)
+		if err == nil {
+			dur := t.clk.Since(start)
+			t.m.chain.Observe(dur.Seconds())
+			t.m.served.WithLabelValues(string(sk.step)).Inc()
+			tr.fill(k.host, sk.step, r, dur)
+			return r, nil
+		}
+		last = err
+	}
 	if last == nil {
 		last = outcome.Wrap(outcome.NetworkOther, errors.New("no route step configured"))
 	}
 	return nil, fmt.Errorf("%w: %s: %w", ErrNoRoute, k.host, last)
 }
+
+// discovery is the state of one chain run.
+type discovery struct {
+	final   bool // retrying skipped nodes: skip nothing
+	skipped []skippedCandidate
+}
+
+type skippedCandidate struct {
+	step Step
+	c    candidate
+}
+
+// ErrSkippedBroken is recorded in a Trace for a node skipped because every
+// protocol to it is remembered broken on this network; such nodes are
+// retried after every other step failed.
+var ErrSkippedBroken = errors.New("lastmile: node skipped: every protocol remembered broken")
 
 func (t *Transport) defaultPort(k routeKey) int {
 	if !k.tls {
@@ -297,11 +331,11 @@ func (t *Transport) defaultPort(k routeKey) int {
 var errSkip = errors.New("lastmile: step not configured")
 
 // tryStep produces the step's candidates lazily and races to each in order.
-func (t *Transport) tryStep(ctx context.Context, step Step, network uint64, k routeKey, host, port string, tr *Trace) (*route, error) {
+func (t *Transport) tryStep(ctx context.Context, d *discovery, step Step, network uint64, k routeKey, host, port string, tr *Trace) (*route, error) {
 	var last error
 	try := func(cands []candidate) *route {
 		for _, c := range cands {
-			r, err := t.connect(ctx, step, network, k, c, tr)
+			r, err := t.connect(ctx, d, step, network, k, c, tr)
 			if err == nil {
 				return r
 			}
@@ -396,8 +430,15 @@ func (t *Transport) tryStep(ctx context.Context, step Step, network uint64, k ro
 }
 
 // connect races to one candidate and installs the route on success.
-func (t *Transport) connect(ctx context.Context, step Step, network uint64, k routeKey, c candidate, tr *Trace) (*route, error) {
-	conn, err := t.racer.race(ctx, network, c.addr, c.serverName, raceOpts{plain: !k.tls, noH3: c.noH3}, tr)
+func (t *Transport) connect(ctx context.Context, d *discovery, step Step, network uint64, k routeKey, c candidate, tr *Trace) (*route, error) {
+	o := raceOpts{plain: !k.tls, noH3: c.noH3}
+	if !d.final && t.racer.nodeBroken(network, c.addr, o) {
+		d.skipped = append(d.skipped, skippedCandidate{step, c})
+		err := outcome.Wrap(outcome.NetworkOther, ErrSkippedBroken)
+		tr.fail(Failure{Step: step, Target: c.addr, Kind: outcome.NetworkOther, Err: err})
+		return nil, err
+	}
+	conn, err := t.racer.race(ctx, network, c.addr, c.serverName, o, tr)
 	if err != nil {
 		return nil, err
 	}

@@ -387,3 +387,33 @@ func TestEverythingDownReportsNoRoute(t *testing.T) {
 		t.Fatalf("%s", tr)
 	}
 }
+
+func TestNodeBrokenOnAllProtocolsIsSkippedThenRetriedLast(t *testing.T) {
+	w := newWorld(t)
+	lb := w.node(t, "lb", lmtest.NodeOptions{})
+	dead := deadAddr(t)
+	sched := lmtest.NewScheduler(300, lmtest.AccessNode{Addr: dead})
+	sn := w.node(t, "sched", lmtest.NodeOptions{Handler: sched})
+	tp := w.transport(t, Config{
+		Scheduler:   SchedulerConfig{URL: "https://sched.test:" + strconv.Itoa(port(sn.Addr())) + "/v1/schedule"},
+		FallbackIPs: []FallbackIP{{Addr: lb.Addr()}},
+		Race:        RaceConfig{TCPDelay: time.Millisecond, ConnectTimeout: 200 * time.Millisecond},
+	})
+	// The domain resolves to the same dead node the scheduler returned.
+	_, tr := mustGet(t, tp, "https://api.test:"+strconv.Itoa(port(dead))+"/")
+	if tr.Served != StepFallbackIP {
+		t.Fatalf("%s", tr)
+	}
+	skipped := 0
+	for _, f := range tr.Failures {
+		if errors.Is(f.Err, ErrSkippedBroken) && f.Target == dead {
+			skipped++
+			if f.Step != StepDirect {
+				t.Errorf("skipped in step %s", f.Step)
+			}
+		}
+	}
+	if skipped != 1 {
+		t.Fatalf("skipped %d nodes, want 1: %s", skipped, tr)
+	}
+}
