@@ -37,8 +37,11 @@ type dnsCache struct {
 	path       string
 	log        *slog.Logger
 
-	mu sync.Mutex
-	m  map[string]cacheEntry
+	mu      sync.Mutex
+	m       map[string]cacheEntry
+	dirty   bool // a put since the last snapshot written
+	writing bool // a writer goroutine runs
+	wg      sync.WaitGroup
 
 	saveMu sync.Mutex // serialises file writes
 }
@@ -78,14 +81,43 @@ func (c *dnsCache) put(name string, addrs []netip.Addr, ttl time.Duration, now t
 	c.mu.Lock()
 	c.m[name] = cacheEntry{addrs: addrs, expires: now.Add(ttl), stored: now}
 	c.evict(now)
-	snap := c.snapshotLocked()
+	if c.path == "" {
+		c.mu.Unlock()
+		return
+	}
+	// Persist off the request path: one writer goroutine at a time, which
+	// keeps writing while puts arrive (writes coalesce; the file always ends
+	// with the latest state).
+	c.dirty = true
+	start := !c.writing
+	c.writing = true
 	c.mu.Unlock()
-	if c.path != "" {
+	if start {
+		c.wg.Add(1)
+		go c.writer()
+	}
+}
+
+func (c *dnsCache) writer() {
+	defer c.wg.Done()
+	for {
+		c.mu.Lock()
+		if !c.dirty {
+			c.writing = false
+			c.mu.Unlock()
+			return
+		}
+		c.dirty = false
+		snap := c.snapshotLocked()
+		c.mu.Unlock()
 		if err := c.save(snap); err != nil {
 			c.log.Warn("lastmile: DNS cache not persisted", "path", c.path, "err", err)
 		}
 	}
 }
+
+// flush waits until every put so far is on disk.
+func (c *dnsCache) flush() { c.wg.Wait() }
 
 // evict drops the entries that expired first until the cache fits. Called
 // with mu held (or before the cache is shared).

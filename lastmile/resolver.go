@@ -92,6 +92,17 @@ func newResolver(cfg DNSConfig, opts Options, m *metrics) *Resolver {
 	return r
 }
 
+// Flush waits until every cached answer so far is persisted to
+// DNSConfig.CacheFile. Persistence runs in the background, off the request
+// path; call Flush (or Close) before the process exits.
+func (r *Resolver) Flush() { r.cache.flush() }
+
+// Close flushes the cache file. The Resolver stays usable.
+func (r *Resolver) Close() error {
+	r.cache.flush()
+	return nil
+}
+
 // Resolve returns the addresses of host and the step that produced them.
 // An IP literal is returned as is.
 func (r *Resolver) Resolve(ctx context.Context, host string) ([]netip.Addr, Step, error) {

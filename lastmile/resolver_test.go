@@ -115,6 +115,7 @@ func TestResolverCacheAndServeStale(t *testing.T) {
 	opts.Clock = clk
 	r, err := NewResolver(cfg, opts)
 	must(t, err)
+	t.Cleanup(r.Flush)
 	ctx := context.Background()
 	dead := func() { e.public.SetMode(lmtest.Silent); e.private.SetMode(lmtest.ServFail) }
 
@@ -163,6 +164,7 @@ func TestResolverColdStartFromPersistedCache(t *testing.T) {
 	must(t, err)
 	_, _, err = r1.Resolve(context.Background(), "api.test")
 	must(t, err)
+	must(t, r1.Close()) // the process exits: the cache is on disk
 
 	// A new process, one hour later (past the 300 s TTL), every DNS dead.
 	e.public.SetMode(lmtest.Silent)
@@ -172,6 +174,7 @@ func TestResolverColdStartFromPersistedCache(t *testing.T) {
 	opts.Clock = clock.NewManual(time.Now().Add(time.Hour))
 	r2, err := NewResolver(cfg, opts)
 	must(t, err)
+	t.Cleanup(r2.Flush)
 	got, step, err := r2.Resolve(context.Background(), "api.test")
 	must(t, err)
 	if step != StepStale || got[0] != netip.MustParseAddr("127.0.0.1") {
@@ -199,6 +202,7 @@ func TestResolverCorruptCacheFileIgnored(t *testing.T) {
 		t.Fatalf("step = %s, want system", step)
 	}
 	// The file was rewritten atomically and parses now.
+	r.Flush()
 	data, err := os.ReadFile(path)
 	must(t, err)
 	if _, err := parseCacheFile(data); err != nil {

@@ -203,7 +203,7 @@ func (t *Transport) Close() error {
 	for _, n := range nodes {
 		n.close()
 	}
-	return nil
+	return t.res.Close()
 }
 
 // CloseIdleConnections closes idle connections of every node.

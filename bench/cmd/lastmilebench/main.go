@@ -183,6 +183,8 @@ func main() {
 	mixName := flag.String("mix", "default", "fault mix: default or none")
 	seed := flag.Uint64("seed", 1, "random seed")
 	timeout := flag.Duration("timeout", 3*time.Second, "deadline of one attempt")
+	noH3 := flag.Bool("disable-h3", false, "chain over TCP only (isolates the chain's cost from QUIC's)")
+	steps := flag.String("steps", "", "route steps of the chain, comma-separated (default: scheduler,direct,cdn,fallback_ip)")
 	flag.Parse()
 	mix, ok := mixes[*mixName]
 	if !ok {
@@ -219,6 +221,12 @@ func main() {
 		CDN:         []lastmile.CDNDomain{{Domain: "cdn.example", Port: port(w.cdn.Addr())}},
 		FallbackIPs: []lastmile.FallbackIP{{Addr: w.lb.Addr(), ServerName: "api.example"}},
 		Race:        lastmile.RaceConfig{ConnectTimeout: 500 * time.Millisecond},
+	}
+	cfg.Race.DisableH3 = *noH3
+	if *steps != "" {
+		for _, s := range strings.Split(*steps, ",") {
+			cfg.Steps = append(cfg.Steps, lastmile.Step(s))
+		}
 	}
 	reg := prometheus.NewRegistry()
 	rng := rand.New(rand.NewPCG(*seed, 0))
@@ -264,7 +272,7 @@ func main() {
 		lt.Close()
 		opts.DoHClient.CloseIdleConnections()
 	}
-	fmt.Printf("attempts: %d, mix %q, seed %d\n\n", *n, *mixName, *seed)
+	fmt.Printf("attempts: %d, mix %q, seed %d, steps %v, disable-h3 %v\n\n", *n, *mixName, *seed, stepsOr(cfg.Steps), *noH3)
 	fmt.Println("| fault | p | attempts hit |")
 	fmt.Println("|---|---|---|")
 	for _, f := range mix {
@@ -318,4 +326,15 @@ func printCounters(g prometheus.Gatherer, name string) {
 		slices.Sort(parts)
 		fmt.Printf("%s: %s\n", name, strings.Join(parts, " "))
 	}
+}
+
+func (c cfgSteps) String() string { return fmt.Sprint([]lastmile.Step(c)) }
+
+type cfgSteps []lastmile.Step
+
+func stepsOr(s []lastmile.Step) cfgSteps {
+	if len(s) == 0 {
+		return cfgSteps{lastmile.StepScheduler, lastmile.StepDirect, lastmile.StepCDN, lastmile.StepFallbackIP}
+	}
+	return s
 }
