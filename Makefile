@@ -57,3 +57,8 @@ cover:
 
 clean:
 	rm -rf bin cover.out bench.txt
+
+## lastmile-experiment: access success and TTFB, plain vs the last-mile chain (docs/lastmile.md).
+.PHONY: lastmile-experiment
+lastmile-experiment:
+	cd bench && $(GO) run ./cmd/lastmilebench -n 1000 -mix default -seed 1

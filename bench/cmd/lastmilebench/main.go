@@ -183,6 +183,7 @@ func main() {
 	mixName := flag.String("mix", "default", "fault mix: default or none")
 	seed := flag.Uint64("seed", 1, "random seed")
 	timeout := flag.Duration("timeout", 3*time.Second, "deadline of one attempt")
+	noCache := flag.Bool("no-cache-file", false, "do not persist the chain's DNS cache (every launch starts cold)")
 	noH3 := flag.Bool("disable-h3", false, "chain over TCP only (isolates the chain's cost from QUIC's)")
 	steps := flag.String("steps", "", "route steps of the chain, comma-separated (default: scheduler,direct,cdn,fallback_ip)")
 	flag.Parse()
@@ -223,6 +224,9 @@ func main() {
 		Race:        lastmile.RaceConfig{ConnectTimeout: 500 * time.Millisecond},
 	}
 	cfg.Race.DisableH3 = *noH3
+	if *noCache {
+		cfg.DNS.CacheFile = ""
+	}
 	if *steps != "" {
 		for _, s := range strings.Split(*steps, ",") {
 			cfg.Steps = append(cfg.Steps, lastmile.Step(s))
