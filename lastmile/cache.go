@@ -41,13 +41,14 @@ type dnsCache struct {
 	m       map[string]cacheEntry
 	dirty   bool // a put since the last snapshot written
 	writing bool // a writer goroutine runs
+	kick    chan struct{}
 	wg      sync.WaitGroup
 
 	saveMu sync.Mutex // serialises file writes
 }
 
 func newDNSCache(path string, maxEntries int, now time.Time, log *slog.Logger) *dnsCache {
-	c := &dnsCache{maxEntries: maxEntries, path: path, log: log, m: map[string]cacheEntry{}}
+	c := &dnsCache{maxEntries: maxEntries, path: path, log: log, m: map[string]cacheEntry{}, kick: make(chan struct{}, 1)}
 	if path == "" {
 		return c
 	}
@@ -98,8 +99,20 @@ func (c *dnsCache) put(name string, addrs []netip.Addr, ttl time.Duration, now t
 	}
 }
 
+// persistDelay is how long the writer waits before writing the file, so
+// that a cold start's first requests do not share the CPU and disk with the
+// write (measured: +30% time to first byte on loopback without it), and so
+// that the answers of one launch coalesce into one write. Flush skips it.
+const persistDelay = 500 * time.Millisecond
+
 func (c *dnsCache) writer() {
 	defer c.wg.Done()
+	t := time.NewTimer(persistDelay)
+	select {
+	case <-t.C:
+	case <-c.kick:
+		t.Stop()
+	}
 	for {
 		c.mu.Lock()
 		if !c.dirty {
@@ -117,7 +130,24 @@ func (c *dnsCache) writer() {
 }
 
 // flush waits until every put so far is on disk.
-func (c *dnsCache) flush() { c.wg.Wait() }
+func (c *dnsCache) flush() {
+	c.mu.Lock()
+	writing := c.writing
+	c.mu.Unlock()
+	if writing {
+		select {
+		case c.kick <- struct{}{}:
+		default:
+		}
+	}
+	c.wg.Wait()
+	// A kick nobody took (the writer had passed its wait) must not
+	// shorten the next writer's delay.
+	select {
+	case <-c.kick:
+	default:
+	}
+}
 
 // evict drops the entries that expired first until the cache fits. Called
 // with mu held (or before the cache is shared).

@@ -247,6 +247,11 @@ type candidate struct {
 
 // discover runs the route chain for k.
 func (t *Transport) discover(ctx context.Context, k routeKey, tr *Trace) (*route, error) {
+	if tr != nil {
+		tr.mu.Lock()
+		tr.Host = k.host
+		tr.mu.Unlock()
+	}
 	unlock, err := t.lock(ctx, k)
 	if err != nil {
 		return nil, err

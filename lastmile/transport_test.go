@@ -383,7 +383,7 @@ func TestEverythingDownReportsNoRoute(t *testing.T) {
 	if !errors.Is(err, ErrNoRoute) || !outcome.ClassifyError(err).Network() {
 		t.Fatalf("err = %v (kind %v)", err, outcome.ClassifyError(err))
 	}
-	if fs := tr.FailedSteps(); !slices.Contains(fs, StepDirect) || !slices.Contains(fs, StepFallbackIP) {
+	if fs := tr.FailedSteps(); !slices.Contains(fs, StepDirect) || !slices.Contains(fs, StepFallbackIP) || tr.Host != "api.test" {
 		t.Fatalf("%s", tr)
 	}
 }

@@ -163,8 +163,8 @@ type result struct {
 	ttfb time.Duration
 }
 
-func attempt(rt http.RoundTripper, url string, timeout time.Duration) result {
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+func attempt(rt http.RoundTripper, url string, timeout time.Duration, tr *lastmile.Trace) result {
+	ctx, cancel := context.WithTimeout(lastmile.WithTrace(context.Background(), tr), timeout)
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	start := time.Now()
@@ -183,6 +183,7 @@ func main() {
 	mixName := flag.String("mix", "default", "fault mix: default or none")
 	seed := flag.Uint64("seed", 1, "random seed")
 	timeout := flag.Duration("timeout", 3*time.Second, "deadline of one attempt")
+	verbose := flag.Bool("v", false, "print the Trace of every failed chain attempt to stderr")
 	noCache := flag.Bool("no-cache-file", false, "do not persist the chain's DNS cache (every launch starts cold)")
 	noH3 := flag.Bool("disable-h3", false, "chain over TCP only (isolates the chain's cost from QUIC's)")
 	steps := flag.String("steps", "", "route steps of the chain, comma-separated (default: scheduler,direct,cdn,fallback_ip)")
@@ -265,12 +266,16 @@ func main() {
 		}
 		// Alternate who goes first (A B, B A) so neither always meets a
 		// warm server.
+		tr := &lastmile.Trace{}
 		if i%2 == 0 {
-			plain = append(plain, attempt(pt, url, *timeout))
-			chain = append(chain, attempt(lt, url, *timeout))
+			plain = append(plain, attempt(pt, url, *timeout, nil))
+			chain = append(chain, attempt(lt, url, *timeout, tr))
 		} else {
-			chain = append(chain, attempt(lt, url, *timeout))
-			plain = append(plain, attempt(pt, url, *timeout))
+			chain = append(chain, attempt(lt, url, *timeout, tr))
+			plain = append(plain, attempt(pt, url, *timeout, nil))
+		}
+		if *verbose && !chain[len(chain)-1].ok {
+			fmt.Fprintf(os.Stderr, "attempt %d faults %v: chain failed: %s\n", i, on, tr)
 		}
 		pt.CloseIdleConnections()
 		lt.Close()
