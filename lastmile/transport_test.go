@@ -417,3 +417,37 @@ func TestNodeBrokenOnAllProtocolsIsSkippedThenRetriedLast(t *testing.T) {
 		t.Fatalf("skipped %d nodes, want 1: %s", skipped, tr)
 	}
 }
+
+func TestConcurrentRequestsShareOneDiscovery(t *testing.T) {
+	w := newWorld(t)
+	n := w.node(t, "n", lmtest.NodeOptions{})
+	tp := w.transport(t, Config{})
+	url := "https://api.test:" + strconv.Itoa(port(n.Addr())) + "/"
+	const N = 16
+	type res struct {
+		body string
+		tr   *Trace
+		err  error
+	}
+	ch := make(chan res, N)
+	for range N {
+		go func() {
+			body, tr, err := get(t, tp, url)
+			ch <- res{body, tr, err}
+		}()
+	}
+	served := map[Step]int{}
+	for range N {
+		r := <-ch
+		if r.err != nil || r.body != "n HTTP/3.0" {
+			t.Fatalf("body %q err %v trace %s", r.body, r.err, r.tr)
+		}
+		served[r.tr.Served]++
+	}
+	if served[StepDirect] != 1 || served[StepRoute] != N-1 {
+		t.Fatalf("served %v, want one discovery and %d reuses", served, N-1)
+	}
+	if q := w.public.Queries(); q > 4 {
+		t.Fatalf("%d DNS queries for one discovery", q)
+	}
+}

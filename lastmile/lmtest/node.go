@@ -135,3 +135,19 @@ func (l *gatedListener) Accept() (net.Conn, error) {
 		c.Close()
 	}
 }
+
+// SetReadBuffer and SetWriteBuffer let quic-go size the socket buffers of
+// the wrapped *net.UDPConn (it logs a warning otherwise).
+func (c *gatedPacketConn) SetReadBuffer(n int) error {
+	if u, ok := c.PacketConn.(*net.UDPConn); ok {
+		return u.SetReadBuffer(n)
+	}
+	return nil
+}
+
+func (c *gatedPacketConn) SetWriteBuffer(n int) error {
+	if u, ok := c.PacketConn.(*net.UDPConn); ok {
+		return u.SetWriteBuffer(n)
+	}
+	return nil
+}
