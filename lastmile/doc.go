@@ -36,9 +36,12 @@
 //
 // Contract: once a route works, RoundTrip adds a lock-free map lookup and an
 // atomic load to the inner transport. Only connection establishment is
-// retried across steps: once a request has been handed to a connection its
-// result is returned as is, so a request is never sent twice. NetworkChanged
-// (or Config.MaxRouteFailures consecutive network failures on a route) drops
+// retried across steps: a request is never sent twice. When a reused route
+// fails in a way that proves the request never left (a refused dial, a
+// failed handshake: outcome.Kind.NotSent) and its body can be replayed, the
+// route is dropped and that request goes once through a fresh chain run;
+// any other failure is returned as is. NetworkChanged (or
+// Config.MaxRouteFailures consecutive network failures on a route) drops
 // routes and connections so that the next request re-runs the chain.
 //
 // Failure mode: when every step fails, RoundTrip returns an error wrapping

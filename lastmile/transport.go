@@ -112,7 +112,11 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if tr != nil {
 			tr.fill(req.URL.Host, StepRoute, r, 0)
 		}
-		return t.send(r, req)
+		resp, err := t.send(r, req, tr)
+		if err == nil {
+			return resp, nil
+		}
+		return t.reroute(req, key, r, tr, err)
 	}
 	ctx := req.Context()
 	if tr == nil && t.opts.OnTrace != nil {
@@ -126,16 +130,50 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err != nil {
 		return nil, err
 	}
-	return t.send(r, req)
+	return t.send(r, req, tr)
+}
+
+// reroute handles a failure on a reused route. When the request certainly
+// never reached the node (outcome.Kind.NotSent: a refused or timed-out
+// dial, a failed handshake) and its body can be replayed, the route is
+// dropped and the request goes once through a fresh chain run, so that a
+// dead node costs no failed request. Otherwise the error is returned.
+func (t *Transport) reroute(req *http.Request, key routeKey, r *route, tr *Trace, err error) (*http.Response, error) {
+	k := outcome.ClassifyError(err)
+	if !k.NotSent() || req.Context().Err() != nil {
+		return nil, err
+	}
+	if req.Body != nil && req.Body != http.NoBody {
+		if req.GetBody == nil {
+			return nil, err
+		}
+		body, berr := req.GetBody()
+		if berr != nil {
+			return nil, err
+		}
+		req = req.Clone(req.Context())
+		req.Body = body
+	}
+	t.dropRoute(r)
+	nr, derr := t.discover(req.Context(), key, tr)
+	if t.opts.OnTrace != nil && tr != nil {
+		t.opts.OnTrace(tr)
+	}
+	if derr != nil {
+		return nil, derr
+	}
+	return t.send(nr, req, tr)
 }
 
 // send carries req over r and counts consecutive network failures; after
 // MaxRouteFailures the route is dropped so that the next request re-runs
-// the chain.
-func (t *Transport) send(r *route, req *http.Request) (*http.Response, error) {
+// the chain. A failure is recorded in tr as a StepRoute failure.
+func (t *Transport) send(r *route, req *http.Request, tr *Trace) (*http.Response, error) {
 	resp, err := r.rt.RoundTrip(req)
 	if err != nil {
 		if k := outcome.ClassifyError(err); k.Network() {
+			tr.fail(Failure{Step: StepRoute, Target: r.addr, Kind: k, Err: err})
+			t.m.fail(StepRoute, k)
 			if int(r.failures.Add(1)) >= t.cfg.MaxRouteFailures {
 				t.dropRoute(r)
 			}

@@ -289,6 +289,24 @@ func TestCDNServesWhenDirectFails(t *testing.T) {
 	}
 }
 
+func TestDeadRouteIsReroutedWithinTheRequest(t *testing.T) {
+	w := newWorld(t)
+	a := w.node(t, "a", lmtest.NodeOptions{})
+	b := w.node(t, "b", lmtest.NodeOptions{})
+	tp := w.transport(t, Config{FallbackIPs: []FallbackIP{{Addr: b.Addr()}}, Race: RaceConfig{DisableH3: true}})
+	url := "https://api.test:" + strconv.Itoa(port(a.Addr())) + "/"
+	if body, _ := mustGet(t, tp, url); body != "a HTTP/2.0" {
+		t.Fatalf("body %q", body)
+	}
+	a.Close() // node a dies: the next dial is refused, the request was never sent
+	tp.CloseIdleConnections()
+	body, tr := mustGet(t, tp, url)
+	if body != "b HTTP/2.0" || tr.Served != StepFallbackIP || tr.Failures[0].Step != StepRoute ||
+		tr.Failures[0].Kind != outcome.ConnectRefused {
+		t.Fatalf("body %q trace %s", body, tr)
+	}
+}
+
 func TestRepeatedFailuresRerunTheChain(t *testing.T) {
 	w := newWorld(t)
 	a := w.node(t, "a", lmtest.NodeOptions{})
@@ -303,10 +321,10 @@ func TestRepeatedFailuresRerunTheChain(t *testing.T) {
 	if body, _ := mustGet(t, tp, url); body != "a HTTP/2.0" {
 		t.Fatalf("body %q", body)
 	}
-	a.Close() // node a dies
+	a.BlockTCP(true) // node a accepts and resets: not provably unsent
 	tp.CloseIdleConnections()
 	for i := range 2 {
-		if _, tr, err := get(t, tp, url); err == nil || tr.Served != StepRoute {
+		if _, tr, err := get(t, tp, url); err == nil || tr.Served != StepRoute || tr.FailedSteps()[0] != StepRoute {
 			t.Fatalf("request %d on the dead route: err %v trace %s", i, err, tr)
 		}
 	}
@@ -449,5 +467,20 @@ func TestConcurrentRequestsShareOneDiscovery(t *testing.T) {
 	}
 	if q := w.public.Queries(); q > 4 {
 		t.Fatalf("%d DNS queries for one discovery", q)
+	}
+}
+
+func TestOnTraceSeesChainRuns(t *testing.T) {
+	w := newWorld(t)
+	n := w.node(t, "n", lmtest.NodeOptions{})
+	var traces []string
+	tp := w.transport(t, Config{}, func(o *Options) {
+		o.OnTrace = func(tr *Trace) { traces = append(traces, tr.String()) }
+	})
+	url := "https://api.test:" + strconv.Itoa(port(n.Addr())) + "/"
+	mustGet(t, tp, url)
+	mustGet(t, tp, url) // reused route: no chain run, no callback
+	if len(traces) != 1 || !strings.Contains(traces[0], "served=direct") {
+		t.Fatalf("traces %q", traces)
 	}
 }
