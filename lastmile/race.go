@@ -72,6 +72,10 @@ type raceOpts struct {
 	together bool // start TCP with QUIC instead of after Race.TCPDelay
 }
 
+// running is an attempt in flight; detach unbinds it from the request's
+// context.
+type running struct{ detach func() bool }
+
 type attempt struct {
 	step Step
 	c    *conn
@@ -92,7 +96,6 @@ func (r *racer) race(ctx context.Context, network uint64, addr, sni string, o ra
 		h3 = false // known broken: go straight to TCP
 	}
 	results := make(chan attempt, 2)
-	type running struct{ detach func() bool }
 	var started []running
 	start := func(s Step) {
 		actx, cancel := context.WithTimeout(r.base, r.cfg.ConnectTimeout)
@@ -132,8 +135,20 @@ func (r *racer) race(ctx context.Context, network uint64, addr, sni string, o ra
 	tcpStarted := !h3
 	pending := len(started)
 	var firstErr error
+	var graceC <-chan time.Time
 	for {
 		select {
+		case <-graceC:
+			// TCP failed outright (refused, reset) and QUIC, which had a
+			// head start, still has no answer: the node is taken as down
+			// rather than waiting out the QUIC handshake timeout. QUIC
+			// finishes in the background and is marked broken if it fails.
+			err := outcome.Wrap(outcome.QUICHandshake, ErrQUICAbandoned)
+			tr.fail(Failure{Step: StepH3, Target: addr, Kind: outcome.QUICHandshake, Err: err})
+			r.m.fail(StepH3, outcome.QUICHandshake)
+			r.markBroken(network, addr, StepH3)
+			r.release(started, pending, results, network, addr, true)
+			return nil, firstErr
 		case <-tcpC:
 			tcpC = nil
 			if !tcpStarted {
@@ -149,23 +164,7 @@ func (r *racer) race(ctx context.Context, network uint64, addr, sni string, o ra
 				// The loser, if any, finishes in the background: a late
 				// failure still marks its protocol broken, a late success
 				// is closed.
-				for _, s := range started {
-					s.detach()
-				}
-				if pending > 0 {
-					r.wg.Add(1)
-					go func() {
-						defer r.wg.Done()
-						for range pending {
-							l := <-results
-							if l.err == nil {
-								l.c.close()
-							} else if r.base.Err() == nil {
-								r.markBroken(network, addr, l.step)
-							}
-						}
-					}()
-				}
+				r.release(started, pending, results, network, addr, false)
 				return a.c, nil
 			}
 			k := outcome.ClassifyError(a.err)
@@ -186,8 +185,49 @@ func (r *racer) race(ctx context.Context, network uint64, addr, sni string, o ra
 			if pending == 0 {
 				return nil, a.err
 			}
+			if a.step == StepTCP && graceC == nil && (k == outcome.ConnectRefused || k == outcome.ConnectionReset) {
+				grace := r.clk.NewTimer(max(r.cfg.TCPDelay, minQUICGrace))
+				defer grace.Stop()
+				graceC = grace.C()
+			}
 		}
 	}
+}
+
+// minQUICGrace is the least time QUIC gets after TCP failed outright.
+const minQUICGrace = 100 * time.Millisecond
+
+// ErrQUICAbandoned is recorded in a Trace when TCP to a node failed outright
+// and the race stopped waiting for a QUIC handshake that had not answered.
+var ErrQUICAbandoned = errors.New("lastmile: QUIC handshake abandoned: TCP failed and QUIC did not answer")
+
+// release detaches the attempts still running from the request and lets
+// them finish in the background: a late failure marks its protocol broken
+// (unless marked already), a late success is closed (and clears a mark made
+// when it was abandoned).
+func (r *racer) release(started []running, pending int, results <-chan attempt, network uint64, addr string, marked bool) {
+	for _, s := range started {
+		s.detach()
+	}
+	if pending == 0 {
+		return
+	}
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		for range pending {
+			l := <-results
+			switch {
+			case l.err == nil:
+				l.c.close()
+				if marked {
+					r.broken.succeed(network, addr, l.step)
+				}
+			case !marked && r.base.Err() == nil:
+				r.markBroken(network, addr, l.step)
+			}
+		}
+	}()
 }
 
 // nodeBroken reports whether every protocol the race would try on addr is
