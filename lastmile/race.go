@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/quic-go/quic-go"
@@ -97,7 +98,11 @@ func (r *racer) race(ctx context.Context, network uint64, addr, sni string, o ra
 	}
 	results := make(chan attempt, 2)
 	var started []running
+	var tcpStart time.Time
 	start := func(s Step) {
+		if s == StepTCP {
+			tcpStart = r.clk.Now()
+		}
 		actx, cancel := context.WithTimeout(r.base, r.cfg.ConnectTimeout)
 		detach := context.AfterFunc(ctx, cancel)
 		started = append(started, running{detach})
@@ -186,7 +191,9 @@ func (r *racer) race(ctx context.Context, network uint64, addr, sni string, o ra
 				return nil, a.err
 			}
 			if a.step == StepTCP && graceC == nil && (k == outcome.ConnectRefused || k == outcome.ConnectionReset) {
-				grace := r.clk.NewTimer(max(r.cfg.TCPDelay, minQUICGrace))
+				// One more round trip (as long as TCP took to fail): QUIC
+				// had its head start and that round trip already.
+				grace := r.clk.NewTimer(max(r.clk.Since(tcpStart), minQUICGrace))
 				defer grace.Stop()
 				graceC = grace.C()
 			}
@@ -194,7 +201,8 @@ func (r *racer) race(ctx context.Context, network uint64, addr, sni string, o ra
 	}
 }
 
-// minQUICGrace is the least time QUIC gets after TCP failed outright.
+// minQUICGrace is the least time QUIC still gets after TCP failed outright
+// (otherwise: as long as TCP took to fail, about one round trip).
 const minQUICGrace = 100 * time.Millisecond
 
 // ErrQUICAbandoned is recorded in a Trace when TCP to a node failed outright
@@ -270,6 +278,11 @@ func (r *racer) dialQUIC(ctx context.Context, addr, sni string) (*conn, error) {
 func (r *racer) dialTCP(ctx context.Context, addr, sni string, useTLS bool) (*conn, error) {
 	raw, err := r.dial(ctx, "tcp", addr)
 	if err != nil {
+		if errors.Is(err, syscall.ECONNRESET) && outcome.ClassifyError(err) == outcome.NetworkOther {
+			// A reset during connect is a refusal: nothing was sent.
+			// (outcome.ClassifyError leaves it NetworkOther.)
+			err = outcome.Wrap(outcome.ConnectRefused, err)
+		}
 		return nil, err
 	}
 	if !useTLS {

@@ -183,6 +183,7 @@ func main() {
 	mixName := flag.String("mix", "default", "fault mix: default or none")
 	seed := flag.Uint64("seed", 1, "random seed")
 	timeout := flag.Duration("timeout", 3*time.Second, "deadline of one attempt")
+	slow := flag.Duration("slow", time.Second, "with -v, also print chain attempts slower than this")
 	verbose := flag.Bool("v", false, "print the Trace of every failed chain attempt to stderr")
 	noCache := flag.Bool("no-cache-file", false, "do not persist the chain's DNS cache (every launch starts cold)")
 	noH3 := flag.Bool("disable-h3", false, "chain over TCP only (isolates the chain's cost from QUIC's)")
@@ -274,8 +275,8 @@ func main() {
 			chain = append(chain, attempt(lt, url, *timeout, tr))
 			plain = append(plain, attempt(pt, url, *timeout, nil))
 		}
-		if *verbose && !chain[len(chain)-1].ok {
-			fmt.Fprintf(os.Stderr, "attempt %d faults %v: chain failed: %s\n", i, on, tr)
+		if c := chain[len(chain)-1]; *verbose && (!c.ok || c.ttfb > *slow) {
+			fmt.Fprintf(os.Stderr, "attempt %d faults %v: chain ok=%v ttfb=%v: %s\n", i, on, c.ok, c.ttfb, tr)
 		}
 		pt.CloseIdleConnections()
 		lt.Close()
