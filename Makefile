@@ -79,6 +79,7 @@ clean:
 sim-figures:
 	mkdir -p sim-out
 	$(GO) run ./cmd/veer sim --scenario all --format markdown --plots sim-out | tee sim-out/results.md
+
 ## bench-shed: side-by-side overload bench of shed vs peers (docs/shed.md); a few
 ## minutes, not part of `make test`. SHEDBENCH_FLAGS="-format json -rounds 5" etc.
 .PHONY: bench-shed
@@ -86,3 +87,8 @@ bench-shed:
 	cd bench && $(GO) build -o ../bin/shedbench ./cmd/shedbench
 	@if command -v taskset >/dev/null; then taskset -c 1 bin/shedbench $(SHEDBENCH_FLAGS); \
 	else echo "taskset not found: generator and server are not pinned"; bin/shedbench $(SHEDBENCH_FLAGS); fi
+
+## lastmile-experiment: access success and TTFB, plain vs the last-mile chain (docs/lastmile.md).
+.PHONY: lastmile-experiment
+lastmile-experiment:
+	cd bench && $(GO) run ./cmd/lastmilebench -n 1000 -mix default -seed 1

@@ -1,0 +1,93 @@
+package lastmile_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/netip"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/veerhq/veer/lastmile"
+	"github.com/veerhq/veer/lastmile/lmtest"
+	"github.com/veerhq/veer/obs"
+)
+
+// A request through the chain on loopback: the public DNS is dead, the
+// private DNS answers, HTTP/3 wins the race; the Trace says so.
+func ExampleTransport() {
+	ca, _ := lmtest.NewCA()
+	recs := map[string][]netip.Addr{"api.example": {netip.MustParseAddr("127.0.0.1")}}
+	public, _ := lmtest.NewDNSServer(recs, 300)
+	defer public.Close()
+	private, _ := lmtest.NewDNSServer(recs, 300)
+	defer private.Close()
+	node, _ := lmtest.NewNode("node-1", ca, lmtest.NodeOptions{Names: []string{"api.example"}})
+	defer node.Close()
+	public.SetMode(lmtest.Silent) // the public resolver is dead
+
+	rt, err := lastmile.New(lastmile.Config{
+		DNS:  lastmile.DNSConfig{PrivateServers: []string{private.Addr()}, Timeout: 200 * time.Millisecond},
+		Race: lastmile.RaceConfig{TCPDelay: 2 * time.Second},
+	}, lastmile.Options{
+		SystemResolver: public.Resolver(),
+		RootCAs:        ca.Pool(),
+		Registerer:     prometheus.NewRegistry(),
+		Logger:         obs.Discard,
+	})
+	if err != nil {
+		panic(err)
+	}
+	defer rt.Close()
+
+	_, port, _ := splitPort(node.Addr())
+	tr := &lastmile.Trace{}
+	req, _ := http.NewRequestWithContext(lastmile.WithTrace(context.Background(), tr),
+		http.MethodGet, "https://api.example:"+port+"/", nil)
+	resp, err := (&http.Client{Transport: rt}).Do(req)
+	if err != nil {
+		panic(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	fmt.Println(string(body))
+	fmt.Println("served:", tr.Served, "resolver:", tr.Resolver, "protocol:", tr.Protocol)
+	fmt.Println("failed:", tr.FailedSteps(), tr.Failures[0].Kind)
+	// Output:
+	// node-1 HTTP/3.0
+	// served: direct resolver: private_udp protocol: h3
+	// failed: [system] dns_timeout
+}
+
+func ExampleParseScheduleResponse() {
+	r, err := lastmile.ParseScheduleResponse([]byte(`{
+	  "version": 1,
+	  "ttl_seconds": 300,
+	  "nodes": [
+	    {"addr": "203.0.113.10:443", "protocols": ["h3", "h2"]},
+	    {"addr": "198.51.100.7:8443", "server_name": "edge.example.net"}
+	  ]
+	}`))
+	if err != nil {
+		panic(err)
+	}
+	for _, n := range r.Nodes {
+		fmt.Println(n.Addr, n.ServerName, n.Protocols)
+	}
+	_, err = lastmile.ParseScheduleResponse([]byte(`{"version": 2, "nodes": []}`))
+	fmt.Println(err)
+	// Output:
+	// 203.0.113.10:443  [h3 h2]
+	// 198.51.100.7:8443 edge.example.net []
+	// lastmile: bad schedule response: version 2, want 1
+}
+
+func splitPort(addr string) (string, string, error) {
+	for i := len(addr) - 1; i >= 0; i-- {
+		if addr[i] == ':' {
+			return addr[:i], addr[i+1:], nil
+		}
+	}
+	return addr, "", nil
+}
