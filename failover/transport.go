@@ -326,7 +326,8 @@ func (t *Transport) newPorts(u *url.URL) *portHosts {
 
 // NetworkChanged tells the policy that the device changed network (Wi-Fi to
 // cellular, say): failure streaks restart, FAILOVER returns to PRIMARY and
-// BACKUP probes the primary at once.
+// BACKUP probes the primary at once. When the wrapped round tripper has a
+// NetworkChanged method too (lastmile.Transport does), it is called as well.
 func (t *Transport) NetworkChanged() {
 	t.mu.Lock()
 	if !t.closed {
@@ -337,6 +338,12 @@ func (t *Transport) NetworkChanged() {
 	job := t.persistJobLocked()
 	t.mu.Unlock()
 	t.persist(job)
+	// The wrapped round tripper may keep per-network state of its own (the
+	// last-mile chain's working route, its broken-protocol memory): pass the
+	// news on, so the app calls one method on the stack it built.
+	if n, ok := t.next.(interface{ NetworkChanged() }); ok {
+		n.NetworkChanged()
+	}
 }
 
 // CloseIdleConnections closes the wrapped round tripper's idle connections

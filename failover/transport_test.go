@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -564,4 +565,27 @@ func TestConfirmPrimary(t *testing.T) {
 			t.Fatalf("store file: %v, want none (never in BACKUP)", err)
 		}
 	})
+}
+
+// networkAware is a round tripper with per-network state of its own, like
+// lastmile.Transport.
+type networkAware struct {
+	http.RoundTripper
+	changed atomic.Int32
+}
+
+func (n *networkAware) NetworkChanged() { n.changed.Add(1) }
+
+func TestNetworkChangedReachesWrappedTransport(t *testing.T) {
+	next := &networkAware{RoundTripper: http.DefaultTransport}
+	tr, err := NewTransport(Config{Primary: "api.test", Backups: []string{"dc1.test"}, Registerer: prometheus.NewRegistry(), Logger: obs.Discard}, next)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	tr.NetworkChanged()
+	tr.NetworkChanged()
+	if n := next.changed.Load(); n != 2 {
+		t.Fatalf("wrapped transport saw %d network changes, want 2", n)
+	}
 }

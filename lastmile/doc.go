@@ -4,7 +4,8 @@
 // the failover package: failover picks the domain, lastmile reaches it.
 //
 //	rt, _ := lastmile.New(cfg, lastmile.Options{})
-//	client := &http.Client{Transport: failover.NewTransport(fcfg, rt)}
+//	ft, _ := failover.NewTransport(fcfg, rt)
+//	client := &http.Client{Transport: ft}
 //
 // For a request to host H the Transport uses H's working route if it has one
 // (no DNS, pooled connections). Otherwise it runs the route chain, each step

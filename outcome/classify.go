@@ -109,6 +109,7 @@ func ClassifyError(err error) Kind {
 	if errors.As(err, &op) && op.Op == "dial" {
 		switch {
 		case errors.Is(err, syscall.ECONNREFUSED),
+			errors.Is(err, syscall.ECONNRESET), // reset during the handshake: nothing was sent
 			errors.Is(err, syscall.EHOSTUNREACH),
 			errors.Is(err, syscall.ENETUNREACH):
 			return ConnectRefused

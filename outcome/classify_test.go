@@ -9,6 +9,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
+	"os"
 	"strings"
 	"syscall"
 	"testing"
@@ -315,6 +317,16 @@ func TestClassifyProgressDeadlines(t *testing.T) {
 type quicErr struct{}
 
 func (quicErr) Error() string { return "timeout: no recent network activity" }
+
+// A reset while connecting (a middlebox answering the SYN or the TLS hello
+// with RST) means nothing was sent. No loopback socket produces one on demand,
+// so this row is built from the error net.Dialer returns for it.
+func TestClassifyResetDuringDial(t *testing.T) {
+	err := &url.Error{Op: "Get", URL: "https://x/", Err: &net.OpError{Op: "dial", Net: "tcp", Err: &os.SyscallError{Syscall: "connect", Err: syscall.ECONNRESET}}}
+	if k := outcome.ClassifyError(err); k != outcome.ConnectRefused || !k.NotSent() {
+		t.Fatalf("reset during dial = %v, want connect_refused", k)
+	}
+}
 
 func TestClassifyWrappedForeignErrors(t *testing.T) {
 	err := fmt.Errorf("dial h3: %w", outcome.Wrap(outcome.QUICHandshake, quicErr{}))
