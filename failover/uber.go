@@ -335,7 +335,14 @@ func (u *Uber) toBackup(now time.Time, domain int, r Reason) Action {
 		u.entries++
 	}
 	u.recoveryAt = now.Add(u.recoveryDelay(u.entries))
-	u.state = Backup
+	u.settle(Backup, domain)
+	return u.act(None, from, r)
+}
+
+// settle puts traffic on domain in state s with no probe in progress: no
+// failure streak, no canary awaited or held, no canary round pending.
+func (u *Uber) settle(s State, domain int) {
+	u.state = s
 	u.domain = domain
 	u.streak = 0
 	u.canary = None
@@ -343,7 +350,6 @@ func (u *Uber) toBackup(now time.Time, domain int, r Reason) Action {
 	u.sweep = false
 	u.roundAt = time.Time{}
 	u.rounds = 0
-	return u.act(None, from, r)
 }
 
 func (u *Uber) toRecovery(now time.Time, r Reason, sweep bool) Action {
@@ -360,14 +366,7 @@ func (u *Uber) toPrimary(now time.Time, r Reason) Action {
 	if u.domain != PrimaryIndex {
 		u.primarySince = now
 	}
-	u.state = Primary
-	u.domain = PrimaryIndex
-	u.streak = 0
-	u.canary = None
-	u.held = None
-	u.sweep = false
-	u.roundAt = time.Time{}
-	u.rounds = 0
+	u.settle(Primary, PrimaryIndex)
 	return u.act(None, from, r)
 }
 
