@@ -48,7 +48,8 @@ type stage struct {
 	// at the boundary is shed in part, evenly spread by preCnt.
 	preLevel atomic.Int64
 	preCnt   [tier.CriticalPlus + 1]atomic.Uint64
-	preAbove bool // the last interval's pre-admission wait was above target (under mu)
+	prePrev  time.Duration // the last interval's pre-admission wait (under mu)
+	preAbove int           // intervals in a row with the pre-admission wait above target (under mu)
 
 	mu       sync.Mutex
 	q        [tier.CriticalPlus + 1]deque
@@ -207,11 +208,23 @@ func (st *stage) preAdjust(pre time.Duration, p *policy) bool {
 	}
 	lv := st.preLevel.Load()
 	above := pre > target
-	// CoDel's onset rule: a single interval above target may be a burst;
-	// two in a row (or one while already shedding) are a standing queue.
-	over := above && (st.preAbove || lv > 0)
-	st.preAbove = above
+	// CoDel's onset rule, over three intervals: the estimate is the
+	// minimum of a few samples per interval, so one or two intervals above
+	// target may be a burst at a sustainable load; three in a row (or one
+	// while already shedding, or one ten times the target, which no such
+	// burst reaches) are a standing queue.
+	if above {
+		st.preAbove++
+	} else {
+		st.preAbove = 0
+	}
+	over := above && (st.preAbove >= 3 || lv > 0 || pre > 10*target)
+	prev := st.prePrev
+	st.prePrev = pre
 	switch {
+	case over && pre < prev*3/4:
+		// The queue is draining at this level: hold it rather than wind
+		// up on a backlog that is already going away.
 	case over:
 		step := int64(float64(preUnit) * 0.05 * float64(pre) / float64(target))
 		lv += min(max(step, preUnit/20), preUnit)
