@@ -50,7 +50,7 @@ var processSched = newSchedProbe()
 // observe samples the run queue at now if schedEvery has passed since the
 // last sample. It is cheap when it is not due (one atomic load).
 func (p *schedProbe) observe(now time.Time) {
-	if now.UnixNano() < p.next.Load() {
+	if !p.due(now) {
 		return
 	}
 	p.mu.Lock()
@@ -58,8 +58,16 @@ func (p *schedProbe) observe(now time.Time) {
 	p.sampleLocked(now)
 }
 
+// due reports whether a sample is due at now; a clock that went back by
+// more than schedEvery (another Shedder's clock, a test's fake time) makes
+// it due at once rather than never.
+func (p *schedProbe) due(now time.Time) bool {
+	next := p.next.Load()
+	return now.UnixNano() >= next || next-now.UnixNano() > int64(schedEvery)
+}
+
 func (p *schedProbe) sampleLocked(now time.Time) {
-	if now.UnixNano() < p.next.Load() {
+	if !p.due(now) {
 		return
 	}
 	p.next.Store(now.Add(schedEvery).UnixNano())
@@ -79,10 +87,13 @@ func (p *schedProbe) sampleLocked(now time.Time) {
 func (p *schedProbe) runnable(now time.Time, every time.Duration) uint64 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.sampleLocked(now)
 	if p.start.IsZero() || now.Before(p.start) {
-		p.start = now
+		// First use, or a clock that is not the one of the last call:
+		// nothing measured so far applies.
+		p.start, p.seen, p.min, p.lastMin = now, false, 0, 0
+		p.next.Store(0)
 	}
+	p.sampleLocked(now)
 	if now.Sub(p.start) >= every/2 { // stages tick about every interval
 		p.lastMin = p.min
 		if !p.seen {
