@@ -87,9 +87,10 @@ func (p *schedProbe) sampleLocked(now time.Time) {
 func (p *schedProbe) runnable(now time.Time, every time.Duration) uint64 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.start.IsZero() || now.Before(p.start) {
-		// First use, or a clock that is not the one of the last call:
-		// nothing measured so far applies.
+	if p.start.IsZero() || p.start.Sub(now) > every {
+		// First use, or a clock that is not the one of the last call
+		// (stages that read the time just before another one are only
+		// slightly behind): nothing measured so far applies.
 		p.start, p.seen, p.min, p.lastMin = now, false, 0, 0
 		p.next.Store(0)
 	}
