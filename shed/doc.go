@@ -16,6 +16,18 @@
 // fixed. Each endpoint has its own stage and detector: a spike on one never
 // sheds another.
 //
+// The queue in front of the stage. When handlers are CPU-bound and the
+// processors are busy, requests wait in Go's run queue before the middleware
+// runs (handlers that never block run one after the other), so the stage
+// sees no more than GOMAXPROCS in flight and no queue of its own. Each stage
+// therefore also estimates that wait from the runtime's count of runnable
+// goroutines (/sched/goroutines/runnable, the fewest seen over the interval,
+// beyond one per processor, times the endpoint's service time) and, while it
+// stays above target, sheds the sheddable tiers on arrival, lowest first and
+// in proportion (see schedwait.go). That count is process-wide: under CPU
+// overload every endpoint with a comparable service time sheds its
+// sheddable tiers, which is the price of a shared CPU.
+//
 // Tiers. critical_plus and critical are never shed (Config.NeverShed);
 // sheddable is shed first, then sheddable_plus. A request's tier is its
 // Veer-Criticality header (or gRPC metadata) when its caller may set one,

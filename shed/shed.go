@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/veerhq/veer/clock"
 	"github.com/veerhq/veer/config"
@@ -26,6 +27,10 @@ type Shedder struct {
 	m          *metrics
 	endpointFn func(*http.Request) string
 	maxEps     int
+	// preWait estimates the wait of requests before they reach the
+	// middleware (see schedwait.go); nil disables pre-admission shedding.
+	preWait func(now time.Time, every, svc time.Duration) time.Duration
+	probe   *schedProbe // samples the run queue on timed requests; nil: none
 
 	pol    atomic.Pointer[policy]
 	stages atomic.Pointer[map[string]*stage] // copy-on-write
@@ -49,6 +54,8 @@ func New(c Config) (*Shedder, error) {
 		maxEps:     c.MaxEndpoints,
 		file:       c,
 		overrides:  map[tableKey]tier.Tier{},
+		preWait:    processSched.preWait,
+		probe:      processSched,
 	}
 	if s.maxEps <= 0 {
 		s.maxEps = DefaultMaxEndpoints

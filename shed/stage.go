@@ -42,6 +42,15 @@ type stage struct {
 	rttN        atomic.Int64
 	maxInflight atomic.Int64
 
+	// Pre-admission shedding (see schedwait.go): preLevel is how many
+	// sheddable tiers, lowest first, are shed on arrival because requests
+	// queue before they reach the stage, in 1/preUnit of a tier; the tier
+	// at the boundary is shed in part, evenly spread by preCnt.
+	preLevel atomic.Int64
+	preCnt   [tier.CriticalPlus + 1]atomic.Uint64
+	prePrev  time.Duration // the last interval's pre-admission wait (under mu)
+	preAbove int           // intervals in a row with the pre-admission wait above target (under mu)
+
 	mu       sync.Mutex
 	q        [tier.CriticalPlus + 1]deque
 	det      [tier.CriticalPlus + 1]Detector // one CoDel detector per tier queue
@@ -100,6 +109,9 @@ func (t Ticket) Release() {
 		}
 	} else {
 		now := st.s.clk.Now()
+		if st.s.probe != nil {
+			st.s.probe.observe(now)
+		}
 		st.rttSum.Add(int64(now.Sub(t.start)))
 		st.rttN.Add(1)
 		st.inflight.Add(-1)
@@ -159,6 +171,78 @@ func (st *stage) rejectTier(t tier.Tier, p *policy) bool {
 	return p.sheddable(t) && st.shedding.Load() && uint32(t) < st.floor.Load()
 }
 
+// preUnit is one tier of preLevel.
+const preUnit = 1024
+
+// preReject reports whether a request of sheddable tier t is shed on
+// arrival at the current pre-admission shed level: tiers below the level
+// entirely, the tier at it in proportion (one in k requests, spread evenly
+// by a counter rather than drawn at random).
+func (st *stage) preReject(t tier.Tier) bool {
+	frac := min(max(st.preLevel.Load()-int64(t-tier.Sheddable)*preUnit, 0), preUnit)
+	switch frac {
+	case 0:
+		return false
+	case preUnit:
+		return true
+	}
+	n := st.preCnt[t].Add(1)
+	f := uint64(frac)
+	return n*f/preUnit != (n-1)*f/preUnit
+}
+
+// preAdjust moves the pre-admission shed level at the end of an interval
+// whose requests waited pre before reaching the stage. Above target the
+// level rises in proportion to the wait (a queue of a second sheds a whole
+// tier per interval); below half the target it decays by 15% plus a
+// fiftieth of a tier, so that an over-shed is undone within a few
+// intervals while an overload that comes back is caught at once.
+func (st *stage) preAdjust(pre time.Duration, p *policy) bool {
+	target := p.target
+	if target <= 0 {
+		target = DefaultTarget
+	}
+	var tiers int64
+	for t := tier.Sheddable; t <= tier.CriticalPlus && p.sheddable(t); t++ {
+		tiers++
+	}
+	lv := st.preLevel.Load()
+	above := pre > target
+	// CoDel's onset rule, over three intervals: the estimate is the
+	// minimum of a few samples per interval, so one or two intervals above
+	// target may be a burst at a sustainable load; three in a row (or one
+	// while already shedding, or one ten times the target, which no such
+	// burst reaches) are a standing queue.
+	if above {
+		st.preAbove++
+	} else {
+		st.preAbove = 0
+	}
+	over := above && (st.preAbove >= 3 || lv > 0 || pre > 10*target)
+	prev := st.prePrev
+	st.prePrev = pre
+	switch {
+	case over && pre < prev*3/4:
+		// The queue is draining at this level: hold it rather than wind
+		// up on a backlog that is already going away.
+	case over:
+		step := int64(float64(preUnit) * 0.05 * float64(pre) / float64(target))
+		lv += min(max(step, preUnit/20), preUnit)
+	case pre < target/2:
+		lv = lv*90/100 - preUnit/50
+	}
+	lv = min(max(lv, 0), tiers*preUnit)
+	st.preLevel.Store(lv)
+	if lv > 0 {
+		// Strict order: once a tier is shed in part, every tier below it
+		// is shed in full for FloorHold (the floor of rejectTier).
+		if b := uint32(tier.Sheddable) + uint32((lv-1)/preUnit); b > st.floor.Load() {
+			st.floor.Store(b)
+		}
+	}
+	return over
+}
+
 // rejectDeadline reports whether a deadline leaves less time than the
 // endpoint's unloaded service time.
 func (st *stage) rejectDeadline(dl, now time.Time) bool {
@@ -177,6 +261,13 @@ func (st *stage) acquire(ctx context.Context, t tier.Tier, p *policy) (Ticket, e
 	if st.rejectTier(t, p) {
 		st.m.shed[t][ReasonTier].Inc()
 		return Ticket{}, reject(ReasonTier)
+	}
+	if timed && st.s.probe != nil {
+		st.s.probe.observe(now)
+	}
+	if st.preLevel.Load() > 0 && p.sheddable(t) && st.preReject(t) {
+		st.m.shed[t][ReasonOverload].Inc()
+		return Ticket{}, reject(ReasonOverload)
 	}
 	if timed {
 		if hasDL && st.rejectDeadline(dl, now) {
@@ -399,6 +490,11 @@ func (st *stage) tickLocked(now time.Time, p *policy) {
 		if d.Advance(now, headWait, w != nil) && p.sheddable(t) {
 			over = true
 		}
+	}
+	// Requests may also have queued before they reached the stage (see
+	// schedwait.go): shed on arrival in proportion to that wait.
+	if st.s.preWait != nil && st.preAdjust(st.s.preWait(now, p.interval, st.lim.Baseline()), p) {
+		over = true
 	}
 	st.overloaded.Store(over)
 	if over {
