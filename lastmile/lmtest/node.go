@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/quic-go/quic-go/http3"
 )
@@ -86,7 +87,8 @@ func (n *Node) Addr() string { return n.addr }
 // BlockQUIC makes the UDP side drop every packet (QUIC blocked) when on.
 func (n *Node) BlockQUIC(on bool) { n.quicOff.Store(on) }
 
-// BlockTCP makes the TCP side close every connection at once when on.
+// BlockTCP makes the TCP side reset every connection when on, right after
+// the client's first bytes arrive (so always after its connect completed).
 func (n *Node) BlockTCP(on bool) { n.tcpOff.Store(on) }
 
 // Hits is the number of requests served.
@@ -129,6 +131,13 @@ func (l *gatedListener) Accept() (net.Conn, error) {
 		}
 		if tc, ok := c.(*tls.Conn); ok {
 			if raw, ok := tc.NetConn().(*net.TCPConn); ok {
+				// Wait for the client's first bytes (its TLS hello) before
+				// the reset, so that the reset always arrives after the
+				// client's connect completed: a reset seen inside connect
+				// would be a refusal (nothing sent), and which of the two a
+				// test observes must not depend on scheduling.
+				_ = raw.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+				_, _ = raw.Read(make([]byte, 1))
 				_ = raw.SetLinger(0)
 			}
 		}
