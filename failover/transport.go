@@ -329,6 +329,13 @@ func (t *Transport) newPorts(u *url.URL) *portHosts {
 // BACKUP probes the primary at once. When the wrapped round tripper has a
 // NetworkChanged method too (lastmile.Transport does), it is called as well.
 func (t *Transport) NetworkChanged() {
+	// The wrapped round tripper may keep per-network state of its own (the
+	// last-mile chain's working routes, its broken-protocol memory): it
+	// forgets the old network first, so that the probe the policy starts
+	// below does not go out on the old network's routes.
+	if n, ok := t.next.(interface{ NetworkChanged() }); ok {
+		n.NetworkChanged()
+	}
 	t.mu.Lock()
 	if !t.closed {
 		now := t.clk.Now()
@@ -338,12 +345,6 @@ func (t *Transport) NetworkChanged() {
 	job := t.persistJobLocked()
 	t.mu.Unlock()
 	t.persist(job)
-	// The wrapped round tripper may keep per-network state of its own (the
-	// last-mile chain's working route, its broken-protocol memory): pass the
-	// news on, so the app calls one method on the stack it built.
-	if n, ok := t.next.(interface{ NetworkChanged() }); ok {
-		n.NetworkChanged()
-	}
 }
 
 // CloseIdleConnections closes the wrapped round tripper's idle connections
