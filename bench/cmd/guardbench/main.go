@@ -16,20 +16,10 @@ import (
 	"runtime"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/sony/gobreaker/v2"
-	"golang.org/x/time/rate"
-
 	"github.com/veerhq/veer/bench/guard"
-	"github.com/veerhq/veer/breaker"
-	"github.com/veerhq/veer/clock"
-	"github.com/veerhq/veer/limit"
-	"github.com/veerhq/veer/obs"
-	"github.com/veerhq/veer/outcome"
 )
 
 func main() {
@@ -42,85 +32,16 @@ func main() {
 	for _, w := range strings.Split(*what, ",") {
 		switch w {
 		case "local":
-			micro("local limit decision (explicit time, 1 dimension) vs one unkeyed x/time/rate limiter", *rounds, veerLimit, xRate)
-			micro("local limit decision (explicit time, 1 dimension) vs x/time/rate per key (map under a RWMutex)", *rounds, veerLimit, xRateKeyed)
+			micro("local limit decision (explicit time, 1 dimension) vs one unkeyed x/time/rate limiter", *rounds, guard.LimitVeer1Dim, guard.LimitXTimeRate)
+			micro("local limit decision (explicit time, 1 dimension) vs x/time/rate per key (map under a RWMutex)", *rounds, guard.LimitVeer1Dim, guard.LimitXTimeRateKeyed)
 		case "breaker":
-			micro("breaker Allow + done (wall clock)", *rounds, veerBreaker, gobreakerBench)
+			micro("breaker Allow + done (wall clock)", *rounds, guard.BreakerVeer, guard.BreakerGobreaker)
 		case "redis":
 			if err := redisCompare(*rounds, *dur, *orate); err != nil {
 				fmt.Fprintln(os.Stderr, "guardbench:", err)
 				os.Exit(1)
 			}
 		}
-	}
-}
-
-var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-
-func veerLimit(b *testing.B) {
-	l, _ := limit.New(limit.Config{Dimensions: []limit.Dimension{{Name: "tenant", Default: limit.Limits{Rate: 1e9, Burst: 1000}}}},
-		limit.Options{Clock: clock.NewManual(t0), Registerer: prometheus.NewRegistry()})
-	keys := []string{"acme"}
-	now := t0
-	b.ReportAllocs()
-	for b.Loop() {
-		now = now.Add(time.Microsecond)
-		l.AllowAt(now, keys)
-	}
-}
-
-func xRate(b *testing.B) {
-	l := rate.NewLimiter(1e9, 1000)
-	now := t0
-	b.ReportAllocs()
-	for b.Loop() {
-		now = now.Add(time.Microsecond)
-		l.AllowN(now, 1)
-	}
-}
-
-func xRateKeyed(b *testing.B) {
-	var mu sync.RWMutex
-	m := map[string]*rate.Limiter{}
-	get := func(key string) *rate.Limiter {
-		mu.RLock()
-		l := m[key]
-		mu.RUnlock()
-		if l != nil {
-			return l
-		}
-		mu.Lock()
-		defer mu.Unlock()
-		if l = m[key]; l == nil {
-			l = rate.NewLimiter(1e9, 1000)
-			m[key] = l
-		}
-		return l
-	}
-	now := t0
-	b.ReportAllocs()
-	for b.Loop() {
-		now = now.Add(time.Microsecond)
-		get("acme").AllowN(now, 1)
-	}
-}
-
-func veerBreaker(b *testing.B) {
-	br := breaker.New(breaker.Config{}, breaker.Options{Registerer: prometheus.NewRegistry(), Logger: obs.Discard})
-	ok := outcome.Of(outcome.Success)
-	b.ReportAllocs()
-	for b.Loop() {
-		done, _ := br.Allow()
-		done(ok)
-	}
-}
-
-func gobreakerBench(b *testing.B) {
-	br := gobreaker.NewTwoStepCircuitBreaker[any](gobreaker.Settings{Name: "bench"})
-	b.ReportAllocs()
-	for b.Loop() {
-		done, _ := br.Allow()
-		done(nil)
 	}
 }
 
