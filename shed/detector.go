@@ -84,6 +84,11 @@ func (d *Detector) MarkDrained(now time.Time) {
 	d.aboveSince = time.Time{}
 }
 
+// Backlogged records that requests are waiting before they reach the queue
+// (in the Go scheduler's run queue): an empty queue at the interval's end
+// does not count as drained.
+func (d *Detector) Backlogged() { d.drained = false }
+
 // record adds a sample to the current interval.
 func (d *Detector) record(wait time.Duration) {
 	if !d.seen || wait < d.min {

@@ -13,7 +13,7 @@ func TestDetectorSteps(t *testing.T) {
 	const ms = time.Millisecond
 	type step struct {
 		advance  time.Duration
-		event    string        // "start" (a request started), "tick" (interval check), "drain" (queue empty)
+		event    string        // "start" (a request started), "tick" (interval check), "drain" (queue empty), "backlog" (requests wait upstream)
 		wait     time.Duration // start: its queue wait; tick: head-of-queue wait
 		queued   bool          // tick: a queue is standing
 		wantOver bool
@@ -63,6 +63,21 @@ func TestDetectorSteps(t *testing.T) {
 			{100 * ms, "tick", 40 * ms, true, true, 0, false}, // t=200: no starts, head waited 40ms
 			{100 * ms, "tick", 140 * ms, true, true, 11 * ms, true},
 		}},
+		{"an empty queue at the interval's end is drained: short waits then clear", []step{
+			{0, "start", 0, false, false, 0, false},
+			{100 * ms, "start", 9 * ms, false, false, 0, false},
+			{100 * ms, "tick", 0, false, true, 0, false}, // t=200: min 9ms, queue empty
+			{50 * ms, "start", 2 * ms, false, true, 0, false},
+			{50 * ms, "tick", 0, false, false, 0, false}, // t=300: min 2ms after a drain
+		}},
+		{"backlog upstream: the same empty queue is not drained", []step{
+			{0, "start", 0, false, false, 0, false},
+			{100 * ms, "start", 9 * ms, false, false, 0, false},
+			{100 * ms, "tick", 0, false, true, 0, false}, // t=200: min 9ms, queue empty
+			{0, "backlog", 0, false, true, 0, false},
+			{50 * ms, "start", 2 * ms, false, true, 0, false},
+			{50 * ms, "tick", 0, false, true, 11 * ms, true}, // t=300: still overloaded
+		}},
 		{"idle intervals clear overload", []step{
 			{0, "start", 0, false, false, 0, false},
 			{100 * ms, "start", 9 * ms, false, false, 0, false},
@@ -84,6 +99,8 @@ func TestDetectorSteps(t *testing.T) {
 					d.Advance(now, s.wait, s.queued)
 				case "drain":
 					d.MarkDrained(now)
+				case "backlog":
+					d.Backlogged()
 				}
 				if got := d.Overloaded(); got != s.wantOver {
 					t.Fatalf("step %d (%s at +%v): overloaded = %v, want %v", i, s.event, s.advance, got, s.wantOver)

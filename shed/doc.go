@@ -19,14 +19,15 @@
 // The queue in front of the stage. When handlers are CPU-bound and the
 // processors are busy, requests wait in Go's run queue before the middleware
 // runs (handlers that never block run one after the other), so the stage
-// sees no more than GOMAXPROCS in flight and no queue of its own. Each stage
-// therefore also estimates that wait from the runtime's count of runnable
-// goroutines (/sched/goroutines/runnable, the fewest seen over the interval,
-// beyond one per processor, times the endpoint's service time) and, while it
-// stays above target, sheds the sheddable tiers on arrival, lowest first and
-// in proportion (see schedwait.go). That count is process-wide: under CPU
-// overload every endpoint with a comparable service time sheds its
-// sheddable tiers, which is the price of a shared CPU.
+// sees no more than GOMAXPROCS in flight and no queue of its own. While the
+// runtime's run queue has a backlog, an admitted request of a sheddable tier
+// therefore yields its processor once before its handler runs: the waiting
+// goroutines parse their requests and reach the stage, where they queue by
+// tier and CoDel sees them. While the processors are also saturated, an
+// empty stage queue does not count as drained and the limiter does not grow
+// (see schedwait.go). The CoDel target is at least two turns of the queue
+// (the time it takes to advance by one request), so that random arrivals at
+// 80% load are not taken for an overload.
 //
 // Tiers. critical_plus and critical are never shed (Config.NeverShed);
 // sheddable is shed first, then sheddable_plus. A request's tier is its

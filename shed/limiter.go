@@ -13,7 +13,8 @@ type LimitConfig struct {
 	// Initial is the limit an endpoint starts with; default 4. Starting low
 	// lets the limiter learn the unloaded latency before it grows.
 	Initial int `yaml:"initial" json:"initial"`
-	// Min is the floor of the adaptive limit; default 2.
+	// Min is the floor of the adaptive limit; default 1 (a CPU-bound
+	// handler on one processor is best served one at a time).
 	Min int `yaml:"min" json:"min"`
 	// Max is the ceiling of the adaptive limit; default 1000.
 	Max int `yaml:"max" json:"max"`
@@ -30,7 +31,7 @@ func (c LimitConfig) withDefaults() LimitConfig {
 		c.Initial = 4
 	}
 	if c.Min <= 0 {
-		c.Min = 2
+		c.Min = 1
 	}
 	if c.Max <= 0 {
 		c.Max = 1000
@@ -56,6 +57,10 @@ type Window struct {
 	Sum   time.Duration
 	// MaxInflight is the most requests that ran at once.
 	MaxInflight int64
+	// Backlog reports that the processors were saturated at the window's
+	// end (goroutines waiting for a processor, the process using at least
+	// 90% of GOMAXPROCS): the CPU, not a dependency, makes requests slow.
+	Backlog bool
 }
 
 // Limiter is the adaptive concurrency limit of one endpoint: a gradient on
@@ -82,6 +87,11 @@ type Window struct {
 // 10%, the
 // latency is not caused by this endpoint's concurrency; the baseline is reset
 // to the current latency and the cuts are undone.
+//
+// Saturated processors (Window.Backlog): extra requests in flight only wait
+// for a processor, so the limit does not grow, the tolerance is halfway to
+// 1 (1.5 by default), and a cut that did not help is not taken for a slow
+// dependency.
 //
 // Safeguard against creeping up forever: the limit only grows while it is
 // binding, so an idle or lightly used endpoint keeps its limit; the baseline
@@ -142,12 +152,17 @@ func (l *Limiter) Update(w Window) (used bool) {
 		return true
 	}
 	tol := l.cfg.Tolerance
+	if w.Backlog {
+		// Requests beyond what the processors run at once only wait for
+		// a processor: tolerate less queueing behind the handler.
+		tol = 1 + (tol-1)/2
+	}
 	switch {
 	case float64(rtt) > tol*float64(l.baseline):
 		l.regrow = false
 		if l.cutFrom == 0 {
 			l.cutFrom, l.cutRTT = l.limit, rtt
-		} else if (l.limit <= l.cutFrom/2 || l.limit <= float64(l.cfg.Min)) && float64(rtt) >= 0.9*float64(l.cutRTT) {
+		} else if !w.Backlog && (l.limit <= l.cutFrom/2 || l.limit <= float64(l.cfg.Min)) && float64(rtt) >= 0.9*float64(l.cutRTT) {
 			// Cutting concurrency in half did not bring latency down: the
 			// slowness is not ours. Re-baseline instead of collapsing, and
 			// undo the cuts.
@@ -159,6 +174,11 @@ func (l *Limiter) Update(w Window) (used bool) {
 		}
 		g := math.Max(0.5, tol*float64(l.baseline)/float64(rtt))
 		l.limit = math.Max(float64(l.cfg.Min), l.limit*g)
+	case w.Backlog:
+		// The processors are saturated: more requests in flight would
+		// only wait for a processor. Hold.
+		l.cutFrom = 0
+		l.regrow = false
 	case float64(w.MaxInflight) >= 0.8*l.limit:
 		l.cutFrom = 0
 		step := math.Max(1, math.Sqrt(l.limit))

@@ -100,3 +100,46 @@ func TestLimiterStaticAndTooFewSamples(t *testing.T) {
 		t.Fatal("window with 9 < MinSamples samples was used")
 	}
 }
+
+// TestLimiterBacklogStepTable: while the processors are saturated
+// (Window.Backlog), more requests in flight only wait for a processor, so
+// the limit does not grow, tolerates less latency, and a cut that did not
+// help is not taken for a slow dependency.
+func TestLimiterBacklogStepTable(t *testing.T) {
+	const ms = time.Millisecond
+	type win struct {
+		rtt     time.Duration
+		binding bool
+		backlog bool
+	}
+	tests := []struct {
+		name         string
+		initial      int
+		wins         []win // after a first window that learns a 5 ms baseline
+		wantLimit    int
+		wantBaseline time.Duration
+	}{
+		{"binding at baseline grows", 16, []win{{5 * ms, true, false}}, 20, 5 * ms},
+		{"binding at baseline under backlog holds", 16, []win{{5 * ms, true, true}}, 16, 5 * ms},
+		{"1.6x baseline is tolerated", 16, []win{{8 * ms, false, false}}, 16, 5 * ms},
+		{"1.6x baseline under backlog cuts", 16, []win{{8 * ms, false, true}}, 15, 5 * ms},
+		{"cuts that did not help re-baseline", 4, []win{{20 * ms, true, false}, {20 * ms, true, false}}, 4, 20 * ms},
+		{"under backlog they keep cutting", 4, []win{{20 * ms, true, true}, {20 * ms, true, true}}, 1, 5 * ms},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			l := NewLimiter(LimitConfig{Initial: tt.initial, Min: 1})
+			l.Update(Window{Count: 10, Sum: 10 * 5 * ms}) // baseline 5 ms, not binding
+			for _, w := range tt.wins {
+				var inflight int64
+				if w.binding {
+					inflight = int64(l.Limit())
+				}
+				l.Update(Window{Count: 10, Sum: 10 * w.rtt, MaxInflight: inflight, Backlog: w.backlog})
+			}
+			if l.Limit() != tt.wantLimit || l.Baseline() != tt.wantBaseline {
+				t.Errorf("limit %d baseline %v, want %d and %v", l.Limit(), l.Baseline(), tt.wantLimit, tt.wantBaseline)
+			}
+		})
+	}
+}

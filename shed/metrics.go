@@ -61,6 +61,17 @@ type stageMetrics struct {
 	queue      prometheus.Gauge
 }
 
+// admitted is the number of requests the stage has admitted so far.
+func (sm *stageMetrics) admitted() uint64 {
+	var n uint64
+	for _, h := range sm.wait {
+		if h != nil {
+			n += h.count()
+		}
+	}
+	return n
+}
+
 func (m *metrics) forEndpoint(name string) *stageMetrics {
 	sm := &stageMetrics{
 		overloaded: m.overloaded.WithLabelValues(name),
@@ -93,6 +104,15 @@ type waitHist struct {
 }
 
 func (h *waitHist) observeZero() { h.buckets[0].Add(1) }
+
+// count is the number of observations so far.
+func (h *waitHist) count() uint64 {
+	var n uint64
+	for i := range h.buckets {
+		n += h.buckets[i].Load()
+	}
+	return n
+}
 
 func (h *waitHist) observe(d time.Duration) {
 	s := d.Seconds()

@@ -57,6 +57,7 @@ func (r *modelResult) p99() time.Duration {
 // 500 ms warm-up at half the rate).
 func runModel(t *testing.T, srv *modelServer, rate float64, dur time.Duration, poisson bool) *modelResult {
 	s, _ := newShedder(t, Config{})
+	s.rq = nil // the model delivers requests to the stage at their arrival: no run queue in front
 	r := &modelResult{okByTier: map[tier.Tier]int{}, sentByTier: map[tier.Tier]int{}}
 	var mu sync.Mutex
 	type sec struct{ plusShed, lowOK bool }

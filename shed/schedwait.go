@@ -8,54 +8,93 @@ import (
 	"time"
 )
 
-// Pre-admission queue. On a CPU-bound server most of the queue is not in
-// the admission stage at all: Go's net/http reads a request and calls the
-// handler on one goroutine, and while the processors are busy running
-// handlers, the goroutines of newly readable or accepted connections wait
-// in the Go scheduler's run queues before the middleware ever runs.
-// Handlers that do not block run one after the other per processor, so the
-// stage sees at most GOMAXPROCS requests in flight, its slots never fill,
-// nothing queues in it and CoDel never sees a wait, however long requests
-// really waited.
+// The queue in front of the stage. On a CPU-bound server most of the queue
+// is not in the admission stage at all: Go's net/http reads a request and
+// calls the handler on one goroutine, and while the processors are busy
+// running handlers, the goroutines of newly readable connections wait in
+// the Go scheduler's run queues before the middleware ever runs. Handlers
+// that do not block run one after the other per processor, so the stage sees
+// at most GOMAXPROCS requests in flight, its slots never fill, nothing queues
+// in it and CoDel never sees a wait, however long requests really waited.
 //
-// The runtime counts that queue: /sched/goroutines/runnable:goroutines is
-// the number of goroutines ready to run but waiting for a processor. The
-// probe samples it at most every schedEvery and keeps the minimum over the
-// current interval (CoDel's standing queue: the fewest goroutines that were
-// ever waiting); a stage turns it into a wait with its own service time
-// (runnable × service time / GOMAXPROCS).
+// Two things bring that queue into the stage, where it has tiers, CoDel and
+// adaptive LIFO:
+//
+//   - While the run queue has a backlog (busy), an admitted request of a
+//     sheddable tier yields its processor once before its handler runs
+//     (runtime.Gosched). The goroutines waiting in the run queue then parse
+//     their requests and reach the stage, where they queue for a slot and
+//     are measured, ordered and shed; critical tiers do not yield.
+//   - While the processors are saturated as well (the process used at least
+//     90% of GOMAXPROCS over the last 50 ms), an empty stage queue is not a
+//     drained one (requests are still on their way to it), and the limiter
+//     neither grows nor takes the slowness for a slow dependency.
 
-// schedEvery is the shortest time between two reads of the runtime's
-// scheduler statistics (a read takes the scheduler lock briefly).
+// runQueue tells stages whether requests wait before they reach them.
+type runQueue interface {
+	// observe samples the runtime if a sample is due at now; cheap when
+	// it is not.
+	observe(now time.Time)
+	// busy: the run queue had more runnable goroutines than processors
+	// within backlogHold.
+	busy() bool
+	// saturated: busy, and the processors were saturated.
+	saturated() bool
+}
+
+// schedEvery is the shortest time between two samples (a read of the
+// runtime's scheduler statistics takes the scheduler lock briefly).
 const schedEvery = 10 * time.Millisecond
 
-// schedProbe is the process-wide sampler shared by every stage.
-type schedProbe struct {
-	next atomic.Int64 // unix ns of the next sample
+// backlogHold is how long one sample that saw a backlog keeps the probe
+// busy: the run queue empties in bursts as goroutines yield, and a sample
+// taken just after one must not report the backlog gone.
+const backlogHold = 50 * time.Millisecond
 
-	mu      sync.Mutex
-	sample  []rtmetrics.Sample
-	start   time.Time // start of the current interval
-	min     uint64    // fewest runnable goroutines seen in the current interval
-	seen    bool
-	lastMin uint64 // the minimum of the last complete interval
+// cpuWindow is the shortest period over which CPU utilisation is measured;
+// saturatedUse the utilisation (of GOMAXPROCS) from which the processors
+// count as saturated.
+const (
+	cpuWindow    = 50 * time.Millisecond
+	saturatedUse = 0.9
+)
+
+// schedProbe is the process-wide runQueue shared by every stage: it reads
+// /sched/goroutines/runnable:goroutines (Go 1.26) and the process CPU time.
+type schedProbe struct {
+	next    atomic.Int64 // unix ns of the next sample
+	backlog atomic.Bool
+	cpuSat  atomic.Bool
+
+	mu          sync.Mutex
+	sample      []rtmetrics.Sample
+	lastBacklog time.Time
+	cpuAt       time.Time     // start of the current CPU window
+	cpuUsed     time.Duration // process CPU time at cpuAt
+	cpu         func() (time.Duration, bool)
 }
 
 func newSchedProbe() *schedProbe {
-	return &schedProbe{sample: []rtmetrics.Sample{{Name: "/sched/goroutines/runnable:goroutines"}}}
+	return &schedProbe{
+		sample: []rtmetrics.Sample{{Name: "/sched/goroutines/runnable:goroutines"}},
+		cpu:    processCPU,
+	}
 }
 
 var processSched = newSchedProbe()
 
-// observe samples the run queue at now if schedEvery has passed since the
-// last sample. It is cheap when it is not due (one atomic load).
+func (p *schedProbe) busy() bool      { return p.backlog.Load() }
+func (p *schedProbe) saturated() bool { return p.backlog.Load() && p.cpuSat.Load() }
+
 func (p *schedProbe) observe(now time.Time) {
 	if !p.due(now) {
 		return
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.sampleLocked(now)
+	if p.due(now) {
+		p.sampleLocked(now)
+	}
 }
 
 // due reports whether a sample is due at now; a clock that went back by
@@ -67,54 +106,30 @@ func (p *schedProbe) due(now time.Time) bool {
 }
 
 func (p *schedProbe) sampleLocked(now time.Time) {
-	if !p.due(now) {
+	p.next.Store(now.Add(schedEvery).UnixNano())
+	procs := runtime.GOMAXPROCS(0)
+	rtmetrics.Read(p.sample)
+	if p.sample[0].Value.Kind() == rtmetrics.KindUint64 {
+		if p.sample[0].Value.Uint64() > uint64(procs) {
+			p.lastBacklog = now
+			p.backlog.Store(true)
+		} else if d := now.Sub(p.lastBacklog); d >= backlogHold || d < 0 {
+			p.backlog.Store(false)
+		}
+	}
+	d := now.Sub(p.cpuAt)
+	if d < cpuWindow && d >= 0 {
 		return
 	}
-	p.next.Store(now.Add(schedEvery).UnixNano())
-	rtmetrics.Read(p.sample)
-	if p.sample[0].Value.Kind() != rtmetrics.KindUint64 {
-		return // not supported by this runtime
+	used, ok := p.cpu()
+	switch {
+	case !ok: // no CPU accounting here: a backlog counts as saturation
+		p.cpuSat.Store(true)
+	case p.cpuAt.IsZero() || d < 0 || d > 4*cpuWindow:
+		p.cpuSat.Store(false) // no recent window: start one
+	default:
+		use := float64(used-p.cpuUsed) / float64(d) / float64(procs)
+		p.cpuSat.Store(use >= saturatedUse)
 	}
-	n := p.sample[0].Value.Uint64()
-	if !p.seen || n < p.min {
-		p.min, p.seen = n, true
-	}
-}
-
-// runnable returns the fewest goroutines waiting for a processor during
-// the last complete interval of length every, closing the current one if
-// it has ended by now.
-func (p *schedProbe) runnable(now time.Time, every time.Duration) uint64 {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.start.IsZero() || p.start.Sub(now) > every {
-		// First use, or a clock that is not the one of the last call
-		// (stages that read the time just before another one are only
-		// slightly behind): nothing measured so far applies.
-		p.start, p.seen, p.min, p.lastMin = now, false, 0, 0
-		p.next.Store(0)
-	}
-	p.sampleLocked(now)
-	if now.Sub(p.start) >= every/2 { // stages tick about every interval
-		p.lastMin = p.min
-		if !p.seen {
-			p.lastMin = 0
-		}
-		p.seen, p.min = false, 0
-		p.start = now
-	}
-	return p.lastMin
-}
-
-// preWait is the default pre-admission wait estimate of a stage whose
-// requests take svc each: the standing run queue beyond one goroutine per
-// processor (the next in line on each processor is not a queue: it starts
-// as soon as the running one yields), times svc, per processor.
-func (p *schedProbe) preWait(now time.Time, every, svc time.Duration) time.Duration {
-	procs := uint64(runtime.GOMAXPROCS(0))
-	n := p.runnable(now, every)
-	if n <= procs {
-		return 0
-	}
-	return time.Duration(n-procs) * svc / time.Duration(procs)
+	p.cpuAt, p.cpuUsed = now, used
 }

@@ -10,48 +10,62 @@ import (
 
 // TestSchedProbeSeesRunQueue runs real goroutines on one processor: while
 // 20 of them spin, whenever the test goroutine runs the others wait in the
-// run queue, and the probe must report that standing queue; once they stop,
-// the next interval's minimum falls to at most a few.
+// run queue, and the probe must report a backlog; once they stop, the
+// backlog clears after backlogHold. CPU time comes from a fake meter so that
+// saturation does not depend on what else the machine runs.
 func TestSchedProbeSeesRunQueue(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
 	p := newSchedProbe()
+	var cpu time.Duration // the fake meter: the process CPU time
+	p.cpu = func() (time.Duration, bool) { return cpu, true }
 	var stop atomic.Bool
 	var wg sync.WaitGroup
 	for range 20 {
 		wg.Go(func() {
 			for !stop.Load() {
-				for range 1000 { // work between checks; preemptible
+				for range 1000 { // a little work, then back to the run queue
 				}
+				runtime.Gosched()
 			}
 		})
 	}
-	base := time.Unix(1000, 0)
-	now := base
-	p.runnable(now, 100*time.Millisecond) // opens the interval
-	for range 6 {                         // 60 ms of fake time: the interval (≥ every/2) closes
+	now := time.Unix(1000, 0)
+	step := func(use float64) {
 		now = now.Add(schedEvery)
+		cpu += time.Duration(use * float64(schedEvery))
 		p.observe(now)
 		runtime.Gosched()
 	}
-	got := p.runnable(now, 100*time.Millisecond)
+	for range 12 { // 120 ms at full CPU
+		step(1)
+	}
+	if !p.busy() || !p.saturated() {
+		t.Fatalf("20 spinning goroutines on one processor at 100%% CPU: busy %v saturated %v, want both", p.busy(), p.saturated())
+	}
+	for range 12 { // the same backlog, but the process got only half a CPU
+		step(0.5)
+	}
+	if !p.busy() || p.saturated() {
+		t.Fatalf("backlog at 50%% CPU: busy %v saturated %v, want busy only", p.busy(), p.saturated())
+	}
 	stop.Store(true)
 	wg.Wait()
-	if got < 10 {
-		t.Fatalf("runnable with 20 spinning goroutines on one processor = %d, want ≥ 10", got)
-	}
-	if w := p.preWait(now.Add(schedEvery), time.Hour, 5*time.Millisecond); w < 9*5*time.Millisecond {
-		t.Fatalf("preWait = %v, want the last interval's queue × 5ms", w)
-	}
 	for range 12 {
-		now = now.Add(schedEvery)
-		p.observe(now)
+		step(1)
 	}
-	if got := p.runnable(now, 100*time.Millisecond); got > 3 {
-		t.Fatalf("runnable after the spinners stopped = %d, want ≤ 3", got)
+	if p.busy() || p.saturated() {
+		t.Fatalf("after the spinners stopped: busy %v saturated %v, want neither", p.busy(), p.saturated())
 	}
-	// A clock from another world (a test's fake time far behind) starts
-	// afresh instead of reusing what was measured on this one.
-	if got := p.runnable(base.Add(-time.Hour), 100*time.Millisecond); got != 0 {
-		t.Fatalf("runnable on a clock that went back = %d, want 0 (nothing measured yet)", got)
+	// A clock from another world (a test's fake time far behind) samples
+	// at once instead of never.
+	if !p.due(now.Add(-time.Hour)) {
+		t.Fatal("a clock that went back is never due")
 	}
 }
+
+// fixedRunQueue is a runQueue whose state the test sets.
+type fixedRunQueue struct{ isBusy, isSaturated atomic.Bool }
+
+func (f *fixedRunQueue) observe(time.Time) {}
+func (f *fixedRunQueue) busy() bool        { return f.isBusy.Load() }
+func (f *fixedRunQueue) saturated() bool   { return f.isSaturated.Load() }

@@ -5,9 +5,9 @@ import (
 	"log/slog"
 	"maps"
 	"net/http"
+	"runtime"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/veerhq/veer/clock"
 	"github.com/veerhq/veer/config"
@@ -27,10 +27,11 @@ type Shedder struct {
 	m          *metrics
 	endpointFn func(*http.Request) string
 	maxEps     int
-	// preWait estimates the wait of requests before they reach the
-	// middleware (see schedwait.go); nil disables pre-admission shedding.
-	preWait func(now time.Time, every, svc time.Duration) time.Duration
-	probe   *schedProbe // samples the run queue on timed requests; nil: none
+	// rq tells whether requests wait in the run queue before they reach
+	// a stage (see schedwait.go); nil: never. yield gives up the
+	// processor before a handler runs while they do (runtime.Gosched).
+	rq    runQueue
+	yield func()
 
 	pol    atomic.Pointer[policy]
 	stages atomic.Pointer[map[string]*stage] // copy-on-write
@@ -54,8 +55,8 @@ func New(c Config) (*Shedder, error) {
 		maxEps:     c.MaxEndpoints,
 		file:       c,
 		overrides:  map[tableKey]tier.Tier{},
-		preWait:    processSched.preWait,
-		probe:      processSched,
+		rq:         processSched,
+		yield:      runtime.Gosched,
 	}
 	if s.maxEps <= 0 {
 		s.maxEps = DefaultMaxEndpoints

@@ -41,15 +41,9 @@ type stage struct {
 	rttSum      atomic.Int64
 	rttN        atomic.Int64
 	maxInflight atomic.Int64
-
-	// Pre-admission shedding (see schedwait.go): preLevel is how many
-	// sheddable tiers, lowest first, are shed on arrival because requests
-	// queue before they reach the stage, in 1/preUnit of a tier; the tier
-	// at the boundary is shed in part, evenly spread by preCnt.
-	preLevel atomic.Int64
-	preCnt   [tier.CriticalPlus + 1]atomic.Uint64
-	prePrev  time.Duration // the last interval's pre-admission wait (under mu)
-	preAbove int           // intervals in a row with the pre-admission wait above target (under mu)
+	turn        atomic.Int64 // ns; see effectiveTarget
+	lastTick    time.Time    // under mu
+	lastAdmit   uint64       // admissions counted at lastTick (under mu)
 
 	mu       sync.Mutex
 	q        [tier.CriticalPlus + 1]deque
@@ -109,8 +103,8 @@ func (t Ticket) Release() {
 		}
 	} else {
 		now := st.s.clk.Now()
-		if st.s.probe != nil {
-			st.s.probe.observe(now)
+		if st.s.rq != nil {
+			st.s.rq.observe(now)
 		}
 		st.rttSum.Add(int64(now.Sub(t.start)))
 		st.rttN.Add(1)
@@ -171,78 +165,6 @@ func (st *stage) rejectTier(t tier.Tier, p *policy) bool {
 	return p.sheddable(t) && st.shedding.Load() && uint32(t) < st.floor.Load()
 }
 
-// preUnit is one tier of preLevel.
-const preUnit = 1024
-
-// preReject reports whether a request of sheddable tier t is shed on
-// arrival at the current pre-admission shed level: tiers below the level
-// entirely, the tier at it in proportion (one in k requests, spread evenly
-// by a counter rather than drawn at random).
-func (st *stage) preReject(t tier.Tier) bool {
-	frac := min(max(st.preLevel.Load()-int64(t-tier.Sheddable)*preUnit, 0), preUnit)
-	switch frac {
-	case 0:
-		return false
-	case preUnit:
-		return true
-	}
-	n := st.preCnt[t].Add(1)
-	f := uint64(frac)
-	return n*f/preUnit != (n-1)*f/preUnit
-}
-
-// preAdjust moves the pre-admission shed level at the end of an interval
-// whose requests waited pre before reaching the stage. Above target the
-// level rises in proportion to the wait (a queue of a second sheds a whole
-// tier per interval); below half the target it decays by 15% plus a
-// fiftieth of a tier, so that an over-shed is undone within a few
-// intervals while an overload that comes back is caught at once.
-func (st *stage) preAdjust(pre time.Duration, p *policy) bool {
-	target := p.target
-	if target <= 0 {
-		target = DefaultTarget
-	}
-	var tiers int64
-	for t := tier.Sheddable; t <= tier.CriticalPlus && p.sheddable(t); t++ {
-		tiers++
-	}
-	lv := st.preLevel.Load()
-	above := pre > target
-	// CoDel's onset rule, over three intervals: the estimate is the
-	// minimum of a few samples per interval, so one or two intervals above
-	// target may be a burst at a sustainable load; three in a row (or one
-	// while already shedding, or one ten times the target, which no such
-	// burst reaches) are a standing queue.
-	if above {
-		st.preAbove++
-	} else {
-		st.preAbove = 0
-	}
-	over := above && (st.preAbove >= 3 || lv > 0 || pre > 10*target)
-	prev := st.prePrev
-	st.prePrev = pre
-	switch {
-	case over && pre < prev*3/4:
-		// The queue is draining at this level: hold it rather than wind
-		// up on a backlog that is already going away.
-	case over:
-		step := int64(float64(preUnit) * 0.05 * float64(pre) / float64(target))
-		lv += min(max(step, preUnit/20), preUnit)
-	case pre < target/2:
-		lv = lv*90/100 - preUnit/50
-	}
-	lv = min(max(lv, 0), tiers*preUnit)
-	st.preLevel.Store(lv)
-	if lv > 0 {
-		// Strict order: once a tier is shed in part, every tier below it
-		// is shed in full for FloorHold (the floor of rejectTier).
-		if b := uint32(tier.Sheddable) + uint32((lv-1)/preUnit); b > st.floor.Load() {
-			st.floor.Store(b)
-		}
-	}
-	return over
-}
-
 // rejectDeadline reports whether a deadline leaves less time than the
 // endpoint's unloaded service time.
 func (st *stage) rejectDeadline(dl, now time.Time) bool {
@@ -251,6 +173,17 @@ func (st *stage) rejectDeadline(dl, now time.Time) bool {
 
 // acquire admits a request of tier t or returns a *Rejection.
 func (st *stage) acquire(ctx context.Context, t tier.Tier, p *policy) (Ticket, error) {
+	tk, err := st.admit(ctx, t, p)
+	if err == nil && p.sheddable(t) && st.busy() {
+		// Requests wait in the run queue before they reach the stage:
+		// let them come in (and queue, by tier) before this handler
+		// takes the processor. See schedwait.go.
+		st.s.yield()
+	}
+	return tk, err
+}
+
+func (st *stage) admit(ctx context.Context, t tier.Tier, p *policy) (Ticket, error) {
 	dl, hasDL := ctx.Deadline()
 	var now time.Time
 	timed := hasDL || st.shedding.Load() || st.seq.Add(1)%sampleEvery == 0
@@ -262,12 +195,8 @@ func (st *stage) acquire(ctx context.Context, t tier.Tier, p *policy) (Ticket, e
 		st.m.shed[t][ReasonTier].Inc()
 		return Ticket{}, reject(ReasonTier)
 	}
-	if timed && st.s.probe != nil {
-		st.s.probe.observe(now)
-	}
-	if st.preLevel.Load() > 0 && p.sheddable(t) && st.preReject(t) {
-		st.m.shed[t][ReasonOverload].Inc()
-		return Ticket{}, reject(ReasonOverload)
+	if timed && st.s.rq != nil {
+		st.s.rq.observe(now)
 	}
 	if timed {
 		if hasDL && st.rejectDeadline(dl, now) {
@@ -282,9 +211,7 @@ func (st *stage) acquire(ctx context.Context, t tier.Tier, p *policy) (Ticket, e
 				break
 			}
 			if st.inflight.CompareAndSwap(n, n+1) {
-				if !st.zeroSeen.Load() {
-					st.zeroSeen.Store(true)
-				}
+				st.markIdle()
 				st.noteInflight(n + 1)
 				st.m.wait[t].observeZero()
 				return Ticket{st: st, start: now}, nil
@@ -311,7 +238,9 @@ func (st *stage) wait(ctx context.Context, t tier.Tier, p *policy, now time.Time
 		if n := st.inflight.Load(); n < st.limit.Load() {
 			st.inflight.Add(1)
 			st.noteInflight(n + 1)
-			st.recordAllLocked(0)
+			if !st.upstream() {
+				st.recordAllLocked(0)
+			}
 			st.mu.Unlock()
 			st.m.wait[t].observeZero()
 			return Ticket{st: st, start: now}, nil
@@ -362,9 +291,60 @@ func (st *stage) recordAllLocked(wait time.Duration) {
 	}
 }
 
+// effectiveTarget is the CoDel target of the stage: the configured one, or
+// two turns when that is longer. A turn is the time the queue takes to
+// advance by one request: the interval over the requests completed in it,
+// at most the unloaded service time. Random arrivals wait about two turns at
+// 80% load without any overload (the mean wait of an M/D/1 queue at ρ = 0.8
+// is twice the service time), so a shorter target sheds at loads the
+// endpoint can serve; for a CPU-bound handler of 5 ms on one processor the
+// target becomes 10 ms, for many slots of a slow dependency it stays 5 ms.
+// Until the endpoint has measured its unloaded service time (the
+// limiter's first full window) the configured target applies.
+func (st *stage) effectiveTarget(p *policy) time.Duration {
+	return max(p.target, turnsTarget*time.Duration(st.turn.Load()))
+}
+
+// turnsTarget is the number of turns the effective target allows.
+const turnsTarget = 2
+
+// measureTurn updates the turn at the end of an interval of length d (under
+// mu). Admissions stand for completions: over an interval they are the same
+// but for the requests in flight, and they are counted anyway (the wait
+// histogram), so the request path pays for nothing more.
+func (st *stage) measureTurn(d time.Duration) {
+	a := st.m.admitted()
+	n := int64(a - st.lastAdmit)
+	st.lastAdmit = a
+	svc := time.Duration(st.minService.Load())
+	if svc == 0 && st.rttN.Load() > 0 {
+		// No baseline yet (a cold process): this window's mean service
+		// time, so that the first intervals do not judge a queue of
+		// requests that each take longer than the target by the target.
+		svc = time.Duration(st.rttSum.Load() / st.rttN.Load())
+	}
+	turn := svc
+	if n > 0 && d > 0 {
+		turn = min(svc, d/time.Duration(n))
+	}
+	st.turn.Store(int64(turn))
+}
+
+// upstream reports whether requests are queued before the stage: the
+// processors are saturated and the runtime's run queue has a backlog. Then
+// an empty stage queue is not a drained one.
+func (st *stage) upstream() bool {
+	return st.s.rq != nil && st.s.rq.saturated()
+}
+
+// busy reports whether the runtime's run queue had a backlog lately.
+func (st *stage) busy() bool {
+	return st.s.rq != nil && st.s.rq.busy()
+}
+
 // markIdle notes, without a lock, that a slot freed with nobody waiting.
 func (st *stage) markIdle() {
-	if !st.zeroSeen.Load() {
+	if !st.upstream() && !st.zeroSeen.Load() {
 		st.zeroSeen.Store(true)
 	}
 }
@@ -430,7 +410,7 @@ func (st *stage) dispatchLocked(now time.Time, p *policy) {
 		}
 		// Priority: every tier above w's is empty while a slot is handed
 		// out, so capacity has caught up with them.
-		for t := w.tier + 1; t <= tier.CriticalPlus; t++ {
+		for t := w.tier + 1; t <= tier.CriticalPlus && !st.upstream(); t++ {
 			st.det[t].MarkDrained(now)
 		}
 		st.inflight.Add(1)
@@ -475,13 +455,22 @@ func (st *stage) tickLocked(now time.Time, p *policy) {
 	if next := st.nextTick.Load(); next != 0 && now.UnixNano() < next {
 		return
 	}
+	if st.s.rq != nil {
+		st.s.rq.observe(now)
+	}
+	up := st.upstream()
 	if st.zeroSeen.Swap(false) {
 		st.recordAllLocked(0)
 	}
 	over := false
+	if !st.lastTick.IsZero() {
+		st.measureTurn(now.Sub(st.lastTick))
+	}
+	st.lastTick = now
+	target := st.effectiveTarget(p)
 	for t := tier.Sheddable; t <= tier.CriticalPlus; t++ {
 		d := &st.det[t]
-		d.Target, d.Interval = p.target, p.interval
+		d.Target, d.Interval = target, p.interval
 		var headWait time.Duration
 		w := st.q[t].front()
 		if w != nil {
@@ -490,11 +479,9 @@ func (st *stage) tickLocked(now time.Time, p *policy) {
 		if d.Advance(now, headWait, w != nil) && p.sheddable(t) {
 			over = true
 		}
-	}
-	// Requests may also have queued before they reached the stage (see
-	// schedwait.go): shed on arrival in proportion to that wait.
-	if st.s.preWait != nil && st.preAdjust(st.s.preWait(now, p.interval, st.lim.Baseline()), p) {
-		over = true
+		if up {
+			d.Backlogged()
+		}
 	}
 	st.overloaded.Store(over)
 	if over {
@@ -515,7 +502,7 @@ func (st *stage) tickLocked(now time.Time, p *policy) {
 		st.lim.SetConfig(p.limitFor(st.name))
 		st.lastPol = p
 	}
-	w := Window{Count: st.rttN.Load(), Sum: time.Duration(st.rttSum.Load()), MaxInflight: st.maxInflight.Load()}
+	w := Window{Count: st.rttN.Load(), Sum: time.Duration(st.rttSum.Load()), MaxInflight: st.maxInflight.Load(), Backlog: up}
 	if st.lim.Update(w) {
 		st.rttN.Add(-w.Count)
 		st.rttSum.Add(-int64(w.Sum))

@@ -11,7 +11,9 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"slices"
 	"sort"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -62,7 +64,11 @@ func Wrap(name string, next http.Handler) (http.Handler, func(), error) {
 				}
 			}()
 		}
-		return s.Middleware(next), s.Close, nil
+		h := s.Middleware(next)
+		if os.Getenv("SHEDBENCH_DEBUG") != "" {
+			h = debugTiming(h)
+		}
+		return h, s.Close, nil
 	case "failsafe":
 		return failsafeHandler(next)
 	case "gozero":
@@ -139,3 +145,41 @@ func sortedKeys[V any](m map[string]V) []string {
 	sort.Strings(ks)
 	return ks
 }
+
+// debugTiming prints, every second, the p50/p99 of the server-side time
+// (middleware entry to handler return) of admitted requests.
+func debugTiming(next http.Handler) http.Handler {
+	var mu sync.Mutex
+	var lat []time.Duration
+	go func() {
+		for range time.Tick(time.Second) {
+			mu.Lock()
+			l := lat
+			lat = nil
+			mu.Unlock()
+			if len(l) == 0 {
+				continue
+			}
+			slices.Sort(l)
+			fmt.Fprintf(os.Stderr, "server-side n=%d p50=%v p99=%v\n", len(l), l[len(l)/2], l[len(l)*99/100])
+		}
+	}()
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		t0 := time.Now()
+		rec := &statusRec{ResponseWriter: w}
+		next.ServeHTTP(rec, r)
+		if rec.code == 0 || rec.code == 200 {
+			d := time.Since(t0)
+			mu.Lock()
+			lat = append(lat, d)
+			mu.Unlock()
+		}
+	})
+}
+
+type statusRec struct {
+	http.ResponseWriter
+	code int
+}
+
+func (s *statusRec) WriteHeader(c int) { s.code = c; s.ResponseWriter.WriteHeader(c) }

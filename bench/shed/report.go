@@ -53,6 +53,11 @@ type Result struct {
 	Extra map[string]float64 `json:"extra,omitempty"`
 }
 
+// OnsetWindow is the start of the measured phase that the steady-state p99
+// (extra p99_ms_after_onset) leaves out: the time a detector needs to see an
+// overload that began at once.
+const OnsetWindow = 500 * time.Millisecond
+
 // Analyze computes the figures of a run.
 func Analyze(phases []Phase, samples []Sample) Result {
 	r := Result{Success: map[string]float64{}, DetectMs: -1, RecoverMs: -1, Extra: map[string]float64{}}
@@ -69,6 +74,8 @@ func Analyze(phases []Phase, samples []Sample) Result {
 		off += ph.Dur
 	}
 	var lat []time.Duration
+	latBy := map[tier.Tier][]time.Duration{}
+	var latSteady []time.Duration
 	sent := map[tier.Tier]int{}
 	ok := map[tier.Tier]int{}
 	var n, shed, errs, good int
@@ -108,6 +115,10 @@ func Analyze(phases []Phase, samples []Sample) Result {
 			good++
 			ok[s.Tier]++
 			lat = append(lat, s.Latency)
+			latBy[s.Tier] = append(latBy[s.Tier], s.Latency)
+			if s.At >= mStart+OnsetWindow {
+				latSteady = append(latSteady, s.Latency)
+			}
 		case http.StatusServiceUnavailable:
 			shed++
 		default:
@@ -128,6 +139,12 @@ func Analyze(phases []Phase, samples []Sample) Result {
 		r.Success[t.String()] = float64(ok[t]) / float64(c)
 	}
 	r.P50Ms, r.P99Ms = pct(lat, 0.5), pct(lat, 0.99)
+	r.Extra["p99_ms_after_onset"] = pct(latSteady, 0.99)
+	if len(latBy) > 1 {
+		for t, l := range latBy {
+			r.Extra["p99_ms_"+t.String()] = pct(l, 0.99)
+		}
+	}
 	return r
 }
 
