@@ -1,6 +1,7 @@
 package shed
 
 import (
+	"context"
 	"net/http"
 	"slices"
 	"time"
@@ -8,6 +9,38 @@ import (
 	"github.com/veerhq/veer/outcome"
 	"github.com/veerhq/veer/tier"
 )
+
+// TimeoutHeader carries the caller's time budget for the request, in whole
+// milliseconds from when it was sent (relative, like gRPC's grpc-timeout, so
+// that clocks need not agree). The middleware gives the request a context
+// deadline that far from its arrival, so that the stage drops it when the
+// deadline would pass before it could start, and the handler sees the
+// deadline. A malformed value, or one above MaxTimeout, is ignored.
+const TimeoutHeader = "Veer-Timeout-Ms"
+
+// MaxTimeout is the largest budget TimeoutHeader may state.
+const MaxTimeout = 24 * time.Hour
+
+// parseTimeout decodes a TimeoutHeader value: 1 to 8 decimal digits, at
+// least 1 ms and at most MaxTimeout.
+func parseTimeout(v string) (time.Duration, bool) {
+	if len(v) == 0 || len(v) > 8 {
+		return 0, false
+	}
+	var ms int64
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		ms = ms*10 + int64(c-'0')
+	}
+	d := time.Duration(ms) * time.Millisecond
+	if d <= 0 || d > MaxTimeout {
+		return 0, false
+	}
+	return d, true
+}
 
 // UnmatchedEndpoint names the stage of requests that the wrapped ServeMux
 // does not route (404s, including random paths).
@@ -30,12 +63,19 @@ const UnmatchedEndpoint = "unmatched"
 //
 // The tier is the Veer-Criticality header when the caller (Rpc-Caller) may
 // set it, else the endpoint × caller table, else the default. A malformed
-// header counts as absent.
+// header counts as absent. A TimeoutHeader gives the request a deadline.
 func (s *Shedder) Middleware(next http.Handler) http.Handler {
 	mux, _ := next.(*http.ServeMux)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		endpoint := s.endpointOf(r, mux)
 		caller, stated := fromHeader(r.Header)
+		if v := r.Header[TimeoutHeader]; len(v) > 0 {
+			if d, ok := parseTimeout(v[0]); ok {
+				ctx, cancel := context.WithTimeout(r.Context(), d)
+				defer cancel()
+				r = r.WithContext(ctx)
+			}
+		}
 		p := s.pol.Load()
 		t := p.resolve(endpoint, caller, stated)
 		tk, err := s.stage(endpoint).acquire(r.Context(), t, p)

@@ -9,8 +9,11 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -320,4 +323,71 @@ func TestAcquireContextCanceledWhileQueued(t *testing.T) {
 	if st := s.Stats()[0]; st.Inflight != 0 || st.Queued != 0 {
 		t.Fatalf("stats %+v after release, want nothing in flight or queued", s.Stats())
 	}
+}
+
+// TestTimeoutHeader: Veer-Timeout-Ms gives the request a deadline that far
+// from its arrival. In virtual time with one slot held: a request with a
+// 50 ms budget queues, and when its deadline passes before a slot frees it
+// is answered 503 with reason "deadline"; an admitted request's handler
+// sees the deadline.
+func TestTimeoutHeader(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s, _ := newShedder(t, Config{Limit: LimitConfig{Static: 1}})
+		release := make(chan struct{})
+		var sawDeadline time.Duration
+		h := s.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if dl, ok := r.Context().Deadline(); ok {
+				sawDeadline = time.Until(dl)
+			}
+			if r.URL.Path == "/hold" {
+				<-release
+			}
+		}))
+		do := func(path, timeout string) *httptest.ResponseRecorder {
+			rec := httptest.NewRecorder()
+			req := httptest.NewRequest(http.MethodGet, "http://x"+path, nil)
+			if timeout != "" {
+				req.Header.Set(TimeoutHeader, timeout)
+			}
+			h.ServeHTTP(rec, req)
+			return rec
+		}
+		go do("/hold", "")
+		synctest.Wait()
+		var queued *httptest.ResponseRecorder
+		go func() { queued = do("/hold", "50") }()
+		time.Sleep(60 * time.Millisecond)
+		synctest.Wait()
+		if queued == nil || queued.Code != http.StatusServiceUnavailable || !strings.Contains(queued.Body.String(), `"deadline"`) {
+			t.Fatalf("queued request with a 50 ms budget after 60 ms: %+v", queued)
+		}
+		close(release)
+		synctest.Wait()
+		if rec := do("/fast", "250"); rec.Code != http.StatusOK || sawDeadline != 250*time.Millisecond {
+			t.Fatalf("admitted request: %d, handler saw a deadline %v ahead, want 250ms", rec.Code, sawDeadline)
+		}
+		if rec := do("/fast", "abc"); rec.Code != http.StatusOK {
+			t.Fatalf("malformed budget: %d, want it ignored", rec.Code)
+		}
+	})
+}
+
+// FuzzTimeoutHeader: any value either is ignored or decodes to a budget
+// between 1 ms and MaxTimeout that formats back to the same digits.
+func FuzzTimeoutHeader(f *testing.F) {
+	for _, v := range []string{"1", "250", "0", "-5", "99999999", "86400000", "86400001", "1e3", " 5", ""} {
+		f.Add(v)
+	}
+	f.Fuzz(func(t *testing.T, v string) {
+		d, ok := parseTimeout(v)
+		if !ok {
+			return
+		}
+		if d < time.Millisecond || d > MaxTimeout {
+			t.Fatalf("%q decoded to %v", v, d)
+		}
+		if got := strconv.FormatInt(d.Milliseconds(), 10); strings.TrimLeft(v, "0") != got {
+			t.Fatalf("%q decoded to %v", v, d)
+		}
+	})
 }

@@ -35,8 +35,8 @@ type runQueue interface {
 	// observe samples the runtime if a sample is due at now; cheap when
 	// it is not.
 	observe(now time.Time)
-	// busy: the run queue had more runnable goroutines than processors
-	// within backlogHold.
+	// busy: the run queue had a backlog (more than backlogFactor ×
+	// GOMAXPROCS runnable goroutines) within backlogHold.
 	busy() bool
 	// saturated: busy, and the processors were saturated.
 	saturated() bool
@@ -45,6 +45,12 @@ type runQueue interface {
 // schedEvery is the shortest time between two samples (a read of the
 // runtime's scheduler statistics takes the scheduler lock briefly).
 const schedEvery = 10 * time.Millisecond
+
+// backlogFactor: the run queue has a backlog when more than backlogFactor ×
+// GOMAXPROCS goroutines are runnable. A goroutine or two per processor
+// waiting for a moment is ordinary scheduling (timers, a parallel
+// benchmark); a backlog under CPU overload is tens.
+const backlogFactor = 2
 
 // backlogHold is how long one sample that saw a backlog keeps the probe
 // busy: the run queue empties in bursts as goroutines yield, and a sample
@@ -110,7 +116,7 @@ func (p *schedProbe) sampleLocked(now time.Time) {
 	procs := runtime.GOMAXPROCS(0)
 	rtmetrics.Read(p.sample)
 	if p.sample[0].Value.Kind() == rtmetrics.KindUint64 {
-		if p.sample[0].Value.Uint64() > uint64(procs) {
+		if p.sample[0].Value.Uint64() > uint64(backlogFactor*procs) {
 			p.lastBacklog = now
 			p.backlog.Store(true)
 		} else if d := now.Sub(p.lastBacklog); d >= backlogHold || d < 0 {

@@ -323,9 +323,14 @@ func (st *stage) measureTurn(d time.Duration) {
 		// requests that each take longer than the target by the target.
 		svc = time.Duration(st.rttSum.Load() / st.rttN.Load())
 	}
+	// With no service time measured at all, the interval over the
+	// admissions alone.
 	turn := svc
 	if n > 0 && d > 0 {
-		turn = min(svc, d/time.Duration(n))
+		turn = d / time.Duration(n)
+		if svc > 0 {
+			turn = min(svc, turn)
+		}
 	}
 	st.turn.Store(int64(turn))
 }
