@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -49,4 +50,20 @@ func ExampleShedder_Acquire() {
 	fmt.Println(errors.Is(err, shed.ErrShed), errors.As(err, &rj) && rj.Reason == shed.ReasonDeadline)
 	held.Release()
 	// Output: true true
+}
+
+// A caller states its time budget in Veer-Timeout-Ms: the request gets that
+// deadline from its arrival, the stage drops it when the deadline would pass
+// before it could start, and the handler sees the deadline.
+func ExampleShedder_Middleware_timeout() {
+	s, _ := shed.New(shed.Config{Registerer: prometheus.NewRegistry()})
+	defer s.Close()
+	h := s.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		dl, ok := r.Context().Deadline()
+		fmt.Println("deadline:", ok, "within 250ms:", ok && time.Until(dl) <= 250*time.Millisecond)
+	}))
+	req := httptest.NewRequest(http.MethodGet, "/trips/1", nil)
+	req.Header.Set(shed.TimeoutHeader, "250")
+	h.ServeHTTP(httptest.NewRecorder(), req)
+	// Output: deadline: true within 250ms: true
 }
