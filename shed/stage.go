@@ -293,14 +293,12 @@ func (st *stage) recordAllLocked(wait time.Duration) {
 
 // effectiveTarget is the CoDel target of the stage: the configured one, or
 // two turns when that is longer. A turn is the time the queue takes to
-// advance by one request: the interval over the requests completed in it,
-// at most the unloaded service time. Random arrivals wait about two turns at
-// 80% load without any overload (the mean wait of an M/D/1 queue at ρ = 0.8
-// is twice the service time), so a shorter target sheds at loads the
-// endpoint can serve; for a CPU-bound handler of 5 ms on one processor the
-// target becomes 10 ms, for many slots of a slow dependency it stays 5 ms.
-// Until the endpoint has measured its unloaded service time (the
-// limiter's first full window) the configured target applies.
+// advance by one request (see measureTurn). Random arrivals wait about two
+// turns at 80% load without any overload (the mean wait of an M/D/1 queue at
+// ρ = 0.8 is twice the service time), so a shorter target sheds at loads
+// the endpoint can serve; for a CPU-bound handler of 5 ms on one processor
+// the target becomes 10 ms, for many slots of a slow dependency it stays
+// 5 ms.
 func (st *stage) effectiveTarget(p *policy) time.Duration {
 	return max(p.target, turnsTarget*time.Duration(st.turn.Load()))
 }
@@ -308,23 +306,21 @@ func (st *stage) effectiveTarget(p *policy) time.Duration {
 // turnsTarget is the number of turns the effective target allows.
 const turnsTarget = 2
 
-// measureTurn updates the turn at the end of an interval of length d (under
-// mu). Admissions stand for completions: over an interval they are the same
-// but for the requests in flight, and they are counted anyway (the wait
-// histogram), so the request path pays for nothing more.
+// measureTurn sets the turn at the end of an interval of length d (under
+// mu): the interval over the requests admitted in it, at most the service
+// time (the limiter's baseline; in a cold stage without one, this window's
+// mean service time; with neither, the interval alone). Admissions stand for
+// completions, which over an interval they match but for the requests in
+// flight, because they are counted anyway (the wait histogram): the request
+// path pays for nothing more.
 func (st *stage) measureTurn(d time.Duration) {
 	a := st.m.admitted()
 	n := int64(a - st.lastAdmit)
 	st.lastAdmit = a
 	svc := time.Duration(st.minService.Load())
 	if svc == 0 && st.rttN.Load() > 0 {
-		// No baseline yet (a cold process): this window's mean service
-		// time, so that the first intervals do not judge a queue of
-		// requests that each take longer than the target by the target.
 		svc = time.Duration(st.rttSum.Load() / st.rttN.Load())
 	}
-	// With no service time measured at all, the interval over the
-	// admissions alone.
 	turn := svc
 	if n > 0 && d > 0 {
 		turn = d / time.Duration(n)
@@ -347,7 +343,9 @@ func (st *stage) busy() bool {
 	return st.s.rq != nil && st.s.rq.busy()
 }
 
-// markIdle notes, without a lock, that a slot freed with nobody waiting.
+// markIdle notes, without a lock, that the queue was empty for a moment: a
+// request started without waiting, or a slot freed with nobody waiting.
+// While requests are on their way to the stage (upstream) that is no drain.
 func (st *stage) markIdle() {
 	if !st.upstream() && !st.zeroSeen.Load() {
 		st.zeroSeen.Store(true)
@@ -415,8 +413,10 @@ func (st *stage) dispatchLocked(now time.Time, p *policy) {
 		}
 		// Priority: every tier above w's is empty while a slot is handed
 		// out, so capacity has caught up with them.
-		for t := w.tier + 1; t <= tier.CriticalPlus && !st.upstream(); t++ {
-			st.det[t].MarkDrained(now)
+		if !st.upstream() {
+			for t := w.tier + 1; t <= tier.CriticalPlus; t++ {
+				st.det[t].MarkDrained(now)
+			}
 		}
 		st.inflight.Add(1)
 		st.noteInflight(n + 1)
