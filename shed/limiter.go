@@ -57,10 +57,10 @@ type Window struct {
 	Sum   time.Duration
 	// MaxInflight is the most requests that ran at once.
 	MaxInflight int64
-	// Backlog reports that the processors were saturated at the window's
+	// Saturated reports that the processors were saturated at the window's
 	// end (goroutines waiting for a processor, the process using at least
 	// 90% of GOMAXPROCS): the CPU, not a dependency, makes requests slow.
-	Backlog bool
+	Saturated bool
 }
 
 // Limiter is the adaptive concurrency limit of one endpoint: a gradient on
@@ -88,7 +88,7 @@ type Window struct {
 // latency is not caused by this endpoint's concurrency; the baseline is reset
 // to the current latency and the cuts are undone.
 //
-// Saturated processors (Window.Backlog): extra requests in flight only wait
+// Saturated processors (Window.Saturated): extra requests in flight only wait
 // for a processor, so the limit does not grow, the tolerance is halfway to
 // 1 (1.5 by default), and a cut that did not help is not taken for a slow
 // dependency.
@@ -152,7 +152,7 @@ func (l *Limiter) Update(w Window) (used bool) {
 		return true
 	}
 	tol := l.cfg.Tolerance
-	if w.Backlog {
+	if w.Saturated {
 		// Requests beyond what the processors run at once only wait for
 		// a processor: tolerate less queueing behind the handler.
 		tol = 1 + (tol-1)/2
@@ -162,7 +162,7 @@ func (l *Limiter) Update(w Window) (used bool) {
 		l.regrow = false
 		if l.cutFrom == 0 {
 			l.cutFrom, l.cutRTT = l.limit, rtt
-		} else if !w.Backlog && (l.limit <= l.cutFrom/2 || l.limit <= float64(l.cfg.Min)) && float64(rtt) >= 0.9*float64(l.cutRTT) {
+		} else if !w.Saturated && (l.limit <= l.cutFrom/2 || l.limit <= float64(l.cfg.Min)) && float64(rtt) >= 0.9*float64(l.cutRTT) {
 			// Cutting concurrency in half did not bring latency down: the
 			// slowness is not ours. Re-baseline instead of collapsing, and
 			// undo the cuts.
@@ -174,7 +174,7 @@ func (l *Limiter) Update(w Window) (used bool) {
 		}
 		g := math.Max(0.5, tol*float64(l.baseline)/float64(rtt))
 		l.limit = math.Max(float64(l.cfg.Min), l.limit*g)
-	case w.Backlog:
+	case w.Saturated:
 		// The processors are saturated: more requests in flight would
 		// only wait for a processor. Hold.
 		l.cutFrom = 0

@@ -102,7 +102,7 @@ func TestLimiterStaticAndTooFewSamples(t *testing.T) {
 }
 
 // TestLimiterBacklogStepTable: while the processors are saturated
-// (Window.Backlog), more requests in flight only wait for a processor, so
+// (Window.Saturated), more requests in flight only wait for a processor, so
 // the limit does not grow, tolerates less latency, and a cut that did not
 // help is not taken for a slow dependency.
 func TestLimiterBacklogStepTable(t *testing.T) {
@@ -135,7 +135,7 @@ func TestLimiterBacklogStepTable(t *testing.T) {
 				if w.binding {
 					inflight = int64(l.Limit())
 				}
-				l.Update(Window{Count: 10, Sum: 10 * w.rtt, MaxInflight: inflight, Backlog: w.backlog})
+				l.Update(Window{Count: 10, Sum: 10 * w.rtt, MaxInflight: inflight, Saturated: w.backlog})
 			}
 			if l.Limit() != tt.wantLimit || l.Baseline() != tt.wantBaseline {
 				t.Errorf("limit %d baseline %v, want %d and %v", l.Limit(), l.Baseline(), tt.wantLimit, tt.wantBaseline)

@@ -41,19 +41,19 @@ type stage struct {
 	rttSum      atomic.Int64
 	rttN        atomic.Int64
 	maxInflight atomic.Int64
-	turn        atomic.Int64 // ns; see effectiveTarget
-	lastTick    time.Time    // under mu
-	lastAdmit   uint64       // admissions counted at lastTick (under mu)
 
-	mu       sync.Mutex
-	q        [tier.CriticalPlus + 1]deque
-	det      [tier.CriticalPlus + 1]Detector // one CoDel detector per tier queue
-	lim      *Limiter
-	lastPol  *policy
-	lastOver time.Time // last interval end at which the endpoint was overloaded
-	timer    clock.Timer
-	armed    bool
-	closed   bool
+	mu        sync.Mutex
+	turn      time.Duration // see effectiveTarget (under mu, as everything below)
+	lastTick  time.Time     // end of the last interval
+	lastAdmit uint64        // admissions counted at lastTick
+	q         [tier.CriticalPlus + 1]deque
+	det       [tier.CriticalPlus + 1]Detector // one CoDel detector per tier queue
+	lim       *Limiter
+	lastPol   *policy
+	lastOver  time.Time // last interval end at which the endpoint was overloaded
+	timer     clock.Timer
+	armed     bool
+	closed    bool
 }
 
 // Waiter states.
@@ -291,7 +291,7 @@ func (st *stage) recordAllLocked(wait time.Duration) {
 	}
 }
 
-// effectiveTarget is the CoDel target of the stage: the configured one, or
+// effectiveTarget (under mu) is the CoDel target of the stage: the configured one, or
 // two turns when that is longer. A turn is the time the queue takes to
 // advance by one request (see measureTurn). Random arrivals wait about two
 // turns at 80% load without any overload (the mean wait of an M/D/1 queue at
@@ -300,7 +300,7 @@ func (st *stage) recordAllLocked(wait time.Duration) {
 // the target becomes 10 ms, for many slots of a slow dependency it stays
 // 5 ms.
 func (st *stage) effectiveTarget(p *policy) time.Duration {
-	return max(p.target, turnsTarget*time.Duration(st.turn.Load()))
+	return max(p.target, turnsTarget*st.turn)
 }
 
 // turnsTarget is the number of turns the effective target allows.
@@ -328,7 +328,7 @@ func (st *stage) measureTurn(d time.Duration) {
 			turn = min(svc, turn)
 		}
 	}
-	st.turn.Store(int64(turn))
+	st.turn = turn
 }
 
 // upstream reports whether requests are queued before the stage: the
@@ -507,7 +507,7 @@ func (st *stage) tickLocked(now time.Time, p *policy) {
 		st.lim.SetConfig(p.limitFor(st.name))
 		st.lastPol = p
 	}
-	w := Window{Count: st.rttN.Load(), Sum: time.Duration(st.rttSum.Load()), MaxInflight: st.maxInflight.Load(), Backlog: up}
+	w := Window{Count: st.rttN.Load(), Sum: time.Duration(st.rttSum.Load()), MaxInflight: st.maxInflight.Load(), Saturated: up}
 	if st.lim.Update(w) {
 		st.rttN.Add(-w.Count)
 		st.rttSum.Add(-int64(w.Sum))
