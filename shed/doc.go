@@ -11,7 +11,9 @@
 // requests that waited longer than 2 × target are dropped, lowest tier first;
 // tiers below the one being dropped are rejected on arrival until FloorHold
 // after the overload. The queue serves the highest tier first, FIFO normally and newest
-// first (adaptive LIFO) under overload. A request whose deadline would pass
+// first (adaptive LIFO) under overload, and in a sheddable tier as soon as
+// its oldest request has waited 2 × target (before CoDel, which needs an
+// interval, has called the overload). A request whose deadline would pass
 // before it could start is dropped. The limit adapts (see Limiter) unless
 // fixed. Each endpoint has its own stage and detector: a spike on one never
 // sheds another.
@@ -21,9 +23,11 @@
 // runs (handlers that never block run one after the other), so the stage
 // sees no more than GOMAXPROCS in flight and no queue of its own. While the
 // runtime's run queue has a backlog, an admitted request of a sheddable tier
-// therefore yields its processor once before its handler runs: the waiting
-// goroutines parse their requests and reach the stage, where they queue by
-// tier and CoDel sees them. While the processors are also saturated, an
+// (of any tier, if its endpoint is shedding or queueing) therefore yields its
+// processor before its handler runs, until the runtime next polls the network
+// (see pollYield): the waiting goroutines, and the requests that poll finds,
+// parse their requests and reach the stage, where they queue by tier and
+// CoDel sees them. While the processors are also saturated, an
 // empty stage queue does not count as drained and the limiter does not grow
 // (see schedwait.go). The CoDel target is at least two turns of the queue
 // (the time it takes to advance by one request), so that random arrivals at

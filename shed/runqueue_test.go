@@ -13,20 +13,25 @@ import (
 
 // TestYieldOnlyWhileBusy: an admitted request of a sheddable tier yields
 // its processor once while the run queue has a backlog, so that waiting
-// requests reach the stage before its handler runs; critical tiers never
-// yield, and nothing yields when the run queue is calm.
+// requests reach the stage before its handler runs; a tier that is never
+// shed yields only when its endpoint is contended as well (shedding, or
+// requests queued), and nothing yields when the run queue is calm.
 func TestYieldOnlyWhileBusy(t *testing.T) {
 	tests := []struct {
-		busy bool
-		tier tier.Tier
-		want int
+		busy, contended bool
+		tier            tier.Tier
+		want            int
 	}{
-		{false, tier.Sheddable, 0},
-		{false, tier.Critical, 0},
-		{true, tier.Sheddable, 1},
-		{true, tier.SheddablePlus, 1},
-		{true, tier.Critical, 0},
-		{true, tier.CriticalPlus, 0},
+		{false, false, tier.Sheddable, 0},
+		{false, false, tier.Critical, 0},
+		{false, true, tier.Critical, 0},
+		{true, false, tier.Sheddable, 1},
+		{true, false, tier.SheddablePlus, 1},
+		{true, false, tier.Critical, 0},
+		{true, false, tier.CriticalPlus, 0},
+		{true, true, tier.Sheddable, 1},
+		{true, true, tier.Critical, 1},
+		{true, true, tier.CriticalPlus, 1},
 	}
 	for _, tt := range tests {
 		s, _ := newShedder(t, Config{})
@@ -35,13 +40,20 @@ func TestYieldOnlyWhileBusy(t *testing.T) {
 		s.rq = rq
 		yields := 0
 		s.yield = func() { yields++ }
+		if tt.contended { // shed within FloorHold: the endpoint is shedding
+			st := s.stage("ep")
+			st.mu.Lock()
+			st.lastOver = time.Now()
+			st.mu.Unlock()
+			st.shedding.Store(true)
+		}
 		tk, err := s.Acquire(context.Background(), "ep", tt.tier)
 		if err != nil {
 			t.Fatal(err)
 		}
 		tk.Release()
 		if yields != tt.want {
-			t.Errorf("busy %v, %v: %d yields, want %d", tt.busy, tt.tier, yields, tt.want)
+			t.Errorf("busy %v, contended %v, %v: %d yields, want %d", tt.busy, tt.contended, tt.tier, yields, tt.want)
 		}
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"log/slog"
 	"maps"
 	"net/http"
-	"runtime"
 	"sync"
 	"sync/atomic"
 
@@ -29,7 +28,7 @@ type Shedder struct {
 	maxEps     int
 	// rq tells whether requests wait in the run queue before they reach
 	// a stage (see schedwait.go); nil: never. yield gives up the
-	// processor before a handler runs while they do (runtime.Gosched).
+	// processor before a handler runs while they do (pollYield).
 	rq    runQueue
 	yield func()
 
@@ -56,7 +55,7 @@ func New(c Config) (*Shedder, error) {
 		file:       c,
 		overrides:  map[tableKey]tier.Tier{},
 		rq:         processSched,
-		yield:      runtime.Gosched,
+		yield:      pollYield,
 	}
 	if s.maxEps <= 0 {
 		s.maxEps = DefaultMaxEndpoints

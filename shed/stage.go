@@ -21,8 +21,9 @@ import (
 // a request takes the slot with one compare-and-swap. Everything else (the
 // queue, the detector, the limiter) runs under mu. Queue discipline: the
 // highest tier waiting is served first; within a tier FIFO, or newest first
-// (adaptive LIFO) while the endpoint is overloaded, so that fresh requests
-// meet their deadlines while stale ones are dropped by the CoDel sweep.
+// (adaptive LIFO) while the tier is overloaded or, for a sheddable tier, has
+// a request that waited 2 × target (see lifo), so that fresh requests meet
+// their deadlines while stale ones are dropped by the CoDel sweep.
 type stage struct {
 	name string
 	s    *Shedder
@@ -174,7 +175,7 @@ func (st *stage) rejectDeadline(dl, now time.Time) bool {
 // acquire admits a request of tier t or returns a *Rejection.
 func (st *stage) acquire(ctx context.Context, t tier.Tier, p *policy) (Ticket, error) {
 	tk, err := st.admit(ctx, t, p)
-	if err == nil && p.sheddable(t) && st.busy() {
+	if err == nil && st.busy() && (p.sheddable(t) || st.contended()) {
 		// Requests wait in the run queue before they reach the stage:
 		// let them come in (and queue, by tier) before this handler
 		// takes the processor. See schedwait.go.
@@ -338,6 +339,17 @@ func (st *stage) upstream() bool {
 	return st.s.rq != nil && st.s.rq.saturated()
 }
 
+// contended reports whether the endpoint is shedding or has requests
+// waiting: then even a request of a tier that is never shed yields while
+// the run queue is busy (see acquire), so that the requests behind it in the
+// run queue reach the stage, and are ordered and shed, before its handler
+// holds the processor. An endpoint without contention lets its requests
+// start at once: a quiet endpoint beside a spiking one must not wait for
+// the spike's run queue to drain.
+func (st *stage) contended() bool {
+	return st.shedding.Load() || st.queued.Load() > 0
+}
+
 // busy reports whether the runtime's run queue had a backlog lately.
 func (st *stage) busy() bool {
 	return st.s.rq != nil && st.s.rq.busy()
@@ -388,7 +400,7 @@ func (st *stage) dispatchLocked(now time.Time, p *policy) {
 		}
 		var w *waiter
 		for t := tier.CriticalPlus; t >= tier.Sheddable && w == nil; t-- {
-			if st.det[t].Overloaded() {
+			if st.lifo(t, now, p) {
 				w = st.q[t].popBack()
 			} else {
 				w = st.q[t].popFront()
@@ -399,6 +411,13 @@ func (st *stage) dispatchLocked(now time.Time, p *policy) {
 		}
 		st.queued.Add(-1)
 		wait := now.Sub(w.arrival)
+		// The detector's sample is the wait of the oldest request of the
+		// tier, the one FIFO would serve: served newest first, a standing
+		// queue still shows (see lifo).
+		sample := wait
+		if f := st.q[w.tier].front(); f != nil {
+			sample = max(sample, now.Sub(f.arrival))
+		}
 		if st.shedding.Load() && p.sheddable(w.tier) && uint32(w.tier) < st.floor.Load() {
 			st.dropLocked(w, ReasonTier)
 			continue
@@ -420,8 +439,8 @@ func (st *stage) dispatchLocked(now time.Time, p *policy) {
 		}
 		st.inflight.Add(1)
 		st.noteInflight(n + 1)
-		st.det[w.tier].record(wait)
-		st.det[w.tier].streak(now, wait)
+		st.det[w.tier].record(sample)
+		st.det[w.tier].streak(now, sample)
 		if st.det[w.tier].Overloaded() && p.sheddable(w.tier) {
 			st.overloaded.Store(true)
 		}
@@ -429,6 +448,27 @@ func (st *stage) dispatchLocked(now time.Time, p *policy) {
 		st.m.wait[w.tier].observe(wait)
 		w.ready <- struct{}{}
 	}
+}
+
+// lifo reports whether tier t's queue is served newest first: while the
+// tier is overloaded (adaptive LIFO), and as soon as its oldest request has
+// waited longer than an overloaded tier would let it (2 × target). CoDel
+// needs a whole interval of waits above target to call an overload; served
+// oldest first until then, an overload that starts at once has every
+// request of that interval wait for the ones before it (100-150 ms for a 6×
+// step on one core). Served newest first, fresh requests start at once, and
+// the old ones are dropped when the overload is called or served if the
+// burst drains first. Detection does not change: it samples the oldest
+// waiter's wait, which is what FIFO would have served.
+func (st *stage) lifo(t tier.Tier, now time.Time, p *policy) bool {
+	if st.det[t].Overloaded() {
+		return true
+	}
+	if !p.sheddable(t) {
+		return false // nobody would drop its old requests: they would starve
+	}
+	f := st.q[t].front()
+	return f != nil && now.Sub(f.arrival) > 2*st.det[t].target()
 }
 
 // sweepLocked drops, while overloaded, every sheddable waiter that has

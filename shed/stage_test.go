@@ -195,6 +195,47 @@ func TestStageAdaptiveLIFOUnderOverload(t *testing.T) {
 	})
 }
 
+// TestStageEarlyLIFO: before CoDel has called an overload, a sheddable
+// tier whose oldest request has waited more than 2 × target is served newest
+// first, so that an overload that starts at once does not make every request
+// of the detection interval wait for all the ones before it; a tier that is
+// never shed stays FIFO (its old requests would starve), and so does a
+// queue whose oldest request has not waited that long.
+func TestStageEarlyLIFO(t *testing.T) {
+	tests := []struct {
+		tier tier.Tier
+		gap  time.Duration // between b and c; a has waited 4ms + gap when hold finishes
+		want []string
+	}{
+		{tier.SheddablePlus, 8 * time.Millisecond, []string{"hold", "c", "b", "a"}},
+		{tier.Sheddable, 8 * time.Millisecond, []string{"hold", "c", "b", "a"}},
+		{tier.SheddablePlus, 5 * time.Millisecond, []string{"hold", "a", "b", "c"}}, // 9 ms: not above 2 × 5 ms
+		{tier.Critical, 8 * time.Millisecond, []string{"hold", "a", "b", "c"}},
+	}
+	for _, tt := range tests {
+		synctest.Test(t, func(t *testing.T) {
+			h := newHarness(t, Config{Limit: LimitConfig{Static: 1}, Target: 5 * time.Millisecond})
+			h.s.rq = nil
+			ctx := context.Background()
+			h.start(ctx, "hold", tt.tier)
+			h.start(ctx, "a", tt.tier)
+			time.Sleep(4 * time.Millisecond)
+			h.start(ctx, "b", tt.tier)
+			time.Sleep(tt.gap)
+			h.start(ctx, "c", tt.tier)
+			for _, n := range tt.want {
+				h.finish(n)
+			}
+			h.wantAdmitted(tt.want...)
+			for _, n := range tt.want {
+				if err, _ := h.result(n); err != nil {
+					t.Fatalf("%v: %s shed (%v): nothing is overloaded yet", tt.tier, n, err)
+				}
+			}
+		})
+	}
+}
+
 func TestStageDeadline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t, Config{Limit: LimitConfig{Static: 1}})

@@ -48,22 +48,31 @@ func work(iters int) byte {
 
 // NewMux returns the server's routes for c.
 func NewMux(c HandlerConfig) (*http.ServeMux, error) {
-	var h http.HandlerFunc
+	return NewTracedMux(c, nil)
+}
+
+// NewTracedMux is NewMux with the application handler timed by t (nil: not
+// traced).
+func NewTracedMux(c HandlerConfig, t *Tracer) (*http.ServeMux, error) {
+	var h http.Handler
 	switch c.Kind {
 	case "cpu":
-		h = func(w http.ResponseWriter, r *http.Request) {
+		h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			fmt.Fprintf(w, "%d\n", work(c.Iters))
-		}
+		})
 	case "dep":
 		slots := make(chan struct{}, c.Slots)
-		h = func(w http.ResponseWriter, r *http.Request) {
+		h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			slots <- struct{}{}
 			time.Sleep(c.Sleep)
 			<-slots
 			fmt.Fprintln(w, "ok")
-		}
+		})
 	default:
 		return nil, fmt.Errorf("handler kind %q: want cpu or dep", c.Kind)
+	}
+	if t != nil {
+		h = t.Inner(h)
 	}
 	mux := http.NewServeMux()
 	for _, p := range c.Paths {

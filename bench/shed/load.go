@@ -2,9 +2,11 @@ package shed
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"net/http/httptrace"
 	"sync"
 	"time"
 
@@ -48,6 +50,12 @@ type Sample struct {
 	At      time.Duration
 	Latency time.Duration
 	Status  int // 0: no response before the client deadline, or a transport error
+	// ID is the request's IDHeader value.
+	ID string
+	// Wrote is when the request was written to its connection (since At;
+	// the generator's own delay), and NewConn whether it needed a new one.
+	Wrote   time.Duration
+	NewConn bool
 }
 
 // NewClient returns the generator's HTTP client: a fixed pool of keep-alive
@@ -137,6 +145,12 @@ func do(ctx context.Context, client *http.Client, base string, st Stream, tr tie
 		return s
 	}
 	tier.SetHeader(req.Header, tr, st.Caller)
+	s.ID = fmt.Sprintf("%s@%d", st.Name, intended.UnixNano())
+	req.Header.Set(IDHeader, s.ID)
+	req = req.WithContext(httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		GotConn:      func(i httptrace.GotConnInfo) { s.NewConn = !i.Reused },
+		WroteRequest: func(httptrace.WroteRequestInfo) { s.Wrote = time.Since(intended) },
+	}))
 	resp, err := client.Do(req)
 	if err == nil {
 		_, err = io.Copy(io.Discard, resp.Body)

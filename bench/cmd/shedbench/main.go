@@ -7,6 +7,9 @@
 //	shedbench [-scenarios 1,3] [-contenders veer,none] [-rounds 1] [-format table|json]
 //	shedbench serve ...   (internal: the server process)
 //
+// SHEDBENCH_SAMPLES=dir writes every request of every run as CSV to dir,
+// and the server's timings of each request (outermost handler entry,
+// application handler start and end) beside it (-server.csv).
 // SHEDBENCH_DEBUG=1 makes the veer server print its endpoints' state
 // (overloaded, limit, in flight, queued) to stderr every 100 ms, and the
 // server-side p50/p99 of admitted requests (middleware entry to handler
@@ -59,8 +62,13 @@ func serve(args []string) error {
 	slots := fs.Int("slots", 20, "dependency slots")
 	sleep := fs.Duration("sleep", 20*time.Millisecond, "dependency time per request")
 	paths := fs.String("paths", "GET /a", "comma-separated route patterns")
+	tracePath := fs.String("trace", "", "write per-request server timings (CSV) to this file at exit")
 	_ = fs.Parse(args)
-	mux, err := bench.NewMux(bench.HandlerConfig{Kind: *kind, Iters: *iters, Slots: *slots, Sleep: *sleep, Paths: strings.Split(*paths, ",")})
+	var tr *bench.Tracer
+	if *tracePath != "" {
+		tr = bench.NewTracer()
+	}
+	mux, err := bench.NewTracedMux(bench.HandlerConfig{Kind: *kind, Iters: *iters, Slots: *slots, Sleep: *sleep, Paths: strings.Split(*paths, ",")}, tr)
 	if err != nil {
 		return err
 	}
@@ -69,6 +77,9 @@ func serve(args []string) error {
 		return err
 	}
 	defer closeFn()
+	if tr != nil {
+		h = tr.Outer(h)
+	}
 	var served atomic.Int64
 	counted := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		served.Add(1)
@@ -83,6 +94,11 @@ func serve(args []string) error {
 	fmt.Printf("ADDR %s\n", lis.Addr())
 	_, _ = io.Copy(io.Discard, os.Stdin)
 	srv.Close()
+	if tr != nil {
+		if err := tr.WriteFile(*tracePath); err != nil {
+			return err
+		}
+	}
 	fmt.Printf("SERVED %d\n", served.Load())
 	return nil
 }
@@ -102,13 +118,13 @@ type server struct {
 	pinned bool
 }
 
-func startServer(contender string, h bench.HandlerConfig) (*server, error) {
+func startServer(contender string, h bench.HandlerConfig, tracePath string) (*server, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, err
 	}
 	args := []string{"serve", "-contender", contender, "-kind", h.Kind, "-iters", strconv.Itoa(h.Iters),
-		"-slots", strconv.Itoa(h.Slots), "-sleep", h.Sleep.String(), "-paths", strings.Join(h.Paths, ",")}
+		"-slots", strconv.Itoa(h.Slots), "-sleep", h.Sleep.String(), "-paths", strings.Join(h.Paths, ","), "-trace", tracePath}
 	argv := append([]string{self}, args...)
 	pinned := false
 	if ts, err := exec.LookPath("taskset"); err == nil {
@@ -165,7 +181,7 @@ func (s *server) stop() (cpu, wall time.Duration, served int64, err error) {
 // capacity measures the cpu handler's throughput with no protection:
 // closed loop, 32 workers, 2 s after a 300 ms warm-up.
 func capacity(client *http.Client, iters int) (float64, error) {
-	s, err := startServer("none", bench.HandlerConfig{Kind: "cpu", Iters: iters, Paths: []string{"GET /a"}})
+	s, err := startServer("none", bench.HandlerConfig{Kind: "cpu", Iters: iters, Paths: []string{"GET /a"}}, "")
 	if err != nil {
 		return 0, err
 	}
@@ -255,7 +271,11 @@ func run() error {
 				slices.Reverse(order)
 			}
 			for _, name := range order {
-				s, err := startServer(name, sc.Handler)
+				trace := ""
+				if dir := os.Getenv("SHEDBENCH_SAMPLES"); dir != "" {
+					trace = fmt.Sprintf("%s/%s-%s-%d-server.csv", dir, sc.Name, name, round)
+				}
+				s, err := startServer(name, sc.Handler, trace)
 				if err != nil {
 					return err
 				}
@@ -264,6 +284,11 @@ func run() error {
 				cpu, wall, served, err := s.stop()
 				if err != nil {
 					return fmt.Errorf("%s/%s: server: %w", sc.Name, name, err)
+				}
+				if dir := os.Getenv("SHEDBENCH_SAMPLES"); dir != "" {
+					if err := dumpSamples(dir, sc.Name, name, round, samples); err != nil {
+						return err
+					}
 				}
 				r := bench.Analyze(phases, samples)
 				r.Scenario, r.Contender, r.Round, r.CapacityRPS = sc.Name, name, round, c
@@ -307,6 +332,18 @@ func run() error {
 		return nil
 	}
 	return errors.New("format: want table or json")
+}
+
+// dumpSamples writes every request's fate as CSV (at_ms, phase, stream,
+// tier, latency_ms, status) to dir/scenario-contender-round.csv.
+func dumpSamples(dir, scenario, contender string, round int, samples []bench.Sample) error {
+	slices.SortFunc(samples, func(a, b bench.Sample) int { return int(a.At - b.At) })
+	var b strings.Builder
+	b.WriteString("at_ms,phase,stream,tier,latency_ms,status,id,wrote_ms,new_conn\n")
+	for _, s := range samples {
+		fmt.Fprintf(&b, "%.3f,%d,%s,%s,%.3f,%d,%s,%.3f,%t\n", float64(s.At)/1e6, s.Phase, s.Stream, s.Tier, float64(s.Latency)/1e6, s.Status, s.ID, float64(s.Wrote)/1e6, s.NewConn)
+	}
+	return os.WriteFile(fmt.Sprintf("%s/%s-%s-%d.csv", dir, scenario, contender, round), []byte(b.String()), 0o644)
 }
 
 // median keeps, per contender, the round with the median goodput (all
