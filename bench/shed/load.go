@@ -56,6 +56,8 @@ type Sample struct {
 	// the generator's own delay), and NewConn whether it needed a new one.
 	Wrote   time.Duration
 	NewConn bool
+	// Body is a 503's body (it names the shed reason).
+	Body string
 }
 
 // NewClient returns the generator's HTTP client: a fixed pool of keep-alive
@@ -153,10 +155,14 @@ func do(ctx context.Context, client *http.Client, base string, st Stream, tr tie
 	}))
 	resp, err := client.Do(req)
 	if err == nil {
-		_, err = io.Copy(io.Discard, resp.Body)
+		var body []byte
+		body, err = io.ReadAll(io.LimitReader(resp.Body, 4096))
 		resp.Body.Close()
 		if err == nil {
 			s.Status = resp.StatusCode
+			if s.Status == http.StatusServiceUnavailable {
+				s.Body = string(body)
+			}
 		}
 	}
 	s.Latency = time.Since(intended)

@@ -339,9 +339,9 @@ func run() error {
 func dumpSamples(dir, scenario, contender string, round int, samples []bench.Sample) error {
 	slices.SortFunc(samples, func(a, b bench.Sample) int { return int(a.At - b.At) })
 	var b strings.Builder
-	b.WriteString("at_ms,phase,stream,tier,latency_ms,status,id,wrote_ms,new_conn\n")
+	b.WriteString("at_ms,phase,stream,tier,latency_ms,status,id,wrote_ms,new_conn,body\n")
 	for _, s := range samples {
-		fmt.Fprintf(&b, "%.3f,%d,%s,%s,%.3f,%d,%s,%.3f,%t\n", float64(s.At)/1e6, s.Phase, s.Stream, s.Tier, float64(s.Latency)/1e6, s.Status, s.ID, float64(s.Wrote)/1e6, s.NewConn)
+		fmt.Fprintf(&b, "%.3f,%d,%s,%s,%.3f,%d,%s,%.3f,%t,%q\n", float64(s.At)/1e6, s.Phase, s.Stream, s.Tier, float64(s.Latency)/1e6, s.Status, s.ID, float64(s.Wrote)/1e6, s.NewConn, strings.TrimSpace(s.Body))
 	}
 	return os.WriteFile(fmt.Sprintf("%s/%s-%s-%d.csv", dir, scenario, contender, round), []byte(b.String()), 0o644)
 }
