@@ -4,6 +4,7 @@ import (
 	"os"
 	"runtime"
 	"sync"
+	"sync/atomic"
 )
 
 // pollYield gives up the processor until the Go runtime next polls the
@@ -36,6 +37,19 @@ import (
 // the caller parks; the yield is then as short as runtime.Gosched, which is
 // also what it falls back to where pipes are not pollable (newWakePipe).
 func pollYield() {
+	for {
+		n := pollers.Load()
+		if n >= maxPollers {
+			// Enough goroutines already wait for the next poll; it
+			// will come as soon as they have parked.
+			runtime.Gosched()
+			return
+		}
+		if pollers.CompareAndSwap(n, n+1) {
+			break
+		}
+	}
+	defer pollers.Add(-1)
 	p, _ := wakePipes.Get().(*wakePipe)
 	if p == nil {
 		r, w, err := newWakePipe()
@@ -56,6 +70,15 @@ func pollYield() {
 	wakePipes.Put(p)
 	runtime.Gosched()
 }
+
+// maxPollers bounds the goroutines that wait for a poll at once, and so the
+// pipes open for it (two descriptors each): one poll wakes them all, so more
+// would cost descriptors and gain little. Beyond it, pollYield is
+// runtime.Gosched. Under CPU-bound overload the limits that admit requests
+// are small (one or two per processor), so the bound rarely applies.
+const maxPollers = 16
+
+var pollers atomic.Int32
 
 // wakePipe is a pipe pollYield waits on.
 type wakePipe struct{ r, w *os.File }

@@ -3,6 +3,7 @@ package shed
 import (
 	"os"
 	"runtime"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -83,5 +84,30 @@ func BenchmarkPollYield(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		pollYield()
+	}
+}
+
+// TestPollYieldBoundsPollers: however many goroutines yield at once, at
+// most maxPollers wait for a poll (each holds a pipe), and every one of them
+// returns.
+func TestPollYieldBoundsPollers(t *testing.T) {
+	var wg sync.WaitGroup
+	var peak atomic.Int32
+	for range 10 * maxPollers {
+		wg.Go(func() {
+			for range 20 {
+				pollYield()
+				if n := pollers.Load(); n > peak.Load() {
+					peak.Store(n)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if p := peak.Load(); p > maxPollers {
+		t.Fatalf("%d goroutines waited for a poll at once, want at most %d", p, maxPollers)
+	}
+	if n := pollers.Load(); n != 0 {
+		t.Fatalf("%d pollers left after every yield returned", n)
 	}
 }
