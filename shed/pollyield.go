@@ -17,8 +17,9 @@ import (
 // requests sit unseen in the kernel for that long and then reach their stages
 // in a burst, in arrival order. runtime.Gosched does not help: it puts the
 // goroutine behind the others and the run queue stays non-empty. On one core
-// under a 6× overload, requests spent a median of 16-21 ms before the
-// middleware ran with runtime.Gosched, 4 ms with pollYield (docs/shed.md).
+// under a 2× and a 6× overload, admitted requests spent a median of 10.6-13.2
+// ms before the middleware ran with runtime.Gosched, 4.3-6.5 ms with
+// pollYield (docs/shed.md).
 //
 // How: the caller reads an empty pipe that the runtime's network poller
 // watches, so it parks until a poll finds the pipe readable; a helper
