@@ -43,7 +43,9 @@ type Result struct {
 	DetectMs  float64 `json:"detect_ms"`
 	RecoverMs float64 `json:"recover_ms"`
 	// OrderViolations counts seconds in which a sheddable_plus request was
-	// shed while a sheddable one was admitted.
+	// shed while a sheddable one was admitted (by intended send time);
+	// extra order_viol_after_onset leaves out the seconds that hold the
+	// first OnsetWindow of the measured phase.
 	OrderViolations int `json:"order_violations"`
 	// CPUUsPerReq is server CPU (user+sys) per request received, in µs;
 	// CPUCorePct the server CPU over the wall time of the run.
@@ -125,11 +127,18 @@ func Analyze(phases []Phase, samples []Sample) Result {
 			errs++
 		}
 	}
-	for _, s := range secs {
-		if s.plusShed && s.lowOK {
-			r.OrderViolations++
+	inOnset := 0
+	for b, s := range secs {
+		if !s.plusShed || !s.lowOK {
+			continue
+		}
+		r.OrderViolations++
+		start := time.Duration(b) * time.Second
+		if start+time.Second > mStart && start < mStart+OnsetWindow {
+			inOnset++ // the second holds the overload's onset
 		}
 	}
+	r.Extra["order_viol_after_onset"] = float64(r.OrderViolations - inOnset)
 	if n > 0 {
 		r.ShedRate = float64(shed) / float64(n)
 		r.ErrRate = float64(errs) / float64(n)

@@ -1,0 +1,32 @@
+package shed
+
+import (
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/veerhq/veer/tier"
+)
+
+// TestAnalyzeOrderViolations: a second in which a sheddable_plus request
+// was shed while a sheddable one was admitted is a violation; the extra
+// order_viol_after_onset leaves out the seconds that hold the measured
+// phase's first OnsetWindow, and seconds with only one of the two events
+// are not violations.
+func TestAnalyzeOrderViolations(t *testing.T) {
+	phases := []Phase{{Name: "warm", Dur: time.Second}, {Name: "load", Dur: 3 * time.Second, Measure: true}}
+	at := func(ms int, tr tier.Tier, status int) Sample {
+		return Sample{Phase: 1, Tier: tr, At: time.Duration(ms) * time.Millisecond, Status: status, Latency: time.Millisecond}
+	}
+	samples := []Sample{
+		at(1003, tier.Sheddable, http.StatusOK), // onset second: violation
+		at(1200, tier.SheddablePlus, http.StatusServiceUnavailable),
+		at(2100, tier.SheddablePlus, http.StatusServiceUnavailable), // shed only: fine
+		at(3100, tier.Sheddable, http.StatusOK),                     // later second: violation
+		at(3900, tier.SheddablePlus, http.StatusServiceUnavailable),
+	}
+	r := Analyze(phases, samples)
+	if r.OrderViolations != 2 || r.Extra["order_viol_after_onset"] != 1 {
+		t.Fatalf("violations %d, after onset %v; want 2 and 1", r.OrderViolations, r.Extra["order_viol_after_onset"])
+	}
+}
