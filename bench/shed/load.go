@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/veerhq/veer/tier"
@@ -149,22 +150,30 @@ func do(ctx context.Context, client *http.Client, base string, st Stream, tr tie
 	tier.SetHeader(req.Header, tr, st.Caller)
 	s.ID = fmt.Sprintf("%s@%d", st.Name, intended.UnixNano())
 	req.Header.Set(IDHeader, s.ID)
+	// WroteRequest runs on the transport's writing goroutine, which may
+	// still be finishing when the response is in.
+	var wrote atomic.Int64
+	var newConn atomic.Bool
 	req = req.WithContext(httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
-		GotConn:      func(i httptrace.GotConnInfo) { s.NewConn = !i.Reused },
-		WroteRequest: func(httptrace.WroteRequestInfo) { s.Wrote = time.Since(intended) },
+		GotConn:      func(i httptrace.GotConnInfo) { newConn.Store(!i.Reused) },
+		WroteRequest: func(httptrace.WroteRequestInfo) { wrote.Store(int64(time.Since(intended))) },
 	}))
 	resp, err := client.Do(req)
 	if err == nil {
 		var body []byte
-		body, err = io.ReadAll(io.LimitReader(resp.Body, 4096))
+		if resp.StatusCode == http.StatusServiceUnavailable {
+			body, err = io.ReadAll(io.LimitReader(resp.Body, 512))
+		}
+		if err == nil {
+			_, err = io.Copy(io.Discard, resp.Body) // drain: the connection is reused
+		}
 		resp.Body.Close()
 		if err == nil {
 			s.Status = resp.StatusCode
-			if s.Status == http.StatusServiceUnavailable {
-				s.Body = string(body)
-			}
+			s.Body = string(body)
 		}
 	}
+	s.Wrote, s.NewConn = time.Duration(wrote.Load()), newConn.Load()
 	s.Latency = time.Since(intended)
 	if s.Latency > deadline {
 		s.Status = 0

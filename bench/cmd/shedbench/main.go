@@ -334,8 +334,10 @@ func run() error {
 	return errors.New("format: want table or json")
 }
 
-// dumpSamples writes every request's fate as CSV (at_ms, phase, stream,
-// tier, latency_ms, status) to dir/scenario-contender-round.csv.
+// dumpSamples writes every request's fate as CSV to
+// dir/scenario-contender-round.csv: intended send time, phase, stream,
+// tier, latency, status, request id (joins the -server.csv), when the
+// request was written, whether it needed a new connection, and a 503's body.
 func dumpSamples(dir, scenario, contender string, round int, samples []bench.Sample) error {
 	slices.SortFunc(samples, func(a, b bench.Sample) int { return int(a.At - b.At) })
 	var b strings.Builder
