@@ -51,7 +51,7 @@ type stage struct {
 	det       [tier.CriticalPlus + 1]Detector // one CoDel detector per tier queue
 	lim       *Limiter
 	lastPol   *policy
-	lastOver  time.Time // last interval end at which the endpoint was overloaded
+	lastOver  time.Time // last interval end at which the endpoint was overloaded, or last overload drop
 	timer     clock.Timer
 	armed     bool
 	closed    bool
@@ -247,7 +247,7 @@ func (st *stage) wait(ctx context.Context, t tier.Tier, p *policy, now time.Time
 			return Ticket{st: st, start: now}, nil
 		}
 	}
-	if int(st.queued.Load()) >= p.maxQueue && !st.evictLocked(t, p) {
+	if int(st.queued.Load()) >= p.maxQueue && !st.evictLocked(t, p, now) {
 		st.mu.Unlock()
 		st.m.shed[t][ReasonQueueFull].Inc()
 		return Ticket{}, reject(ReasonQueueFull)
@@ -366,24 +366,34 @@ func (st *stage) markIdle() {
 
 // evictLocked makes room in a full queue for a request of tier t by dropping
 // the oldest waiter of the lowest sheddable tier below t.
-func (st *stage) evictLocked(t tier.Tier, p *policy) bool {
+func (st *stage) evictLocked(t tier.Tier, p *policy, now time.Time) bool {
 	for v := tier.Sheddable; v < t && p.sheddable(v); v++ {
 		if w := st.q[v].popFront(); w != nil {
 			st.queued.Add(-1)
-			st.dropLocked(w, ReasonQueueFull)
+			st.dropLocked(w, ReasonQueueFull, now)
 			return true
 		}
 	}
 	return false
 }
 
-func (st *stage) dropLocked(w *waiter, r Reason) {
+// dropLocked sheds waiter w for reason r at now. An overload drop raises the
+// floor to w's tier and restarts FloorHold: the tiers below stay refused for
+// FloorHold after the last drop, not after the last interval that ended
+// overloaded (a tier's queue can still be swept after that, and a lower tier
+// let in within the second would break the order).
+func (st *stage) dropLocked(w *waiter, r Reason, now time.Time) {
 	w.state = wDropped
 	w.reason = r
 	st.m.shed[w.tier][r].Inc()
-	if r == ReasonOverload && uint32(w.tier) > st.floor.Load() {
-		st.floor.Store(uint32(w.tier))
+	if r == ReasonOverload {
+		if uint32(w.tier) > st.floor.Load() {
+			st.floor.Store(uint32(w.tier))
+		}
 		st.shedding.Store(true)
+		if now.After(st.lastOver) {
+			st.lastOver = now
+		}
 	}
 	w.ready <- struct{}{}
 }
@@ -419,15 +429,15 @@ func (st *stage) dispatchLocked(now time.Time, p *policy) {
 			sample = max(sample, now.Sub(f.arrival))
 		}
 		if st.shedding.Load() && p.sheddable(w.tier) && uint32(w.tier) < st.floor.Load() {
-			st.dropLocked(w, ReasonTier)
+			st.dropLocked(w, ReasonTier, now)
 			continue
 		}
 		if !w.deadline.IsZero() && w.deadline.Sub(now) < minSvc {
-			st.dropLocked(w, ReasonDeadline)
+			st.dropLocked(w, ReasonDeadline, now)
 			continue
 		}
 		if p.sheddable(w.tier) && st.det[w.tier].Drop(wait) {
-			st.dropLocked(w, ReasonOverload)
+			st.dropLocked(w, ReasonOverload, now)
 			continue
 		}
 		// Priority: every tier above w's is empty while a slot is handed
@@ -486,7 +496,7 @@ func (st *stage) sweepLocked(now time.Time, p *policy) {
 			}
 			st.q[t].popFront()
 			st.queued.Add(-1)
-			st.dropLocked(w, ReasonOverload)
+			st.dropLocked(w, ReasonOverload, now)
 		}
 	}
 	// Dropping stale waiters does not drain a queue: they leave because it

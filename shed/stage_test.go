@@ -272,6 +272,32 @@ func TestStageQueueFullEvictsLowerTier(t *testing.T) {
 	})
 }
 
+// TestStageFloorHoldsFromTheLastDrop: the tiers below one dropped for
+// overload stay refused for FloorHold after that drop, even when no interval
+// ended overloaded since (a tier's queue is swept between interval ends).
+func TestStageFloorHoldsFromTheLastDrop(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, Config{Limit: LimitConfig{Static: 1}})
+		h.s.rq = nil
+		ctx := context.Background()
+		h.start(ctx, "warm", tier.Critical) // the stage exists, its intervals run
+		h.finish("warm")
+		st := h.s.stage("ep")
+		st.mu.Lock()
+		st.dropLocked(&waiter{tier: tier.SheddablePlus, ready: make(chan struct{}, 1)}, ReasonOverload, time.Now())
+		st.mu.Unlock()
+		time.Sleep(FloorHold - 100*time.Millisecond)
+		h.start(ctx, "early", tier.Sheddable)
+		h.wantShed("early", ReasonTier)
+		h.start(ctx, "plus", tier.SheddablePlus) // the dropped tier itself is not refused
+		h.finish("plus")
+		time.Sleep(500 * time.Millisecond) // FloorHold has passed; the floor decays
+		h.start(ctx, "late", tier.Sheddable)
+		h.finish("late")
+		h.wantAdmitted("warm", "plus", "late")
+	})
+}
+
 // TestStageRecoversAfterOverload checks the way out: once the queue drains,
 // an interval of short waits clears the overload and admits everyone.
 func TestStageRecoversAfterOverload(t *testing.T) {
