@@ -51,10 +51,10 @@ type Sample struct {
 	At      time.Duration
 	Latency time.Duration
 	Status  int // 0: no response before the client deadline, or a transport error
-	// ID is the request's IDHeader value.
-	ID string
-	// Wrote is when the request was written to its connection (since At;
-	// the generator's own delay), and NewConn whether it needed a new one.
+	// ID is the request's IDHeader value; Wrote is when the request was
+	// written to its connection (since At; the generator's own delay), and
+	// NewConn whether it needed a new one. Only traced runs set them.
+	ID      string
 	Wrote   time.Duration
 	NewConn bool
 	// Body is a 503's body (it names the shed reason).
@@ -75,7 +75,9 @@ func NewClient(conns int) *http.Client {
 
 // Run offers the phases to base (http://host:port) one after the other and
 // returns every request's sample. Each request has the client deadline.
-func Run(ctx context.Context, client *http.Client, base string, phases []Phase, deadline time.Duration, seed uint64) []Sample {
+// With trace, requests carry an IDHeader and samples record ID, Wrote and
+// NewConn (a client trace per request: only for SHEDBENCH_SAMPLES runs).
+func Run(ctx context.Context, client *http.Client, base string, phases []Phase, deadline time.Duration, seed uint64, trace bool) []Sample {
 	var (
 		mu      sync.Mutex
 		samples []Sample
@@ -105,7 +107,7 @@ func Run(ctx context.Context, client *http.Client, base string, phases []Phase, 
 					tr := pick(st.Mix, rng.Float64())
 					intended := at
 					wg.Go(func() {
-						s := do(ctx, client, base, st, tr, start.Add(intended), deadline)
+						s := do(ctx, client, base, st, tr, start.Add(intended), deadline, trace)
 						s.Phase, s.At = pi, intended
 						mu.Lock()
 						samples = append(samples, s)
@@ -139,7 +141,7 @@ func pick(mix []Share, u float64) tier.Tier {
 	return tier.Unset
 }
 
-func do(ctx context.Context, client *http.Client, base string, st Stream, tr tier.Tier, intended time.Time, deadline time.Duration) Sample {
+func do(ctx context.Context, client *http.Client, base string, st Stream, tr tier.Tier, intended time.Time, deadline time.Duration, trace bool) Sample {
 	s := Sample{Stream: st.Name, Tier: tr}
 	ctx, cancel := context.WithDeadline(ctx, intended.Add(deadline))
 	defer cancel()
@@ -148,16 +150,18 @@ func do(ctx context.Context, client *http.Client, base string, st Stream, tr tie
 		return s
 	}
 	tier.SetHeader(req.Header, tr, st.Caller)
-	s.ID = fmt.Sprintf("%s@%d", st.Name, intended.UnixNano())
-	req.Header.Set(IDHeader, s.ID)
 	// WroteRequest runs on the transport's writing goroutine, which may
 	// still be finishing when the response is in.
 	var wrote atomic.Int64
 	var newConn atomic.Bool
-	req = req.WithContext(httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
-		GotConn:      func(i httptrace.GotConnInfo) { newConn.Store(!i.Reused) },
-		WroteRequest: func(httptrace.WroteRequestInfo) { wrote.Store(int64(time.Since(intended))) },
-	}))
+	if trace {
+		s.ID = fmt.Sprintf("%s@%d", st.Name, intended.UnixNano())
+		req.Header.Set(IDHeader, s.ID)
+		req = req.WithContext(httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+			GotConn:      func(i httptrace.GotConnInfo) { newConn.Store(!i.Reused) },
+			WroteRequest: func(httptrace.WroteRequestInfo) { wrote.Store(int64(time.Since(intended))) },
+		}))
+	}
 	resp, err := client.Do(req)
 	if err == nil {
 		var body []byte

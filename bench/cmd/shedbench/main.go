@@ -280,7 +280,7 @@ func run() error {
 					return err
 				}
 				pinnedAll = pinnedAll && s.pinned
-				samples := bench.Run(context.Background(), client, "http://"+s.addr, phases, *deadline, uint64(round+1))
+				samples := bench.Run(context.Background(), client, "http://"+s.addr, phases, *deadline, uint64(round+1), trace != "")
 				cpu, wall, served, err := s.stop()
 				if err != nil {
 					return fmt.Errorf("%s/%s: server: %w", sc.Name, name, err)
