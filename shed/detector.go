@@ -130,6 +130,14 @@ func (d *Detector) Advance(now time.Time, headWait time.Duration, queued bool) b
 	return d.overloaded
 }
 
+// Forgive clears the overload state and the current run of waits above
+// Target: the standing queue was not the endpoint's (the stage's own limit
+// held it, see Limiter.SelfLimited). The next interval decides afresh.
+func (d *Detector) Forgive() {
+	d.overloaded = false
+	d.aboveSince = time.Time{}
+}
+
 // Overloaded reports the state decided at the end of the last interval.
 func (d *Detector) Overloaded() bool { return d.overloaded }
 

@@ -61,6 +61,12 @@ type Window struct {
 	// end (goroutines waiting for a processor, the process using at least
 	// 90% of GOMAXPROCS): the CPU, not a dependency, makes requests slow.
 	Saturated bool
+	// Queued reports that requests waited in the stage's queue for a slot
+	// during the window.
+	Queued bool
+	// Waiting is the number of requests in the stage's queue at the
+	// window's end.
+	Waiting int64
 }
 
 // Limiter is the adaptive concurrency limit of one endpoint: a gradient on
@@ -88,6 +94,18 @@ type Window struct {
 // latency is not caused by this endpoint's concurrency; the baseline is reset
 // to the current latency and the cuts are undone.
 //
+// Slow start: a limit that binds while requests queue and the latency stays
+// flat (within 20% of the baseline) grows to what was asked of it (the
+// requests in flight and queued), at least doubling and at most
+// quadrupling per window, instead of growing by √limit: the queue is the
+// limiter's own, not the endpoint's. Slow start ends with the first cut
+// (latency rose with concurrency): after that the limit knows where the
+// endpoint's capacity lies, and doubling back to it would oscillate. A fresh
+// process behind a slow dependency starts at Initial and may need ten times
+// that in flight at half of its capacity; growing by √limit it would queue,
+// and be shed, for its first half second. SelfLimited reports such a window,
+// so that the stage does not call the queue an overload.
+//
 // Saturated processors (Window.Saturated): extra requests in flight only wait
 // for a processor, so the limit does not grow, the tolerance is halfway to
 // 1 (1.5 by default), and a cut that did not help is not taken for a slow
@@ -106,6 +124,8 @@ type Limiter struct {
 	cutFrom float64       // limit when the current run of cuts started; 0 when none
 	cutRTT  time.Duration // latency then
 	regrow  bool          // re-baselined: grow fast while latency stays flat
+	self    bool          // the last window's queue was the limit's own (slow start)
+	cut     bool          // the limit has been cut once: slow start is over
 }
 
 // NewLimiter returns a limiter at cfg's initial (or static) limit.
@@ -134,6 +154,11 @@ func (l *Limiter) Limit() int {
 	return int(l.limit)
 }
 
+// SelfLimited reports whether the last window used was a slow-start one:
+// requests queued behind a binding limit while the latency stayed flat, and
+// the limit grew. Such a queue is no overload of the endpoint.
+func (l *Limiter) SelfLimited() bool { return l.self }
+
 // Baseline returns the latency the limiter considers unloaded (0 before the
 // first full window).
 func (l *Limiter) Baseline() time.Duration { return l.baseline }
@@ -144,6 +169,7 @@ func (l *Limiter) Update(w Window) (used bool) {
 	if w.Count < int64(l.cfg.MinSamples) {
 		return false
 	}
+	l.self = false
 	rtt := w.Sum / time.Duration(w.Count)
 	if l.baseline == 0 || rtt < l.baseline {
 		l.baseline = rtt
@@ -172,6 +198,7 @@ func (l *Limiter) Update(w Window) (used bool) {
 			l.regrow = true
 			return true
 		}
+		l.cut = true
 		g := math.Max(0.5, tol*float64(l.baseline)/float64(rtt))
 		l.limit = math.Max(float64(l.cfg.Min), l.limit*g)
 	case w.Saturated:
@@ -182,7 +209,18 @@ func (l *Limiter) Update(w Window) (used bool) {
 	case float64(w.MaxInflight) >= 0.8*l.limit:
 		l.cutFrom = 0
 		step := math.Max(1, math.Sqrt(l.limit))
-		if l.regrow && float64(rtt) <= 1.2*float64(l.baseline) {
+		flat := float64(rtt) <= 1.2*float64(l.baseline)
+		if !l.cut && w.Queued && flat && l.limit < float64(l.cfg.Max) {
+			// Slow start: requests wait for the limit, not for the
+			// endpoint, whose latency more of them in flight did not
+			// change.
+			// Double, or make room for the queue, up to four
+			// times the limit.
+			step = math.Max(step, math.Min(3*l.limit, float64(w.MaxInflight+w.Waiting)-l.limit))
+			step = math.Max(step, l.limit)
+			l.self = true
+		}
+		if l.regrow && flat {
 			// After a re-baseline the dependency is slower for everyone
 			// and needs more requests in flight for the same throughput
 			// (Little's law): grow by half while latency stays flat.

@@ -143,3 +143,46 @@ func TestLimiterBacklogStepTable(t *testing.T) {
 		})
 	}
 }
+
+// TestLimiterSlowStartStepTable: a limit that binds while requests queue
+// and the latency stays flat grows to what was asked of it (in flight plus
+// queued), at least doubling and at most quadrupling, and reports the
+// window as self-limited; not under saturated processors, not when the
+// latency rose, and never again after the first cut.
+func TestLimiterSlowStartStepTable(t *testing.T) {
+	const ms = time.Millisecond
+	type win struct {
+		rtt       time.Duration
+		queued    bool
+		waiting   int64
+		saturated bool
+	}
+	tests := []struct {
+		name      string
+		wins      []win // every window binding, after a first one that learns a 20 ms baseline at limit 4
+		wantLimit int
+		wantSelf  bool
+	}{
+		{"queued at flat latency doubles", []win{{20 * ms, true, 0, false}}, 8, true},
+		{"grows to the queue", []win{{20 * ms, true, 7, false}}, 11, true},
+		{"at most fourfold", []win{{20 * ms, true, 100, false}}, 16, true},
+		{"within 20% is flat", []win{{24 * ms, true, 0, false}}, 8, true},
+		{"nobody queued: by √limit", []win{{20 * ms, false, 0, false}}, 6, false},
+		{"latency rose: by √limit", []win{{30 * ms, true, 0, false}}, 6, false},
+		{"saturated processors hold", []win{{20 * ms, true, 0, true}}, 4, false},
+		{"twice in a row", []win{{20 * ms, true, 0, false}, {20 * ms, true, 0, false}}, 16, true},
+		{"over after the first cut", []win{{20 * ms, true, 0, false}, {60 * ms, true, 0, false}, {20 * ms, true, 0, false}}, 7, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			l := NewLimiter(LimitConfig{})
+			l.Update(Window{Count: 10, Sum: 10 * 20 * ms, MaxInflight: 1}) // baseline 20 ms, not binding
+			for _, w := range tt.wins {
+				l.Update(Window{Count: 10, Sum: 10 * w.rtt, MaxInflight: int64(l.Limit()), Queued: w.queued, Waiting: w.waiting, Saturated: w.saturated})
+			}
+			if l.Limit() != tt.wantLimit || l.SelfLimited() != tt.wantSelf {
+				t.Errorf("limit %d self-limited %v, want %d and %v", l.Limit(), l.SelfLimited(), tt.wantLimit, tt.wantSelf)
+			}
+		})
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -275,4 +276,57 @@ func TestModelSlowDependencyDoesNotCollapse(t *testing.T) {
 			t.Errorf("limit %d after 3 s of 50 ms latency at 400/s, want ≥ 20 (Little's law)", got)
 		}
 	})
+}
+
+// TestModelColdStart: a fresh process at half of a slow dependency's
+// capacity (20 slots × 20 ms, 500 req/s: 10 requests in flight) must not
+// shed. Its limit starts at LimitConfig.Initial (4), so the first requests
+// queue behind the stage's own limit while the dependency is idle; that
+// queue is the limiter's to fix (the latency stays flat while the limit
+// grows), not an overload to shed.
+func TestModelColdStart(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		slots int
+		d     time.Duration
+	}{
+		{"dep 20 slots", 20, 20 * time.Millisecond},
+		{"dep 100 slots", 100, 20 * time.Millisecond},
+		{"cpu", 1, 5 * time.Millisecond},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				s, _ := newShedder(t, Config{})
+				s.rq = nil
+				srv := newModelServer(tt.slots, tt.d)
+				rate := 0.5 * float64(tt.slots) / tt.d.Seconds()
+				var wg sync.WaitGroup
+				var shed, late atomic.Int64
+				start := time.Now()
+				n := int(rate) // one second
+				for i := range n {
+					time.Sleep(time.Until(start.Add(time.Duration(float64(i) * float64(time.Second) / rate))))
+					tr := []tier.Tier{tier.Critical, tier.SheddablePlus, tier.Sheddable}[i%3]
+					wg.Go(func() {
+						sent := time.Now()
+						tk, err := s.Acquire(context.Background(), "ep", tr)
+						if err != nil {
+							shed.Add(1)
+							return
+						}
+						srv.serve()
+						tk.Release()
+						if time.Since(sent) > 500*time.Millisecond {
+							late.Add(1)
+						}
+					})
+				}
+				wg.Wait()
+				t.Logf("%d requests at %.0f/s: %d shed, %d took > 500 ms; limit now %d", n, rate, shed.Load(), late.Load(), s.Stats()[0].Limit)
+				if shed.Load() != 0 || late.Load() != 0 {
+					t.Errorf("cold start at half capacity: %d shed, %d took > 500 ms, want none", shed.Load(), late.Load())
+				}
+			})
+		})
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/veerhq/veer/clock"
 	"github.com/veerhq/veer/config"
@@ -144,6 +145,9 @@ type EndpointStats struct {
 	Limit      int    `json:"limit"`
 	Inflight   int    `json:"inflight"`
 	Queued     int    `json:"queued"`
+	// Baseline is the service time the limiter takes for unloaded (0
+	// before its first window).
+	Baseline time.Duration `json:"baseline_ns"`
 }
 
 // Stats returns the state of every tracked endpoint.
@@ -158,6 +162,7 @@ func (s *Shedder) Stats() []EndpointStats {
 			Limit:      int(st.limit.Load()),
 			Inflight:   int(st.inflight.Load()),
 			Queued:     int(st.queued.Load()),
+			Baseline:   time.Duration(st.minService.Load()),
 		})
 	}
 	return out

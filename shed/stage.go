@@ -52,6 +52,7 @@ type stage struct {
 	lim       *Limiter
 	lastPol   *policy
 	lastOver  time.Time // last interval end at which the endpoint was overloaded, or last overload drop
+	waited    bool      // a request queued since the limiter's last window
 	timer     clock.Timer
 	armed     bool
 	closed    bool
@@ -256,6 +257,7 @@ func (st *stage) wait(ctx context.Context, t tier.Tier, p *policy, now time.Time
 	w.deadline, _ = ctx.Deadline()
 	st.q[t].push(w)
 	st.queued.Add(1)
+	st.waited = true
 	st.dispatchLocked(now, p) // a slot may have freed since the check above
 	st.armLocked(now)
 	st.mu.Unlock()
@@ -538,6 +540,27 @@ func (st *stage) tickLocked(now time.Time, p *policy) {
 			d.Backlogged()
 		}
 	}
+	if p != st.lastPol {
+		st.lim.SetConfig(p.limitFor(st.name))
+		st.lastPol = p
+	}
+	w := Window{Count: st.rttN.Load(), Sum: time.Duration(st.rttSum.Load()), MaxInflight: st.maxInflight.Load(), Saturated: up, Queued: st.waited, Waiting: st.queued.Load()}
+	if st.lim.Update(w) {
+		st.rttN.Add(-w.Count)
+		st.rttSum.Add(-int64(w.Sum))
+		st.maxInflight.Store(st.inflight.Load())
+		st.waited = st.queued.Load() > 0
+		if st.lim.SelfLimited() {
+			// The queue stood behind the limit, not the endpoint: the
+			// latency stayed flat, and the limit grew (slow start).
+			// Nothing is shed for it; the next interval judges the new
+			// limit.
+			for t := range st.det {
+				st.det[t].Forgive()
+			}
+			over = false
+		}
+	}
 	st.overloaded.Store(over)
 	if over {
 		st.lastOver = now
@@ -552,16 +575,6 @@ func (st *stage) tickLocked(now time.Time, p *policy) {
 		if f := st.floor.Load(); f > 0 {
 			st.floor.Store(f - 1)
 		}
-	}
-	if p != st.lastPol {
-		st.lim.SetConfig(p.limitFor(st.name))
-		st.lastPol = p
-	}
-	w := Window{Count: st.rttN.Load(), Sum: time.Duration(st.rttSum.Load()), MaxInflight: st.maxInflight.Load(), Saturated: up}
-	if st.lim.Update(w) {
-		st.rttN.Add(-w.Count)
-		st.rttSum.Add(-int64(w.Sum))
-		st.maxInflight.Store(st.inflight.Load())
 	}
 	limit := st.lim.Limit()
 	st.limit.Store(int64(limit))

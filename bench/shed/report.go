@@ -80,7 +80,7 @@ func Analyze(phases []Phase, samples []Sample) Result {
 	var latSteady []time.Duration
 	sent := map[tier.Tier]int{}
 	ok := map[tier.Tier]int{}
-	var n, shed, errs, good int
+	var n, shed, errs, good, warmShed int
 	type sec struct{ plusShed, lowOK bool }
 	secs := map[int]*sec{}
 	for _, s := range samples {
@@ -106,6 +106,9 @@ func Analyze(phases []Phase, samples []Sample) Result {
 		}
 		if s.Tier == tier.Sheddable && s.Status == http.StatusOK {
 			secs[b].lowOK = true
+		}
+		if s.Phase < mIdx && s.Status == http.StatusServiceUnavailable {
+			warmShed++
 		}
 		if s.Phase != mIdx {
 			continue
@@ -139,6 +142,7 @@ func Analyze(phases []Phase, samples []Sample) Result {
 		}
 	}
 	r.Extra["order_viol_after_onset"] = float64(r.OrderViolations - inOnset)
+	r.Extra["warm_sheds"] = float64(warmShed)
 	if n > 0 {
 		r.ShedRate = float64(shed) / float64(n)
 		r.ErrRate = float64(errs) / float64(n)

@@ -30,3 +30,19 @@ func TestAnalyzeOrderViolations(t *testing.T) {
 		t.Fatalf("violations %d, after onset %v; want 2 and 1", r.OrderViolations, r.Extra["order_viol_after_onset"])
 	}
 }
+
+// TestAnalyzeWarmSheds: requests shed before the measured phase (a fresh
+// process at its warm-up load) are counted apart, not in the shed rate.
+func TestAnalyzeWarmSheds(t *testing.T) {
+	phases := []Phase{{Name: "warm", Dur: time.Second}, {Name: "load", Dur: time.Second, Measure: true}, {Name: "cool", Dur: time.Second}}
+	samples := []Sample{
+		{Phase: 0, Tier: tier.Sheddable, At: 10 * time.Millisecond, Status: http.StatusServiceUnavailable},
+		{Phase: 0, Tier: tier.Sheddable, At: 20 * time.Millisecond, Status: http.StatusOK},
+		{Phase: 1, Tier: tier.Sheddable, At: 1100 * time.Millisecond, Status: http.StatusServiceUnavailable},
+		{Phase: 2, Tier: tier.Sheddable, At: 2100 * time.Millisecond, Status: http.StatusServiceUnavailable},
+	}
+	r := Analyze(phases, samples)
+	if r.Extra["warm_sheds"] != 1 || r.ShedRate != 1 {
+		t.Fatalf("warm sheds %v, shed rate %v; want 1 and 1", r.Extra["warm_sheds"], r.ShedRate)
+	}
+}
