@@ -228,7 +228,7 @@ func (s *slowDep) serve() {
 // concurrency (it has no slot limit, so the server is not overloaded: it just
 // needs 20 requests in flight instead of 2). The limiter first cuts (latency
 // ×10), then its slow-dependency safeguard re-baselines and the limit grows
-// back; the test bounds what is shed meanwhile.
+// back; the test bounds what is shed meanwhile (9.7% measured).
 func TestModelSlowDependencyDoesNotCollapse(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s, _ := newShedder(t, Config{})
@@ -269,8 +269,8 @@ func TestModelSlowDependencyDoesNotCollapse(t *testing.T) {
 		if shed[0] != 0 {
 			t.Errorf("%d requests shed before the slowdown", shed[0])
 		}
-		if rate1 > 0.25 {
-			t.Errorf("%.1f%% shed after a pure latency increase, want ≤ 25%%", 100*rate1)
+		if rate1 > 0.15 {
+			t.Errorf("%.1f%% shed after a pure latency increase, want ≤ 15%%", 100*rate1)
 		}
 		if got := s.Stats()[0].Limit; got < 20 {
 			t.Errorf("limit %d after 3 s of 50 ms latency at 400/s, want ≥ 20 (Little's law)", got)
