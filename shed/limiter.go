@@ -213,9 +213,8 @@ func (l *Limiter) Update(w Window) (used bool) {
 		if !l.cut && w.Queued && flat && l.limit < float64(l.cfg.Max) {
 			// Slow start: requests wait for the limit, not for the
 			// endpoint, whose latency more of them in flight did not
-			// change.
-			// Double, or make room for the queue, up to four
-			// times the limit.
+			// change. Make room for the queue, at least doubling
+			// and at most quadrupling the limit.
 			step = math.Max(step, math.Min(3*l.limit, float64(w.MaxInflight+w.Waiting)-l.limit))
 			step = math.Max(step, l.limit)
 			l.self = true
