@@ -111,6 +111,20 @@ type Window struct {
 // 1 (1.5 by default), and a cut that did not help is not taken for a slow
 // dependency.
 //
+// Baseline probe: a baseline learned with several requests in flight on
+// saturated processors holds their wait for a processor, and the gradient
+// never cuts below the concurrency it was learned at (an endpoint that first
+// sees traffic in a CPU spike, with limit Initial, keeps it: 4 CPU-bound
+// handlers of 5 ms on one processor take 20 ms, and 20 ms becomes
+// "unloaded"). So while saturated and binding, if the baseline's window had
+// more requests in flight than half the limit, the limit is halved (not
+// below probeFloor) for two windows, the first of which lets the requests
+// started before the probe finish. If the second's latency is at most 80% of
+// the latency before the probe, latency follows concurrency: the lower limit
+// stays, the lower latency is the baseline, and the probe repeats from there.
+// If not, the limit is restored and the baseline is not probed again (a
+// dependency's latency does not follow our concurrency).
+//
 // Safeguard against creeping up forever: the limit only grows while it is
 // binding, so an idle or lightly used endpoint keeps its limit; the baseline
 // only rises through the explicit reset above, never by drift (an average
@@ -126,6 +140,12 @@ type Limiter struct {
 	regrow  bool          // re-baselined: grow fast while latency stays flat
 	self    bool          // the last window's queue was the limit's own (slow start)
 	cut     bool          // the limit has been cut once: slow start is over
+
+	baseConc    int64         // requests in flight in the window that set the baseline
+	probeFrom   float64       // limit before the current baseline probe; 0 when none
+	probeRTT    time.Duration // latency then
+	probeSettle bool          // the probe's first window, not measured
+	probed      bool          // a probe found the baseline sound: no more probes
 }
 
 // NewLimiter returns a limiter at cfg's initial (or static) limit.
@@ -163,6 +183,14 @@ func (l *Limiter) SelfLimited() bool { return l.self }
 // first full window).
 func (l *Limiter) Baseline() time.Duration { return l.baseline }
 
+// probeFloor is the lowest limit a baseline probe tries. Below two, the
+// probe would measure the run-queue yield, not concurrency: with one
+// request in flight its slot idles while the request waits for the
+// processor to poll the network (see pollYield), and on the one-processor
+// bench a CPU-bound endpoint held at one served less, later, than at two
+// (6× p99 106-125 ms against 58-74, 1.25× goodput 0.75-0.88).
+const probeFloor = 2
+
 // Update feeds one window. It reports whether the window was used; an
 // unused window (too few samples) should keep accumulating.
 func (l *Limiter) Update(w Window) (used bool) {
@@ -172,7 +200,7 @@ func (l *Limiter) Update(w Window) (used bool) {
 	l.self = false
 	rtt := w.Sum / time.Duration(w.Count)
 	if l.baseline == 0 || rtt < l.baseline {
-		l.baseline = rtt
+		l.baseline, l.baseConc = rtt, w.MaxInflight
 	}
 	if l.cfg.Static > 0 {
 		return true
@@ -183,6 +211,37 @@ func (l *Limiter) Update(w Window) (used bool) {
 		// a processor: tolerate less queueing behind the handler.
 		tol = 1 + (tol-1)/2
 	}
+	if l.probeFrom > 0 && l.probeSettle {
+		// The requests of this window started, in part, before the
+		// probe: the next window measures it.
+		l.probeSettle = false
+		return true
+	}
+	if l.probeFrom > 0 {
+		// This window ran at half the limit (a baseline probe, below).
+		from := l.probeFrom
+		l.probeFrom = 0
+		if float64(rtt) > 0.8*float64(l.probeRTT) {
+			// Latency did not follow concurrency down: the baseline
+			// was not inflated by it. Back to the limit, for good.
+			l.limit = math.Max(l.limit, from)
+			l.probed = true
+		} else {
+			l.cut = true // the lower baseline was learned above
+		}
+		return true
+	}
+	if half := math.Floor(l.limit / 2); w.Saturated && !l.probed && l.baseConc > int64(half) &&
+		half >= math.Max(probeFloor, float64(l.cfg.Min)) &&
+		float64(w.MaxInflight) >= 0.8*l.limit && float64(rtt) <= tol*float64(l.baseline) {
+		// The baseline was learned with several requests in flight on
+		// saturated processors: it may hold their wait for a processor
+		// (an endpoint that first sees traffic in a CPU spike). Probe at
+		// half the limit for a window.
+		l.probeFrom, l.probeRTT, l.probeSettle = l.limit, rtt, true
+		l.limit = half
+		return true
+	}
 	switch {
 	case float64(rtt) > tol*float64(l.baseline):
 		l.regrow = false
@@ -192,7 +251,7 @@ func (l *Limiter) Update(w Window) (used bool) {
 			// Cutting concurrency in half did not bring latency down: the
 			// slowness is not ours. Re-baseline instead of collapsing, and
 			// undo the cuts.
-			l.baseline = rtt
+			l.baseline, l.baseConc = rtt, w.MaxInflight
 			l.limit = math.Max(l.limit, l.cutFrom)
 			l.cutFrom = 0
 			l.regrow = true

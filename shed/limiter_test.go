@@ -1,6 +1,7 @@
 package shed
 
 import (
+	"slices"
 	"testing"
 	"time"
 )
@@ -182,6 +183,43 @@ func TestLimiterSlowStartStepTable(t *testing.T) {
 			}
 			if l.Limit() != tt.wantLimit || l.SelfLimited() != tt.wantSelf {
 				t.Errorf("limit %d self-limited %v, want %d and %v", l.Limit(), l.SelfLimited(), tt.wantLimit, tt.wantSelf)
+			}
+		})
+	}
+}
+
+// TestLimiterProbesAnInflatedBaseline: on saturated processors, a baseline
+// learned with several requests in flight is probed at half the limit. A
+// CPU-bound endpoint that first saw traffic in a spike at limit 4 (one
+// processor, 5 ms per request: 20 ms at 4 in flight) goes down to two in
+// flight (probeFloor) and learns 10 ms; a dependency whose latency does not follow the
+// limit is probed once, restored, and left alone.
+func TestLimiterProbesAnInflatedBaseline(t *testing.T) {
+	const ms = time.Millisecond
+	cpu5ms := func(n int) time.Duration { return time.Duration(n) * 5 * ms }
+	tests := []struct {
+		name      string
+		initial   int
+		model     func(limit int) time.Duration
+		wantTrace []int
+		wantBase  time.Duration
+	}{
+		{"cpu-bound, one processor", 4, cpu5ms, []int{2, 2, 2, 2, 2, 2, 2, 2, 2, 2}, 10 * ms},
+		{"cpu-bound from 16", 16, cpu5ms, []int{8, 8, 8, 4, 4, 4, 2, 2, 2, 2}, 10 * ms},
+		{"dependency", 16, func(int) time.Duration { return 20 * ms },
+			[]int{8, 8, 16, 16, 16, 16, 16, 16, 16, 16}, 20 * ms},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			l := NewLimiter(LimitConfig{Initial: tt.initial})
+			var trace []int
+			for range len(tt.wantTrace) {
+				n := l.Limit()
+				l.Update(Window{Count: 20, Sum: 20 * tt.model(n), MaxInflight: int64(n), Saturated: true, Queued: true})
+				trace = append(trace, l.Limit())
+			}
+			if !slices.Equal(trace, tt.wantTrace) || l.Baseline() != tt.wantBase {
+				t.Errorf("limits %v baseline %v, want %v and %v", trace, l.Baseline(), tt.wantTrace, tt.wantBase)
 			}
 		})
 	}
