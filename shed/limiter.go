@@ -211,24 +211,22 @@ func (l *Limiter) Update(w Window) (used bool) {
 		// a processor: tolerate less queueing behind the handler.
 		tol = 1 + (tol-1)/2
 	}
-	if l.probeFrom > 0 && l.probeSettle {
-		// The requests of this window started, in part, before the
-		// probe: the next window measures it.
-		l.probeSettle = false
-		return true
-	}
-	if l.probeFrom > 0 {
-		// This window ran at half the limit (a baseline probe, below).
-		from := l.probeFrom
-		l.probeFrom = 0
+	if l.probeFrom > 0 { // a baseline probe (below) is running
+		if l.probeSettle {
+			// Some requests of this window started before the
+			// probe: the next window measures it.
+			l.probeSettle = false
+			return true
+		}
 		if float64(rtt) > 0.8*float64(l.probeRTT) {
 			// Latency did not follow concurrency down: the baseline
 			// was not inflated by it. Back to the limit, for good.
-			l.limit = math.Max(l.limit, from)
+			l.limit = math.Max(l.limit, l.probeFrom)
 			l.probed = true
 		} else {
 			l.cut = true // the lower baseline was learned above
 		}
+		l.probeFrom = 0
 		return true
 	}
 	if half := math.Floor(l.limit / 2); w.Saturated && !l.probed && l.baseConc > int64(half) &&
@@ -237,7 +235,7 @@ func (l *Limiter) Update(w Window) (used bool) {
 		// The baseline was learned with several requests in flight on
 		// saturated processors: it may hold their wait for a processor
 		// (an endpoint that first sees traffic in a CPU spike). Probe at
-		// half the limit for a window.
+		// half the limit for two windows.
 		l.probeFrom, l.probeRTT, l.probeSettle = l.limit, rtt, true
 		l.limit = half
 		return true
