@@ -29,8 +29,9 @@ var Table = map[string]int{
 	"retry":    2,
 	"cache":    2,
 	// L3 services
-	"gateway": 3,
-	"control": 3,
+	"gateway":   3,
+	"control":   3,
+	"dnsserver": 3,
 	// L4 wiring
 	"sim":      4,
 	"cmd/veer": 4,
