@@ -1,6 +1,7 @@
 package dnsserver
 
 import (
+	"log/slog"
 	"net/netip"
 	"os"
 	"testing"
@@ -112,3 +113,7 @@ func writeFile(t testing.TB, path, data string) {
 		t.Fatal(err)
 	}
 }
+
+func nilRegistry() *prometheus.Registry { return prometheus.NewRegistry() }
+
+func discard() *slog.Logger { return obs.Discard }
