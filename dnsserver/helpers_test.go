@@ -9,6 +9,7 @@ import (
 
 	"github.com/miekg/dns"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/goleak"
 
 	"github.com/veerhq/veer/config"
@@ -117,3 +118,16 @@ func writeFile(t testing.TB, path, data string) {
 func nilRegistry() *prometheus.Registry { return prometheus.NewRegistry() }
 
 func discard() *slog.Logger { return obs.Discard }
+
+// testutilCount sums the answered queries of one transport.
+func testutilCount(s *Server, tr Transport) float64 {
+	var sum float64
+	for q := range numQtypes {
+		for r := range numRcodes {
+			if c := s.m.queries[tr][q][r].Load(); c != nil {
+				sum += testutil.ToFloat64(*c)
+			}
+		}
+	}
+	return sum
+}
