@@ -150,7 +150,7 @@ func compileZone(z Zone) (*zone, error) {
 	}
 	rr, err := parseRR(fmt.Sprintf("@ %d IN SOA %s", ttl, soaText), origin, ttl)
 	if err != nil {
-		errs = append(errs, config.Field("soa", "%v", err))
+		errs = append(errs, config.Field("soa", "%w", err))
 	} else {
 		cz.soa = rr.(*dns.SOA)
 		cz.add(rr)
@@ -162,7 +162,7 @@ func compileZone(z Zone) (*zone, error) {
 	for i, n := range ns {
 		rr, err := parseRR(fmt.Sprintf("@ %d IN NS %s", ttl, n), origin, ttl)
 		if err != nil {
-			errs = append(errs, config.Field(fmt.Sprintf("ns[%d]", i), "%v", err))
+			errs = append(errs, config.Field(fmt.Sprintf("ns[%d]", i), "%w", err))
 			continue
 		}
 		cz.add(rr)
@@ -171,7 +171,7 @@ func compileZone(z Zone) (*zone, error) {
 		field := fmt.Sprintf("records[%d]", i)
 		rr, err := parseRR(line, origin, ttl)
 		if err != nil {
-			errs = append(errs, config.Field(field, "%v", err))
+			errs = append(errs, config.Field(field, "%w", err))
 			continue
 		}
 		h := rr.Header()
@@ -184,7 +184,7 @@ func compileZone(z Zone) (*zone, error) {
 			continue
 		}
 		if err := cz.addChecked(rr); err != nil {
-			errs = append(errs, config.Field(field, "%v", err))
+			errs = append(errs, config.Field(field, "%w", err))
 		}
 	}
 	for i, a := range z.Access {
@@ -195,7 +195,7 @@ func compileZone(z Zone) (*zone, error) {
 			continue
 		}
 		if err := cz.addAccess(ad); err != nil {
-			errs = append(errs, config.Field(path+".name", "%v", err))
+			errs = append(errs, config.Field(path+".name", "%w", err))
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -209,7 +209,7 @@ func compileAccess(a Access, origin string) (*accessDomain, error) {
 	var errs []error
 	name, err := absName(a.Name, origin)
 	if err != nil {
-		errs = append(errs, config.Field("name", "%v", err))
+		errs = append(errs, config.Field("name", "%w", err))
 	} else if !dns.IsSubDomain(origin, name) {
 		errs = append(errs, config.Field("name", "%s is outside the zone %s", name, origin))
 	}
@@ -234,7 +234,7 @@ func compileAccess(a Access, origin string) (*accessDomain, error) {
 			errs = append(errs, config.Field(path+".weight", "must not be negative, got %d", n.Weight))
 		}
 		if err := validCheck(n.Check); err != nil {
-			errs = append(errs, config.Field(path+".check", "%v", err))
+			errs = append(errs, config.Field(path+".check", "%w", err))
 		}
 		w := n.Weight
 		if w == 0 {

@@ -41,9 +41,10 @@ func (z *zone) add(rr dns.RR) {
 	o.sets[h.Rrtype] = append(o.sets[h.Rrtype], rr)
 }
 
-// errConflict is a record that breaks the zone's rules (CNAME and other
-// data, a duplicate).
-var errConflict = errors.New("conflicting record")
+// ErrConflict is a record that breaks the zone's rules: CNAME beside other
+// data or at the apex, a duplicate, TTLs that differ within one set, an
+// access domain that also has address records.
+var ErrConflict = errors.New("conflicting record")
 
 // addChecked adds a record from the records list, enforcing the rules the
 // lookup relies on.
@@ -52,22 +53,22 @@ func (z *zone) addChecked(rr dns.RR) error {
 	o := z.names[h.Name]
 	if h.Rrtype == dns.TypeCNAME {
 		if h.Name == z.origin {
-			return fmt.Errorf("%w: CNAME at the zone apex %s", errConflict, h.Name)
+			return fmt.Errorf("%w: CNAME at the zone apex %s", ErrConflict, h.Name)
 		}
 		if o != nil && (len(o.sets) > 0 || o.access != nil) {
-			return fmt.Errorf("%w: CNAME at %s, which has other data", errConflict, h.Name)
+			return fmt.Errorf("%w: CNAME at %s, which has other data", ErrConflict, h.Name)
 		}
 	} else if o != nil && len(o.sets[dns.TypeCNAME]) > 0 {
-		return fmt.Errorf("%w: %s has a CNAME, no other data allowed", errConflict, h.Name)
+		return fmt.Errorf("%w: %s has a CNAME, no other data allowed", ErrConflict, h.Name)
 	}
 	if o != nil {
 		for _, old := range o.sets[h.Rrtype] {
 			if dns.IsDuplicate(old, rr) {
-				return fmt.Errorf("%w: duplicate of %s", errConflict, old.String())
+				return fmt.Errorf("%w: duplicate of %s", ErrConflict, old.String())
 			}
 		}
 		if len(o.sets[h.Rrtype]) > 0 && o.sets[h.Rrtype][0].Header().Ttl != h.Ttl {
-			return fmt.Errorf("%w: TTL %d differs from the rest of the %s %s set (%d)", errConflict,
+			return fmt.Errorf("%w: TTL %d differs from the rest of the %s %s set (%d)", ErrConflict,
 				h.Ttl, h.Name, dns.TypeToString[h.Rrtype], o.sets[h.Rrtype][0].Header().Ttl)
 		}
 	}
@@ -79,9 +80,9 @@ func (z *zone) addAccess(a *accessDomain) error {
 	o := z.owner(a.name)
 	switch {
 	case o.access != nil:
-		return fmt.Errorf("%w: access domain %s listed twice", errConflict, a.name)
+		return fmt.Errorf("%w: access domain %s listed twice", ErrConflict, a.name)
 	case len(o.sets[dns.TypeA]) > 0 || len(o.sets[dns.TypeAAAA]) > 0 || len(o.sets[dns.TypeCNAME]) > 0:
-		return fmt.Errorf("%w: access domain %s also has A, AAAA or CNAME records", errConflict, a.name)
+		return fmt.Errorf("%w: access domain %s also has A, AAAA or CNAME records", ErrConflict, a.name)
 	}
 	o.access = a
 	return nil
