@@ -25,16 +25,16 @@ func TestRRLSteps(t *testing.T) {
 		{0, "198.51.100.1", rrlSlip}, // every 2nd limited answer slips
 		{0, "198.51.100.9", rrlDrop},
 		{0, "198.51.100.1", rrlSlip},
-		{0, "203.0.113.1", rrlAllow},                        // another /24
-		{0, "2001:db8:0:ff::1", rrlAllow},                   // IPv6 /56
-		{0, "2001:db8:0:1::1", rrlAllow},                    // same /56
-		{0, "2001:db8:0:2::1", rrlDrop},                     // same /56, empty
-		{0, "2001:db8:1::1", rrlAllow},                      // another /56
-		{499 * time.Millisecond, "198.51.100.1", rrlDrop},   // 0.998 token
-		{500 * time.Millisecond, "198.51.100.1", rrlAllow},  // one token back
-		{500 * time.Millisecond, "198.51.100.1", rrlDrop},   // the slip count restarted
+		{0, "203.0.113.1", rrlAllow},                       // another /24
+		{0, "2001:db8:0:ff::1", rrlAllow},                  // IPv6 /56
+		{0, "2001:db8:0:1::1", rrlAllow},                   // same /56
+		{0, "2001:db8:0:2::1", rrlDrop},                    // same /56, empty
+		{0, "2001:db8:1::1", rrlAllow},                     // another /56
+		{499 * time.Millisecond, "198.51.100.1", rrlDrop},  // 0.998 token
+		{500 * time.Millisecond, "198.51.100.1", rrlAllow}, // one token back
+		{500 * time.Millisecond, "198.51.100.1", rrlDrop},  // the slip count restarted
 		{500 * time.Millisecond, "198.51.100.1", rrlSlip},
-		{10 * time.Second, "198.51.100.1", rrlAllow},        // refilled, capped at burst
+		{10 * time.Second, "198.51.100.1", rrlAllow}, // refilled, capped at burst
 		{10 * time.Second, "198.51.100.1", rrlAllow},
 		{10 * time.Second, "198.51.100.1", rrlDrop},
 		{10 * time.Second, "::ffff:198.51.100.1", rrlSlip}, // v4-mapped is the v4 client
