@@ -126,11 +126,11 @@ type Breaker struct {
 	fns      [2]func(outcome.Outcome) // done functions of the current generation: [regular, probe]
 }
 
-// New returns a closed Breaker. cfg should have passed Validate; invalid
-// values are replaced by defaults.
-func New(cfg Config, opts Options) *Breaker {
-	if cfg.Validate() != nil {
-		cfg = Config{}
+// New returns a closed Breaker. An invalid cfg is an error naming the field
+// (a *config.FieldError); a zero field takes its default.
+func New(cfg Config, opts Options) (*Breaker, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
 	cfg = cfg.withDefaults()
 	b := &Breaker{
@@ -152,7 +152,7 @@ func New(cfg Config, opts Options) *Breaker {
 	b.m = newMetrics(opts.Registerer, b.name)
 	b.m.state.Set(float64(Closed))
 	b.makeFns()
-	return b
+	return b, nil
 }
 
 func (b *Breaker) makeFns() {

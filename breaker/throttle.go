@@ -18,16 +18,19 @@ import (
 // locally.
 var ErrThrottled = errors.New("breaker: throttled by client-side adaptive throttling")
 
-// ThrottleConfig tunes a Throttle. The zero value works.
+// ThrottleConfig tunes a Throttle: what a config file can say. The zero
+// value works; a zero field takes its default, an invalid one is an error of
+// NewThrottle naming the field.
 type ThrottleConfig struct {
 	// K is the multiplier of accepts: the client sends up to K times what
-	// the dependency accepts before rejecting locally. Default 2. Must be
-	// ≥ 1 when set.
+	// the dependency accepts before rejecting locally. Default
+	// DefaultThrottleK (2). Must be in [1, 1000] when set.
 	K float64 `yaml:"k" json:"k"`
 	// Window is the span over which requests and accepts are counted;
-	// default 2m (the SRE book's choice).
+	// default DefaultThrottleWindow (2m, the SRE book's choice).
 	Window time.Duration `yaml:"window" json:"window"`
-	// Buckets divides the window; default 24.
+	// Buckets divides the window, at most MaxBuckets; default
+	// DefaultThrottleBuckets (24).
 	Buckets int `yaml:"buckets" json:"buckets"`
 }
 
@@ -40,8 +43,8 @@ func (c *ThrottleConfig) Validate() error {
 	if c.Window < 0 {
 		errs = append(errs, config.Field("window", "must not be negative"))
 	}
-	if c.Buckets < 0 || c.Buckets > 1000 {
-		errs = append(errs, config.Field("buckets", "must be in [0, 1000]"))
+	if c.Buckets < 0 || c.Buckets > MaxBuckets {
+		errs = append(errs, config.Field("buckets", "must be in [0, %d]", MaxBuckets))
 	}
 	return errors.Join(errs...)
 }
@@ -77,21 +80,13 @@ type Throttle struct {
 	win window // a = requests, b = accepts
 }
 
-// NewThrottle returns a Throttle; invalid config values are replaced by
-// defaults.
-func NewThrottle(cfg ThrottleConfig, opts ThrottleOptions) *Throttle {
-	if cfg.Validate() != nil {
-		cfg = ThrottleConfig{}
+// NewThrottle returns a Throttle. An invalid cfg is an error naming the
+// field (a *config.FieldError); a zero field takes its default.
+func NewThrottle(cfg ThrottleConfig, opts ThrottleOptions) (*Throttle, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
-	if cfg.K == 0 {
-		cfg.K = 2
-	}
-	if cfg.Window <= 0 {
-		cfg.Window = 2 * time.Minute
-	}
-	if cfg.Buckets <= 0 {
-		cfg.Buckets = 24
-	}
+	cfg = cfg.withDefaults()
 	t := &Throttle{
 		k:        cfg.K,
 		clk:      clock.Or(opts.Clock),
@@ -115,7 +110,7 @@ func NewThrottle(cfg ThrottleConfig, opts ThrottleOptions) *Throttle {
 	}, []string{"breaker"})).WithLabelValues(name)
 	t.base = t.clk.Now()
 	t.done = func(o outcome.Outcome) { t.doneNs(int64(t.clk.Since(t.base)), o) }
-	return t
+	return t, nil
 }
 
 // Allow counts a request and decides whether to send it. On success the
