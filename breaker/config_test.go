@@ -91,8 +91,8 @@ func TestNewDefaultsEachZeroField(t *testing.T) {
 	if !reflect.DeepEqual(b.cfg, want) {
 		t.Fatalf("zero config became %+v, want %+v", b.cfg, want)
 	}
-	if got := b.win.width * int64(len(b.win.b)); got != int64(DefaultWindow) {
-		t.Fatalf("window spans %v, want %v", time.Duration(got), DefaultWindow)
+	if got := b.win.Span(); got != DefaultWindow || b.win.Buckets() != DefaultBuckets {
+		t.Fatalf("window spans %v in %d buckets, want %v in %d", got, b.win.Buckets(), DefaultWindow, DefaultBuckets)
 	}
 	set := Config{Window: time.Second, Buckets: 4, MinRequests: 7, Levels: []Level{{0.9, 0}}, OpenFor: time.Minute, MaxProbes: 2, ProbeSuccesses: 5}
 	b, err = New(set, Options{Registerer: prometheus.NewRegistry(), Logger: obs.Discard})
@@ -128,14 +128,14 @@ func TestNewThrottleDefaultsEachZeroField(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if th.k != DefaultThrottleK || len(th.win.b) != DefaultThrottleBuckets || th.win.width*DefaultThrottleBuckets != int64(DefaultThrottleWindow) {
-		t.Fatalf("zero config: k %v, %d buckets of %v", th.k, len(th.win.b), time.Duration(th.win.width))
+	if th.k != DefaultThrottleK || th.win.Buckets() != DefaultThrottleBuckets || th.win.Span() != DefaultThrottleWindow {
+		t.Fatalf("zero config: k %v, %d buckets over %v", th.k, th.win.Buckets(), th.win.Span())
 	}
 	th, err = NewThrottle(ThrottleConfig{K: 3, Window: time.Second, Buckets: 5}, ThrottleOptions{Registerer: prometheus.NewRegistry()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if th.k != 3 || len(th.win.b) != 5 || th.win.width*5 != int64(time.Second) {
-		t.Fatalf("set config: k %v, %d buckets of %v", th.k, len(th.win.b), time.Duration(th.win.width))
+	if th.k != 3 || th.win.Buckets() != 5 || th.win.Span() != time.Second {
+		t.Fatalf("set config: k %v, %d buckets over %v", th.k, th.win.Buckets(), th.win.Span())
 	}
 }

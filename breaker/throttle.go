@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/veerhq/veer/clock"
+	"github.com/veerhq/veer/internal/rolling"
 	"github.com/veerhq/veer/config"
 	"github.com/veerhq/veer/obs"
 	"github.com/veerhq/veer/outcome"
@@ -51,7 +52,7 @@ func (c *ThrottleConfig) Validate() error {
 
 // ThrottleOptions are the non-config dependencies of a Throttle.
 type ThrottleOptions struct {
-	// Name labels metrics; default "default".
+	// Name labels metrics; default obs.DefaultName ("default").
 	Name string
 	// Clock drives Allow; default clock.Real.
 	Clock clock.Clock
@@ -77,7 +78,7 @@ type Throttle struct {
 	rejected prometheus.Counter
 
 	mu  sync.Mutex
-	win window // a = requests, b = accepts
+	win rolling.Window // A = requests, B = accepts
 }
 
 // NewThrottle returns a Throttle. An invalid cfg is an error naming the
@@ -92,7 +93,7 @@ func NewThrottle(cfg ThrottleConfig, opts ThrottleOptions) (*Throttle, error) {
 		clk:      clock.Or(opts.Clock),
 		classify: opts.Classify,
 		rand:     opts.Rand,
-		win:      newWindow(int64(cfg.Window), cfg.Buckets),
+		win:      rolling.New(cfg.Window, cfg.Buckets),
 	}
 	if t.classify == nil {
 		t.classify = DefaultClassify
@@ -100,10 +101,7 @@ func NewThrottle(cfg ThrottleConfig, opts ThrottleOptions) (*Throttle, error) {
 	if t.rand == nil {
 		t.rand = rand.Float64
 	}
-	name := opts.Name
-	if name == "" {
-		name = "default"
-	}
+	name := obs.NameOr(opts.Name)
 	t.rejected = obs.Register(opts.Registerer, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "veer_breaker_throttled_total",
 		Help: "Requests rejected locally by client-side adaptive throttling.",
@@ -128,9 +126,9 @@ func (t *Throttle) AllowAt(now time.Time) error { return t.allowNs(int64(now.Sub
 func (t *Throttle) allowNs(now int64) error {
 	u := t.rand()
 	t.mu.Lock()
-	t.win.advance(now)
+	t.win.Advance(now)
 	p := t.probLocked()
-	t.win.add(1, 0)
+	t.win.Add(1, 0)
 	t.mu.Unlock()
 	if u < p {
 		t.rejected.Inc()
@@ -147,8 +145,8 @@ func (t *Throttle) doneNs(now int64, o outcome.Outcome) {
 		return
 	}
 	t.mu.Lock()
-	t.win.advance(now)
-	t.win.add(0, 1)
+	t.win.Advance(now)
+	t.win.Add(0, 1)
 	t.mu.Unlock()
 }
 
@@ -157,12 +155,13 @@ func (t *Throttle) doneNs(now int64, o outcome.Outcome) {
 func (t *Throttle) RejectProbability(now time.Time) float64 {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.win.advance(int64(now.Sub(t.base)))
+	t.win.Advance(int64(now.Sub(t.base)))
 	return t.probLocked()
 }
 
 func (t *Throttle) probLocked() float64 {
-	req, acc := float64(t.win.sum.a), float64(t.win.sum.b)
+	sum := t.win.Sum()
+	req, acc := float64(sum.A), float64(sum.B)
 	p := (req - t.k*acc) / (req + 1)
 	if p < 0 {
 		return 0

@@ -90,7 +90,7 @@ func (c Config) withDefaults() Config {
 
 // Options are the non-config dependencies of a Cache.
 type Options struct {
-	// Name labels metrics; default "default".
+	// Name labels metrics; default obs.DefaultName ("default").
 	Name string
 	// Clock tells the age of values; default clock.Real.
 	Clock clock.Clock
@@ -158,10 +158,7 @@ func New[V any](cfg Config, load Loader[V], opts Options) (*Cache[V], error) {
 	if load == nil {
 		return nil, ErrNoLoader
 	}
-	name := opts.Name
-	if name == "" {
-		name = "default"
-	}
+	name := obs.NameOr(opts.Name)
 	return &Cache[V]{
 		cfg: cfg.withDefaults(), load: load, clk: clock.Or(opts.Clock), pub: opts.Publish,
 		m:       newMetrics(opts.Registerer, name),

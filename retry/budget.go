@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/veerhq/veer/config"
+	"github.com/veerhq/veer/internal/rolling"
 )
 
 // The defaults of a zero BudgetConfig field.
@@ -71,15 +72,10 @@ const budgetBuckets = 10
 type Budget struct {
 	ratio float64
 	min   int64
-	width int64
-	base  time.Time
 
-	mu  sync.Mutex
-	cur int64
-	req [budgetBuckets]int64
-	ret [budgetBuckets]int64
-	sr  int64 // requests in window
-	st  int64 // retries in window
+	mu   sync.Mutex
+	base time.Time      // the time of the first call: the window's origin
+	win  rolling.Window // A = requests, B = retries
 }
 
 // NewBudget returns a Budget. An invalid c is an error naming the field (a
@@ -89,37 +85,21 @@ func NewBudget(c BudgetConfig) (*Budget, error) {
 		return nil, err
 	}
 	c = c.withDefaults()
-	return &Budget{ratio: c.Ratio, min: int64(c.MinRetries), width: int64(c.Interval) / budgetBuckets}, nil
+	return &Budget{ratio: c.Ratio, min: int64(c.MinRetries), win: rolling.New(c.Interval, budgetBuckets)}, nil
 }
 
 func (b *Budget) advance(now time.Time) {
 	if b.base.IsZero() {
 		b.base = now
 	}
-	e := int64(now.Sub(b.base)) / b.width
-	if e <= b.cur {
-		return
-	}
-	if e-b.cur >= budgetBuckets {
-		b.req, b.ret = [budgetBuckets]int64{}, [budgetBuckets]int64{}
-		b.sr, b.st = 0, 0
-	} else {
-		for i := b.cur + 1; i <= e; i++ {
-			j := i % budgetBuckets
-			b.sr -= b.req[j]
-			b.st -= b.ret[j]
-			b.req[j], b.ret[j] = 0, 0
-		}
-	}
-	b.cur = e
+	b.win.Advance(int64(now.Sub(b.base)))
 }
 
 // RequestAt counts one logical request (not its retries).
 func (b *Budget) RequestAt(now time.Time) {
 	b.mu.Lock()
 	b.advance(now)
-	b.req[b.cur%budgetBuckets]++
-	b.sr++
+	b.win.Add(1, 0)
 	b.mu.Unlock()
 }
 
@@ -129,14 +109,11 @@ func (b *Budget) TryRetryAt(now time.Time) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.advance(now)
-	limit := int64(b.ratio * float64(b.sr))
-	if limit < b.min {
-		limit = b.min
-	}
-	if b.st >= limit {
+	sum := b.win.Sum()
+	limit := max(int64(b.ratio*float64(sum.A)), b.min)
+	if sum.B >= limit {
 		return false
 	}
-	b.ret[b.cur%budgetBuckets]++
-	b.st++
+	b.win.Add(0, 1)
 	return true
 }

@@ -97,13 +97,13 @@ func TestNewBudgetRejectsEachInvalidField(t *testing.T) {
 
 func TestNewBudgetDefaultsEachZeroField(t *testing.T) {
 	b := must(NewBudget(BudgetConfig{}))
-	got := []any{b.ratio, b.min, time.Duration(b.width * budgetBuckets)}
+	got := []any{b.ratio, b.min, b.win.Span()}
 	want := []any{DefaultBudgetRatio, int64(DefaultBudgetMinRetries), DefaultBudgetInterval}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("zero config: ratio, min, interval = %v, want %v", got, want)
 	}
 	b = must(NewBudget(BudgetConfig{Ratio: 0.5, MinRetries: 1, Interval: time.Second}))
-	got = []any{b.ratio, b.min, time.Duration(b.width * budgetBuckets)}
+	got = []any{b.ratio, b.min, b.win.Span()}
 	want = []any{0.5, int64(1), time.Second}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("set config: ratio, min, interval = %v, want %v", got, want)

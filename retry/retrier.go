@@ -26,8 +26,8 @@ var (
 // Options are the non-config dependencies of a Retrier. The zero value
 // works.
 type Options struct {
-	// Name labels metrics; default "default". One per upstream, never a
-	// per-request value.
+	// Name labels metrics; default obs.DefaultName ("default"). One per
+	// upstream, never a per-request value.
 	Name string
 	// Budget, shared by the calls to one upstream; default none.
 	Budget *Budget
@@ -67,10 +67,7 @@ func New(cfg Config, opts Options) (*Retrier, error) {
 	if r.rand == nil {
 		r.rand = rand.Float64
 	}
-	name := opts.Name
-	if name == "" {
-		name = "default"
-	}
+	name := obs.NameOr(opts.Name)
 	r.retries = obs.Register(opts.Registerer, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "veer_retry_retries_total",
 		Help: "Retries scheduled.",

@@ -19,12 +19,14 @@ package layers
 // Sub-packages not listed take the layer of their nearest listed ancestor.
 var Table = map[string]int{
 	// L0 vocabulary
-	"clock":            0,
-	"outcome":          0,
-	"tier":             0,
-	"obs":              0,
-	"internal/version": 0,
-	"internal/layers":  0,
+	"clock":               0,
+	"outcome":             0,
+	"tier":                0,
+	"obs":                 0,
+	"internal/version":    0,
+	"internal/layers":     0,
+	"internal/rolling":    0, // the rolling window of breaker and retry
+	"internal/atomicfile": 0, // durable file replacement for failover and lastmile
 	// L1 shared infrastructure
 	"config": 1,
 	// L2 algorithms (ARCHITECTURE.md's L1)
@@ -47,7 +49,7 @@ var Table = map[string]int{
 
 // StdlibOnly lists packages that may import nothing outside the standard
 // library (sub-packages excepted).
-var StdlibOnly = []string{"clock", "outcome", "tier"}
+var StdlibOnly = []string{"clock", "outcome", "tier", "internal/rolling", "internal/atomicfile"}
 
 // Heavy names the third-party dependencies a library user should not pay for
 // unless the library needs them, by module path prefix.
