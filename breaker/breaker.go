@@ -122,8 +122,8 @@ type Breaker struct {
 	credit   int64 // partial admission credit, in millionths of a request
 	gen      uint64
 	win      rolling.Window // A = successes, B = failures
-	until    int64 // open: end of open period; half-open: probe deadline
-	inflight int   // half-open probes in flight
+	until    int64          // open: end of open period; half-open: probe deadline
+	inflight int            // half-open probes in flight
 	probeOK  int
 	fns      [2]func(outcome.Outcome) // done functions of the current generation: [regular, probe]
 }

@@ -9,8 +9,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/veerhq/veer/clock"
-	"github.com/veerhq/veer/internal/rolling"
 	"github.com/veerhq/veer/config"
+	"github.com/veerhq/veer/internal/rolling"
 	"github.com/veerhq/veer/obs"
 	"github.com/veerhq/veer/outcome"
 )
