@@ -16,7 +16,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/veerhq/veer/config"
+	"github.com/veerhq/veer/config/watch"
 	"github.com/veerhq/veer/dnsserver"
+	"github.com/veerhq/veer/dnsserver/dnsfile"
 	"github.com/veerhq/veer/dnsserver/doh"
 	"github.com/veerhq/veer/obs"
 )
@@ -59,20 +61,20 @@ is a start.`,
 				return err
 			}
 			reg := obs.NewRegistry()
+			// The watcher's first apply builds the server; later ones reload it.
 			var srv *dnsserver.Server
-			w, err := config.Watch(cfgPath, config.WatchOptions{Name: "dns", Logger: log, Registerer: reg}, func(c *dnsserver.Config) {
-				if srv != nil {
-					_ = srv.Apply(*c) // logged and counted by the server
+			w, err := watch.File(cfgPath, watch.Options{Name: "dns", Logger: log, Registerer: reg}, func(c dnsserver.Config) error {
+				if srv == nil {
+					var err error
+					srv, err = dnsserver.New(c, dnsserver.Options{Logger: log, Registerer: reg})
+					return err
 				}
+				return srv.Apply(c)
 			})
 			if err != nil {
 				return err
 			}
 			defer w.Close()
-			srv, err = dnsserver.New(*w.Current(), dnsserver.Options{Logger: log, Registerer: reg})
-			if err != nil {
-				return err
-			}
 			if err := srv.Start(); err != nil {
 				return err
 			}
@@ -105,7 +107,7 @@ is a start.`,
 				ctx = context.Background()
 			}
 			if dataPath != "" {
-				src := dnsserver.FileSource{Path: dataPath, Logger: log, Registerer: reg}
+				src := dnsfile.Source{Path: dataPath, Logger: log, Registerer: reg}
 				errc := make(chan error, 1)
 				sctx, cancel := context.WithCancel(ctx)
 				defer func() { cancel(); <-errc }()

@@ -88,4 +88,7 @@ var HeavyAllowed = map[string][]string{
 	"retry":               {"prometheus"},
 	"cache":               {"prometheus"},
 	"cache/cacheredis":    {"go-redis"},
+	"dnsserver":           {"prometheus", "miekg/dns"},             // DNS is its subject
+	"dnsserver/doh":       {"prometheus", "miekg/dns", "quic-go"},  // DoH over HTTP/3
+	"dnsserver/dnsfile":   {"prometheus", "miekg/dns", "fsnotify"}, // the watched data file
 }
