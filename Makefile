@@ -72,7 +72,7 @@ cover:
 	$(GO) tool cover -func=cover.out | tail -1
 
 clean:
-	rm -rf bin cover.out bench.txt bench-guard.txt bench-guard.md
+	rm -rf bin cover.out bench.txt bench-guard.txt bench-guard.md bench-dns.md
 
 ## sim-figures: every bundled simulator scenario as Markdown, with charts in sim-out/.
 .PHONY: sim-figures
@@ -92,3 +92,9 @@ bench-shed:
 .PHONY: lastmile-experiment
 lastmile-experiment:
 	cd bench && $(GO) run ./cmd/lastmilebench -n 1000 -mix default -seed 1
+
+## bench-dns: veer dns vs NSD and Knot DNS under dnsperf, same zone, rounds interleaved with the
+## order rotated (docs/dns.md); about two minutes. DNSBENCH_FLAGS="-rounds 5 -d 20s -q 200" etc.
+.PHONY: bench-dns
+bench-dns: deps build
+	cd bench && $(GO) run ./cmd/dnsbench -veer ../bin/veer $(DNSBENCH_FLAGS) | tee ../bench-dns.md

@@ -224,6 +224,9 @@ func (s *Server) Start() error {
 	return nil
 }
 
+// udpSocketBuffer is the UDP socket's requested receive and send buffer.
+const udpSocketBuffer = 4 << 20
+
 // listenPair binds UDP and TCP on the same address. With port 0 it retries
 // a few times when TCP finds UDP's port taken.
 func listenPair(addr string) (*net.UDPConn, net.Listener, error) {
@@ -240,6 +243,10 @@ func listenPair(addr string) (*net.UDPConn, net.Listener, error) {
 		bound := u.LocalAddr().(*net.UDPAddr)
 		t, err := net.ListenTCP("tcp", &net.TCPAddr{IP: bound.IP, Port: bound.Port, Zone: bound.Zone})
 		if err == nil {
+			// Room for bursts while the readers are descheduled; the kernel
+			// caps it at net.core.rmem_max / wmem_max.
+			_ = u.SetReadBuffer(udpSocketBuffer)
+			_ = u.SetWriteBuffer(udpSocketBuffer)
 			return u, t, nil
 		}
 		u.Close()
