@@ -1,6 +1,7 @@
 package dnsserver
 
 import (
+	"cmp"
 	"errors"
 	"net/netip"
 	"time"
@@ -188,8 +189,8 @@ func (h HealthConfig) Validate() error {
 }
 
 func (h HealthConfig) withDefaults() HealthConfig {
-	h.Interval = orDur(h.Interval, DefaultHealthInterval)
-	h.Timeout = orDur(h.Timeout, min(DefaultHealthTimeout, h.Interval))
+	h.Interval = cmp.Or(h.Interval, DefaultHealthInterval)
+	h.Timeout = cmp.Or(h.Timeout, min(DefaultHealthTimeout, h.Interval))
 	return h
 }
 
@@ -198,21 +199,21 @@ func (c Config) withDefaults(procs int) Config {
 	if c.Listen == "" {
 		c.Listen = DefaultListen
 	}
-	c.UDPWorkers = orInt(c.UDPWorkers, procs)
-	c.UDPSize = orInt(c.UDPSize, DefaultUDPSize)
-	c.MaxAnswerBytes = orInt(c.MaxAnswerBytes, DefaultMaxAnswerBytes)
-	c.Amplification = orInt(c.Amplification, DefaultAmplification)
-	c.MaxTCPConns = orInt(c.MaxTCPConns, DefaultMaxTCPConns)
-	c.TCPIdle = orDur(c.TCPIdle, DefaultTCPIdle)
+	c.UDPWorkers = cmp.Or(c.UDPWorkers, procs)
+	c.UDPSize = cmp.Or(c.UDPSize, DefaultUDPSize)
+	c.MaxAnswerBytes = cmp.Or(c.MaxAnswerBytes, DefaultMaxAnswerBytes)
+	c.Amplification = cmp.Or(c.Amplification, DefaultAmplification)
+	c.MaxTCPConns = cmp.Or(c.MaxTCPConns, DefaultMaxTCPConns)
+	c.TCPIdle = cmp.Or(c.TCPIdle, DefaultTCPIdle)
 	if c.DoHPath == "" {
 		c.DoHPath = DefaultDoHPath
 	}
 	r := &c.RRL
-	r.Burst = orInt(r.Burst, max(1, int(r.ResponsesPerSecond)))
-	r.Slip = orInt(r.Slip, DefaultSlip)
-	r.IPv4Prefix = orInt(r.IPv4Prefix, DefaultRRLIPv4Prefix)
-	r.IPv6Prefix = orInt(r.IPv6Prefix, DefaultRRLIPv6Prefix)
-	r.MaxClients = orInt(r.MaxClients, DefaultRRLMaxClients)
+	r.Burst = cmp.Or(r.Burst, max(1, int(r.ResponsesPerSecond)))
+	r.Slip = cmp.Or(r.Slip, DefaultSlip)
+	r.IPv4Prefix = cmp.Or(r.IPv4Prefix, DefaultRRLIPv4Prefix)
+	r.IPv6Prefix = cmp.Or(r.IPv6Prefix, DefaultRRLIPv6Prefix)
+	r.MaxClients = cmp.Or(r.MaxClients, DefaultRRLMaxClients)
 	c.Health = c.Health.withDefaults()
 	return c
 }
@@ -223,18 +224,4 @@ func hostDefault(addr string) string {
 		return "0.0.0.0" + addr
 	}
 	return addr
-}
-
-func orInt(v, d int) int {
-	if v == 0 {
-		return d
-	}
-	return v
-}
-
-func orDur(v, d time.Duration) time.Duration {
-	if v == 0 {
-		return d
-	}
-	return v
 }

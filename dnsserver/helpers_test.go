@@ -3,7 +3,6 @@ package dnsserver
 import (
 	"log/slog"
 	"net/netip"
-	"os"
 	"testing"
 	"time"
 
@@ -106,13 +105,6 @@ func rrStrings(rrs []dns.RR) []string {
 		out = append(out, rr.String())
 	}
 	return out
-}
-
-func writeFile(t testing.TB, path, data string) {
-	t.Helper()
-	if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
-		t.Fatal(err)
-	}
 }
 
 func nilRegistry() *prometheus.Registry { return prometheus.NewRegistry() }

@@ -4,68 +4,48 @@ package dnstest
 
 import (
 	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/pem"
-	"math/big"
-	"net"
+	"errors"
 	"os"
 	"path/filepath"
-	"time"
+
+	"github.com/veerhq/veer/lastmile/lmtest"
 )
 
-// Cert is a self-signed certificate for 127.0.0.1, ::1 and "dns.test".
+// Cert is a certificate for 127.0.0.1 and "dns.test" from a throw-away CA.
 type Cert struct {
 	CertFile, KeyFile string
-	Pool              *x509.CertPool
+	Pool              *x509.CertPool // trusts the CA
 	TLS               tls.Certificate
 }
 
-// WriteCert creates a certificate valid for a day and writes cert.pem and
-// key.pem into dir.
+// WriteCert issues a certificate valid for a day (lmtest's CA) and writes
+// cert.pem and key.pem into dir.
 func WriteCert(dir string) (*Cert, error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	ca, err := lmtest.NewCA()
 	if err != nil {
 		return nil, err
 	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(time.Now().UnixNano()),
-		Subject:               pkix.Name{CommonName: "veer dnsserver test"},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(24 * time.Hour),
-		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
-		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-		DNSNames:              []string{"dns.test"},
-		IPAddresses:           []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	leaf, err := ca.Issue("dns.test")
 	if err != nil {
 		return nil, err
+	}
+	key, ok := leaf.PrivateKey.(*ecdsa.PrivateKey)
+	if !ok {
+		return nil, errors.New("dnstest: unexpected key type")
 	}
 	kder, err := x509.MarshalECPrivateKey(key)
 	if err != nil {
 		return nil, err
 	}
-	c := &Cert{CertFile: filepath.Join(dir, "cert.pem"), KeyFile: filepath.Join(dir, "key.pem")}
-	if err := os.WriteFile(c.CertFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+	c := &Cert{CertFile: filepath.Join(dir, "cert.pem"), KeyFile: filepath.Join(dir, "key.pem"), Pool: ca.Pool(), TLS: leaf}
+	if err := os.WriteFile(c.CertFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: leaf.Certificate[0]}), 0o600); err != nil {
 		return nil, err
 	}
 	if err := os.WriteFile(c.KeyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}), 0o600); err != nil {
 		return nil, err
 	}
-	if c.TLS, err = tls.LoadX509KeyPair(c.CertFile, c.KeyFile); err != nil {
-		return nil, err
-	}
-	leaf, err := x509.ParseCertificate(der)
-	if err != nil {
-		return nil, err
-	}
-	c.Pool = x509.NewCertPool()
-	c.Pool.AddCert(leaf)
 	return c, nil
 }
