@@ -22,6 +22,18 @@ import (
 func (s *Server) Answer(wire []byte, src netip.Addr, tr Transport, buf []byte) (out []byte, ok bool) {
 	start := time.Now()
 	st := s.state.Load()
+	var (
+		pq    plainQuery
+		plain bool
+		kb    [260]byte
+	)
+	if tr != UDP || st.rrl == nil { // rate-limited queries take the full path
+		if pq, plain = parsePlain(wire, kb[:0]); plain {
+			if out, ok := s.fast(st, pq, wire, tr, buf, start); ok {
+				return out, true
+			}
+		}
+	}
 	req := new(dns.Msg)
 	if err := req.Unpack(wire); err != nil {
 		s.m.dropped.WithLabelValues(dropMalformed).Inc()
@@ -54,7 +66,7 @@ func (s *Server) Answer(wire []byte, src netip.Addr, tr Transport, buf []byte) (
 		}
 	}
 	var ecs *dns.EDNS0_SUBNET
-	scoped := false
+	scoped, looked := false, false
 	switch {
 	case req.Opcode != dns.OpcodeQuery:
 		resp.Rcode = dns.RcodeNotImplemented
@@ -80,7 +92,7 @@ func (s *Server) Answer(wire []byte, src netip.Addr, tr Transport, buf []byte) (
 				}
 			}
 			r := st.snap.lookup(query{name: strings.ToLower(q.Name), qtype: q.Qtype, client: client, health: s.health.up}, resp)
-			resp.Rcode, resp.Authoritative, scoped = r.rcode, r.auth, r.scoped
+			resp.Rcode, resp.Authoritative, scoped, looked = r.rcode, r.auth, r.scoped, true
 		}
 	}
 	s.addOPT(resp, opt, ecs, scoped, st)
@@ -97,6 +109,11 @@ func (s *Server) Answer(wire []byte, src netip.Addr, tr Transport, buf []byte) (
 		s.m.truncated.WithLabelValues("size").Inc()
 	}
 	out, ok = s.pack(resp, buf, 0, tr, qtype, start)
+	if ok && plain && looked && !scoped && !resp.Truncated && len(resp.Answer) > 0 {
+		// Only answers with records: the names and types of the zones bound
+		// them, where random names (NXDOMAIN) would not.
+		st.cache.put(pq.key, out, resp.Rcode)
+	}
 	if ok && tr == UDP && len(out) > st.cfg.Amplification*len(wire) && len(out) > 0 {
 		// Amplification bound: a small query gets a small answer; a real
 		// client retries over TCP.

@@ -42,9 +42,10 @@ var ErrClosed = errors.New("dnsserver: closed")
 
 // state is what the query path reads: replaced whole by Apply.
 type state struct {
-	cfg  Config
-	snap *snapshot
-	rrl  *rrl
+	cfg   Config
+	snap  *snapshot
+	rrl   *rrl
+	cache *answerCache
 }
 
 // Server is the authoritative DNS server. New validates and compiles its
@@ -87,7 +88,7 @@ func New(cfg Config, opts Options) (*Server, error) {
 		sem:   make(chan struct{}, cfg.MaxTCPConns),
 	}
 	s.health = newChecker(clock.Or(opts.Clock), s.log, s.m, opts.OnHealthRound)
-	s.state.Store(&state{cfg: cfg, snap: snap, rrl: newRRL(cfg.RRL)})
+	s.state.Store(&state{cfg: cfg, snap: snap, rrl: newRRL(cfg.RRL), cache: newAnswerCache()})
 	s.health.set(checksOf(snap), cfg.Health)
 	return s, nil
 }
@@ -158,7 +159,7 @@ func (s *Server) apply(cfg Config) error {
 	if cfg.RRL != old.cfg.RRL {
 		r = newRRL(cfg.RRL)
 	}
-	s.state.Store(&state{cfg: cfg, snap: snap, rrl: r})
+	s.state.Store(&state{cfg: cfg, snap: snap, rrl: r, cache: newAnswerCache()})
 	if checks := checksOf(snap); !slices.Equal(checks, checksOf(old.snap)) || cfg.Health != old.cfg.Health {
 		s.health.set(checks, cfg.Health)
 	}
