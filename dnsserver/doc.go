@@ -16,9 +16,12 @@
 // dnsserver/doh, so that users of the core do not link QUIC.
 //
 // Contract: the query path (Server.Answer) reads an immutable snapshot of
-// the data through an atomic pointer and takes no lock except response rate
-// limiting's per-prefix bucket; Apply and SetData swap the snapshot whole,
-// so a reload never drops or half-answers a query.
+// the data through an atomic pointer; its only locks are response rate
+// limiting's per-prefix bucket and the answer cache's read lock. Apply and
+// SetData swap the snapshot (and an empty cache) whole, so a reload never
+// drops or half-answers a query. Answers to plain queries for static names
+// are cached packed and served by copy and patch (ID, RD, CD, the question
+// as asked); access-domain answers are computed for every query.
 //
 // Failure modes: a malformed packet, or a packet that is itself a response,
 // is dropped and counted (veer_dnsserver_dropped_total), never answered
