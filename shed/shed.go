@@ -155,15 +155,7 @@ func (s *Shedder) Stats() []EndpointStats {
 	m := *s.stages.Load()
 	out := make([]EndpointStats, 0, len(m))
 	for _, name := range sortedKeys(m) {
-		st := m[name]
-		out = append(out, EndpointStats{
-			Endpoint:   name,
-			Overloaded: st.overloaded.Load(),
-			Limit:      int(st.limit.Load()),
-			Inflight:   int(st.inflight.Load()),
-			Queued:     int(st.queued.Load()),
-			Baseline:   time.Duration(st.minService.Load()),
-		})
+		out = append(out, m[name].refresh())
 	}
 	return out
 }

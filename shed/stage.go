@@ -80,8 +80,22 @@ func newStage(s *Shedder, name string, p *policy) *stage {
 	st.lim = NewLimiter(p.limitFor(name))
 	st.lastPol = p
 	st.limit.Store(int64(st.lim.Limit()))
-	st.m.limit.Set(float64(st.lim.Limit()))
+	s.m.state.add(st)
 	return st
+}
+
+// refresh closes an interval that has ended (so that an overload state does
+// not outlive the load) and returns the stage's state.
+func (st *stage) refresh() EndpointStats {
+	st.maybeTick(st.s.clk.Now())
+	return EndpointStats{
+		Endpoint:   st.name,
+		Overloaded: st.overloaded.Load(),
+		Limit:      int(st.limit.Load()),
+		Inflight:   int(st.inflight.Load()),
+		Queued:     int(st.queued.Load()),
+		Baseline:   time.Duration(st.minService.Load()),
+	}
 }
 
 // Ticket is an admitted request's slot; Release it when the handler returns.
@@ -516,7 +530,12 @@ func (st *stage) tickLocked(now time.Time, p *policy) {
 		st.s.rq.observe(now)
 	}
 	up := st.upstream()
-	if st.zeroSeen.Swap(false) {
+	// A stage with nothing in flight and nothing waiting at the end of an
+	// interval has drained, even when its last slot freed while requests
+	// were still on their way (upstream then, so zeroSeen was not set):
+	// the load is over, and the state must say so.
+	idle := !up && st.inflight.Load() == 0 && st.queued.Load() == 0
+	if st.zeroSeen.Swap(false) || idle {
 		st.recordAllLocked(0)
 	}
 	over := false
@@ -581,25 +600,25 @@ func (st *stage) tickLocked(now time.Time, p *policy) {
 	st.minService.Store(int64(st.lim.Baseline()))
 	st.nextTick.Store(st.det[tier.Sheddable].NextEnd().UnixNano())
 
-	st.m.limit.Set(float64(limit))
-	st.m.inflight.Set(float64(st.inflight.Load()))
-	st.m.queue.Set(float64(st.queued.Load()))
-	if over {
-		st.m.overloaded.Set(1)
-	} else {
-		st.m.overloaded.Set(0)
-	}
 }
 
 // armLocked keeps a timer pending while requests wait, so that the queue
 // is swept and the detector advanced even when no request arrives or
 // completes: at the interval's end, or after one target while overloaded.
+// While the endpoint is overloaded with nobody waiting (the load may have
+// stopped), it keeps one pending for the interval's end, so that the
+// overload state clears within an interval of the load's end even if no
+// request ever comes again.
 func (st *stage) armLocked(now time.Time) {
-	if st.armed || st.closed || st.queued.Load() == 0 {
+	if st.armed || st.closed {
+		return
+	}
+	queued, over := st.queued.Load() > 0, st.overloaded.Load()
+	if !queued && !over {
 		return
 	}
 	d := time.Duration(st.nextTick.Load() - now.UnixNano())
-	if st.overloaded.Load() {
+	if queued && over {
 		d = min(d, st.det[tier.Sheddable].target())
 	}
 	d = max(d, time.Millisecond)
@@ -623,6 +642,7 @@ func (st *stage) onTimer() {
 }
 
 func (st *stage) close() {
+	st.s.m.state.remove(st)
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	st.closed = true
