@@ -6,7 +6,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/veerhq/veer/outcome"
 	"github.com/veerhq/veer/tier"
 )
 
@@ -80,7 +79,7 @@ func (s *Shedder) Middleware(next http.Handler) http.Handler {
 		t := p.resolve(endpoint, caller, stated)
 		tk, err := s.stage(endpoint).acquire(r.Context(), t, p)
 		if err != nil {
-			s.WriteRejection(w, err)
+			p.wire[reasonOf(err)].write(w, r)
 			return
 		}
 		defer tk.Release()
@@ -127,13 +126,18 @@ func (s *Shedder) endpointOf(r *http.Request, mux *http.ServeMux) string {
 }
 
 // WriteRejection writes err (from Acquire) as an HTTP rejection: 503 with
-// Retry-After and a JSON body naming the reason.
+// Retry-After, the ReasonHeader and a JSON body naming the reason
+// (outcome.WriteHTTP's form, prebuilt).
 func (s *Shedder) WriteRejection(w http.ResponseWriter, err error) {
-	reason := "overload"
-	if rj, ok := err.(*Rejection); ok {
-		reason = rj.Reason.String()
+	s.pol.Load().wire[reasonOf(err)].write(w, nil)
+}
+
+// reasonOf is the reason of a rejection; overload for any other error.
+func reasonOf(err error) Reason {
+	if rj, ok := err.(*Rejection); ok && rj.Reason < numReasons {
+		return rj.Reason
 	}
-	outcome.WriteHTTP(w, outcome.Outcome{Kind: outcome.Overloaded, RetryAfter: s.RetryAfter()}, reason)
+	return ReasonOverload
 }
 
 // RetryAfter is the delay advertised with rejections.

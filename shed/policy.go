@@ -21,6 +21,7 @@ type policy struct {
 	trusted    map[string]struct{} // nil: everyone is trusted
 	limit      LimitConfig
 	endpoints  map[string]*endpointPolicy
+	wire       [numReasons]rejectWire // prebuilt HTTP rejections, by reason
 }
 
 type endpointPolicy struct {
@@ -73,6 +74,9 @@ func compile(c *Config, overrides map[tableKey]tier.Tier) *policy {
 			ep.callers[caller] = t
 		}
 		p.endpoints[e.Name] = ep
+	}
+	for r := Reason(0); r < numReasons; r++ {
+		p.wire[r] = newRejectWire(p, r)
 	}
 	for k, t := range overrides {
 		ep := p.endpoints[k.endpoint]
