@@ -41,7 +41,7 @@ func (st *stage) evictLocked(t tier.Tier, p *policy, now time.Time) bool {
 func (st *stage) dropLocked(w *waiter, r Reason, now time.Time) {
 	w.state = wDropped
 	w.reason = r
-	st.m.shed[w.tier][r].Inc()
+	st.count(w.tier, r)
 	if r == ReasonOverload {
 		if uint32(w.tier) > st.floor.Load() {
 			st.floor.Store(uint32(w.tier))

@@ -77,8 +77,10 @@ func (s *Shedder) Middleware(next http.Handler) http.Handler {
 		}
 		p := s.pol.Load()
 		t := p.resolve(endpoint, caller, stated)
-		tk, err := s.stage(endpoint).acquire(r.Context(), t, p)
+		st := s.stage(endpoint)
+		tk, err := st.acquire(r.Context(), t, p)
 		if err != nil {
+			s.hold(r.Context(), st, p)
 			p.wire[reasonOf(err)].write(w, r)
 			return
 		}

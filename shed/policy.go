@@ -16,6 +16,7 @@ type policy struct {
 	interval   time.Duration
 	maxQueue   int
 	retryAfter time.Duration
+	rejectHold time.Duration // 0: refusals are never held
 	defTier    tier.Tier
 	neverShed  tier.Tier
 	trusted    map[string]struct{} // nil: everyone is trusted
@@ -55,6 +56,12 @@ func compile(c *Config, overrides map[tableKey]tier.Tier) *policy {
 	}
 	if p.retryAfter <= 0 {
 		p.retryAfter = DefaultRetryAfter
+	}
+	switch {
+	case c.RejectHold == 0:
+		p.rejectHold = DefaultRejectHold
+	case c.RejectHold > 0:
+		p.rejectHold = c.RejectHold
 	}
 	if !p.defTier.Valid() {
 		p.defTier = DefaultTier

@@ -33,6 +33,10 @@ type Shedder struct {
 	rq    runQueue
 	yield func()
 
+	held atomic.Int64  // refusals being held (see pace.go)
+	pace pacer         // releases them
+	done chan struct{} // closed by Close
+
 	pol    atomic.Pointer[policy]
 	stages atomic.Pointer[map[string]*stage] // copy-on-write
 
@@ -57,7 +61,9 @@ func New(c Config) (*Shedder, error) {
 		overrides:  map[tableKey]tier.Tier{},
 		rq:         processSched,
 		yield:      pollYield,
+		done:       make(chan struct{}),
 	}
+	s.pace.clk = s.clk
 	if s.maxEps <= 0 {
 		s.maxEps = DefaultMaxEndpoints
 	}
@@ -132,7 +138,7 @@ func (s *Shedder) Check(endpoint string, t tier.Tier) error {
 		st.maybeTick(s.clk.Now()) // never reject on a stale state
 	}
 	if st.rejectTier(t, p) {
-		st.m.shed[t][ReasonTier].Inc()
+		st.count(t, ReasonTier)
 		return reject(ReasonTier)
 	}
 	return nil
@@ -165,6 +171,9 @@ func (s *Shedder) Stats() []EndpointStats {
 func (s *Shedder) Close() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if !s.closed {
+		close(s.done)
+	}
 	s.closed = true
 	for _, st := range *s.stages.Load() {
 		st.close()

@@ -42,11 +42,14 @@ type stage struct {
 	rttSum      atomic.Int64
 	rttN        atomic.Int64
 	maxInflight atomic.Int64
+	rejected    atomic.Int64 // refusals so far (every reason)
+	storm       atomic.Bool  // the last interval refused more than it admitted (see pace.go)
 
 	mu        sync.Mutex
 	turn      time.Duration // see effectiveTarget (under mu, as everything below)
 	lastTick  time.Time     // end of the last interval
 	lastAdmit uint64        // admissions counted at lastTick
+	lastRej   int64         // refusals counted at lastTick
 	q         [tier.CriticalPlus + 1]deque
 	det       [tier.CriticalPlus + 1]Detector // one CoDel detector per tier queue
 	lim       *Limiter
@@ -142,6 +145,12 @@ func (t Ticket) Release() {
 	}
 }
 
+// count records a refusal of a request of tier t for reason r.
+func (st *stage) count(t tier.Tier, r Reason) {
+	st.m.shed[t][r].Inc()
+	st.rejected.Add(1)
+}
+
 func (st *stage) noteInflight(n int64) {
 	for {
 		m := st.maxInflight.Load()
@@ -196,7 +205,7 @@ func (st *stage) admit(ctx context.Context, t tier.Tier, p *policy) (Ticket, err
 		st.maybeTick(now) // an overload state may be stale after a quiet spell
 	}
 	if st.rejectTier(t, p) {
-		st.m.shed[t][ReasonTier].Inc()
+		st.count(t, ReasonTier)
 		return Ticket{}, reject(ReasonTier)
 	}
 	if timed && st.s.rq != nil {
@@ -204,7 +213,7 @@ func (st *stage) admit(ctx context.Context, t tier.Tier, p *policy) (Ticket, err
 	}
 	if timed {
 		if hasDL && st.rejectDeadline(dl, now) {
-			st.m.shed[t][ReasonDeadline].Inc()
+			st.count(t, ReasonDeadline)
 			return Ticket{}, reject(ReasonDeadline)
 		}
 	}
@@ -232,7 +241,7 @@ func (st *stage) admit(ctx context.Context, t tier.Tier, p *policy) (Ticket, err
 // dropped, or its context ends.
 func (st *stage) wait(ctx context.Context, t tier.Tier, p *policy, now time.Time) (Ticket, error) {
 	if ctx.Err() != nil { // the caller is gone (HTTP: the client closed)
-		st.m.shed[t][ReasonDeadline].Inc()
+		st.count(t, ReasonDeadline)
 		return Ticket{}, reject(ReasonDeadline)
 	}
 	st.mu.Lock()
@@ -252,7 +261,7 @@ func (st *stage) wait(ctx context.Context, t tier.Tier, p *policy, now time.Time
 	}
 	if int(st.queued.Load()) >= p.maxQueue && !st.evictLocked(t, p, now) {
 		st.mu.Unlock()
-		st.m.shed[t][ReasonQueueFull].Inc()
+		st.count(t, ReasonQueueFull)
 		return Ticket{}, reject(ReasonQueueFull)
 	}
 	w := &waiter{arrival: now, tier: t, ready: make(chan struct{}, 1)}
@@ -281,7 +290,7 @@ func (st *stage) wait(ctx context.Context, t tier.Tier, p *policy, now time.Time
 		st.q[t].live--
 		st.queued.Add(-1)
 		st.mu.Unlock()
-		st.m.shed[t][ReasonDeadline].Inc()
+		st.count(t, ReasonDeadline)
 		return Ticket{}, reject(ReasonDeadline)
 	}
 }

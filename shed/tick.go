@@ -45,7 +45,7 @@ const turnsTarget = 2
 // completions, which over an interval they match but for the requests in
 // flight, because they are counted anyway (the wait histogram): the request
 // path pays for nothing more.
-func (st *stage) measureTurn(d time.Duration) {
+func (st *stage) measureTurn(d time.Duration) (admitted int64) {
 	a := st.m.admitted()
 	n := int64(a - st.lastAdmit)
 	st.lastAdmit = a
@@ -61,6 +61,7 @@ func (st *stage) measureTurn(d time.Duration) {
 		}
 	}
 	st.turn = turn
+	return n
 }
 
 // tickLocked closes the detector's interval and moves the limit when the
@@ -83,7 +84,17 @@ func (st *stage) tickLocked(now time.Time, p *policy) {
 	}
 	over := false
 	if !st.lastTick.IsZero() {
-		st.measureTurn(now.Sub(st.lastTick))
+		admitted := st.measureTurn(now.Sub(st.lastTick))
+		rej := st.rejected.Load()
+		n := rej - st.lastRej
+		st.lastRej = rej
+		if st.storm.Load() {
+			// Held refusals come back more slowly: stay in the storm
+			// until refusals are few, or well below the admissions.
+			st.storm.Store(n >= stormMinRejects/2 && 2*n >= admitted)
+		} else {
+			st.storm.Store(n >= stormMinRejects && n > admitted)
+		}
 	}
 	st.lastTick = now
 	target := st.effectiveTarget(p)
