@@ -179,13 +179,21 @@ func (s *server) stop() (cpu, wall time.Duration, served int64, err error) {
 }
 
 // capacity measures the cpu handler's throughput with no protection:
-// closed loop, 32 workers, 2 s after a 300 ms warm-up.
-func capacity(client *http.Client, iters int) (float64, error) {
+// closed loop, 32 workers, 2 s after a 300 ms warm-up. perCPU is the
+// requests served per second of the server's CPU time: on a shared machine
+// the server gets a varying share of its core, and goodput per CPU second
+// over perCPU is the figure that share does not move.
+func capacity(client *http.Client, iters int) (rps, perCPU float64, err error) {
 	s, err := startServer("none", bench.HandlerConfig{Kind: "cpu", Iters: iters, Paths: []string{"GET /a"}}, "")
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	defer s.stop()
+	stopped := false
+	defer func() {
+		if !stopped {
+			s.stop()
+		}
+	}()
 	var n atomic.Int64
 	var measuring atomic.Bool
 	ctx, cancel := context.WithCancel(context.Background())
@@ -211,7 +219,58 @@ func capacity(client *http.Client, iters int) (float64, error) {
 	measuring.Store(false)
 	cancel()
 	wg.Wait()
-	return float64(n.Load()) / 2, nil
+	stopped = true
+	cpu, _, served, err := s.stop()
+	if err != nil {
+		return 0, 0, err
+	}
+	if cpu > 0 {
+		perCPU = float64(served) / cpu.Seconds()
+	}
+	return float64(n.Load()) / 2, perCPU, nil
+}
+
+// procCPU is the CPU time (user + system) of process pid so far, from
+// /proc (10 ms resolution); false where there is no /proc.
+func procCPU(pid int) (time.Duration, bool) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, false
+	}
+	// Fields after the command (which may hold spaces) start after ") ".
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 {
+		return 0, false
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return 0, false
+	}
+	ut, err1 := strconv.ParseInt(f[11], 10, 64) // field 14, utime
+	st, err2 := strconv.ParseInt(f[12], 10, 64) // field 15, stime
+	if err1 != nil || err2 != nil {
+		return 0, false
+	}
+	return time.Duration(ut+st) * time.Second / 100, true // USER_HZ is 100 on Linux
+}
+
+// measureCPU samples pid's CPU time at t0+from and t0+to (the measured
+// phase) and returns a function that waits for both and gives the
+// difference (false if /proc could not be read).
+func measureCPU(pid int, t0 time.Time, from, to time.Duration) func() (time.Duration, bool) {
+	ch := make(chan time.Duration, 1)
+	go func() {
+		time.Sleep(time.Until(t0.Add(from)))
+		a, ok1 := procCPU(pid)
+		time.Sleep(time.Until(t0.Add(to)))
+		b, ok2 := procCPU(pid)
+		if !ok1 || !ok2 {
+			ch <- -1
+			return
+		}
+		ch <- b - a
+	}()
+	return func() (time.Duration, bool) { d := <-ch; return d, d >= 0 }
 }
 
 func raiseNoFile() {
@@ -223,7 +282,7 @@ func raiseNoFile() {
 }
 
 func run() error {
-	scen := flag.String("scenarios", "all", "comma-separated scenario numbers (1-6) or all")
+	scen := flag.String("scenarios", "all", "comma-separated scenario numbers (1-7) or all")
 	conts := flag.String("contenders", strings.Join(bench.Contenders, ","), "comma-separated contenders")
 	rounds := flag.Int("rounds", 1, "rounds; contenders alternate order each round")
 	format := flag.String("format", "table", "table or json")
@@ -236,14 +295,14 @@ func run() error {
 	iters := bench.Calibrate(*work)
 	light := max(1, int(int64(iters)*50/(*work).Microseconds())) // ~50 µs
 	client := bench.NewClient(1024)
-	capCPU, err := capacity(client, iters)
+	capCPU, perCPU, err := capacity(client, iters)
 	if err != nil {
 		return err
 	}
 	if capCPU < 20 {
 		return fmt.Errorf("measured capacity %.0f rps is too low to run the bench", capCPU)
 	}
-	log.Printf("cpu handler: %d hash rounds (~%v), capacity %.0f rps", iters, *work, capCPU)
+	log.Printf("cpu handler: %d hash rounds (~%v), capacity %.0f rps, %.0f per CPU second", iters, *work, capCPU, perCPU)
 
 	contenders := strings.Split(*conts, ",")
 	var results []bench.Result
@@ -254,19 +313,32 @@ func run() error {
 		}
 		// Capacity is measured again before each cpu scenario: on a shared
 		// machine it drifts, and every rate is a multiple of it.
-		c := capCPU
+		c, cPerCPU := capCPU, perCPU
 		switch {
 		case sc.Capacity == "dep":
-			c = float64(sc.Handler.Slots) / sc.Handler.Sleep.Seconds()
+			c, cPerCPU = float64(sc.Handler.Slots)/sc.Handler.Sleep.Seconds(), 0
 		case sc.Handler.Iters == iters:
-			if c, err = capacity(client, iters); err != nil {
+			if c, cPerCPU, err = capacity(client, iters); err != nil {
 				return err
 			}
 		}
 		phases := sc.Phases(c)
+		var mFrom, mTo time.Duration
+		for _, ph := range phases {
+			if ph.Measure {
+				mTo = mFrom + ph.Dur
+				break
+			}
+			mFrom += ph.Dur
+		}
 		var scRes []bench.Result
+		extraCPU := map[string][2]float64{}
+		scConts := slices.Clone(contenders)
+		if slices.Contains(contenders, "veer") {
+			scConts = append(scConts, sc.ExtraContenders...)
+		}
 		for round := range *rounds {
-			order := slices.Clone(contenders)
+			order := slices.Clone(scConts)
 			if round%2 == 1 {
 				slices.Reverse(order)
 			}
@@ -280,7 +352,16 @@ func run() error {
 					return err
 				}
 				pinnedAll = pinnedAll && s.pinned
+				mcpu := measureCPU(s.cmd.Process.Pid, time.Now(), mFrom, mTo)
 				samples := bench.Run(context.Background(), client, "http://"+s.addr, phases, *deadline, uint64(round+1), trace != "")
+				if d, ok := mcpu(); ok {
+					// The server's share of its core in the measured
+					// phase, and goodput per CPU second of it over the
+					// capacity run's requests per CPU second.
+					secs := (mTo - mFrom).Seconds()
+					r0 := d.Seconds() / secs
+					extraCPU[name] = [2]float64{r0, d.Seconds()}
+				}
 				cpu, wall, served, err := s.stop()
 				if err != nil {
 					return fmt.Errorf("%s/%s: server: %w", sc.Name, name, err)
@@ -292,6 +373,13 @@ func run() error {
 				}
 				r := bench.Analyze(phases, samples)
 				r.Scenario, r.Contender, r.Round, r.CapacityRPS = sc.Name, name, round, c
+				if v, ok := extraCPU[name]; ok {
+					r.Extra["cpu_share_measured"] = v[0]
+					if cPerCPU > 0 && v[1] > 0 {
+						good := r.Goodput * (mTo - mFrom).Seconds()
+						r.Extra["goodput_per_cpu"] = good / v[1] / cPerCPU
+					}
+				}
 				if served > 0 {
 					r.CPUUsPerReq = float64(cpu.Microseconds()) / float64(served)
 				}
@@ -302,11 +390,15 @@ func run() error {
 					r.Extra["crit_p99_spike_ms"] = p99
 					r.Extra["crit_failed"] = float64(failed)
 				}
-				log.Printf("%s %s round %d: goodput %.2f p99 %.1fms shed %.1f%%", sc.Name, name, round, r.Goodput/c, r.P99Ms, 100*r.ShedRate)
+				if strings.HasPrefix(sc.Name, "7-") {
+					storm(&r, phases, samples)
+				}
+				log.Printf("%s %s round %d: goodput %.2f (per CPU s %.2f, cpu share %.2f) p99 %.1fms shed %.1f%% crit p99 %.1fms", sc.Name, name, round,
+					r.Goodput/c, r.Extra["goodput_per_cpu"], r.Extra["cpu_share_measured"], r.P99Ms, 100*r.ShedRate, r.Extra["p99_ms_critical"])
 				scRes = append(scRes, r)
 			}
 		}
-		results = append(results, median(scRes, contenders)...)
+		results = append(results, median(scRes, scConts)...)
 	}
 	overhead(results)
 	if !pinnedAll {
@@ -332,6 +424,26 @@ func run() error {
 		return nil
 	}
 	return errors.New("format: want table or json")
+}
+
+// storm adds the storm scenario's figures: the critical stream's p99 and
+// failures, and the closed-loop stream's requests and refusals per second
+// in the measured phase (how fast the clients retried).
+func storm(r *bench.Result, phases []bench.Phase, samples []bench.Sample) {
+	mi := slices.IndexFunc(phases, func(p bench.Phase) bool { return p.Measure })
+	p99, failed, total := bench.StreamStats(samples, mi, "crit")
+	r.Extra["crit_p99_ms"], r.Extra["crit_failed"], r.Extra["crit_sent"] = p99, float64(failed), float64(total)
+	var sent, refused int
+	for _, s := range samples {
+		if s.Phase == mi && s.Stream == "storm" {
+			sent++
+			if s.Status == http.StatusServiceUnavailable {
+				refused++
+			}
+		}
+	}
+	secs := phases[mi].Dur.Seconds()
+	r.Extra["storm_req_per_s"], r.Extra["storm_503_per_s"] = float64(sent)/secs, float64(refused)/secs
 }
 
 // dumpSamples writes every request's fate as CSV to
