@@ -67,7 +67,7 @@ func (s *Shedder) Middleware(next http.Handler) http.Handler {
 	mux, _ := next.(*http.ServeMux)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		endpoint := s.endpointOf(r, mux)
-		caller, stated := fromHeader(r.Header)
+		stated, caller := tier.ParseHeader(r.Header)
 		if v := r.Header[TimeoutHeader]; len(v) > 0 {
 			if d, ok := parseTimeout(v[0]); ok {
 				ctx, cancel := context.WithTimeout(r.Context(), d)
@@ -94,20 +94,6 @@ func (s *Shedder) Middleware(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
-}
-
-// fromHeader decodes Rpc-Caller and Veer-Criticality like
-// tier.CallerFromHeader and tier.FromHeader, reading the header map with the
-// canonical keys directly: net/http stores inbound keys canonicalised, and
-// skipping Header.Get's re-canonicalisation is a third of the unloaded path.
-func fromHeader(h http.Header) (caller string, stated tier.Tier) {
-	if v := h[tier.CallerHeader]; len(v) > 0 && len(v[0]) <= tier.MaxCallerLen {
-		caller = v[0]
-	}
-	if v := h[tier.Header]; len(v) > 0 && v[0] != "" {
-		stated, _ = tier.Parse(v[0])
-	}
-	return caller, stated
 }
 
 func (s *Shedder) endpointOf(r *http.Request, mux *http.ServeMux) string {
