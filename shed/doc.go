@@ -7,14 +7,14 @@
 // concurrent slots (its limit) with a queue per tier in front. The wait from
 // arrival to handler start is the CoDel signal, measured per tier queue: when
 // the minimum wait over an interval (100 ms) exceeds a target (5 ms), that
-// queue is overloaded until it drains (see Detector), and while it is,
+// queue is overloaded until it drains (see detector), and while it is,
 // requests that waited longer than 2 × target are dropped, lowest tier first;
 // tiers below the one being dropped are rejected on arrival until FloorHold
 // after the overload. The queue serves the highest tier first, FIFO normally and newest
 // first (adaptive LIFO) under overload, and in a sheddable tier as soon as
 // its oldest request has waited 2 × target (before CoDel, which needs an
 // interval, has called the overload). A request whose deadline would pass
-// before it could start is dropped. The limit adapts (see Limiter) unless
+// before it could start is dropped. The limit adapts (see limiter) unless
 // fixed. Each endpoint has its own stage and detector: a spike on one never
 // sheds another.
 //

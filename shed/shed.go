@@ -76,13 +76,19 @@ func New(c Config) (*Shedder, error) {
 // Apply replaces the file-level configuration (everything with a yaml tag)
 // with c, keeping the admin overrides and the learned state of every
 // endpoint. An invalid c is rejected and the old configuration stays.
-// MaxEndpoints is read only by New.
+// A new MaxEndpoints bounds the endpoints tracked from now on: endpoints
+// already tracked keep their stages, and further ones share OtherEndpoint
+// while the count is at or above the bound.
 func (s *Shedder) Apply(c *Config) error {
 	if err := c.Validate(); err != nil {
 		return err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.maxEps = c.MaxEndpoints
+	if s.maxEps <= 0 {
+		s.maxEps = DefaultMaxEndpoints
+	}
 	s.file = *c
 	s.pol.Store(compile(&s.file, s.overrides))
 	return nil
@@ -144,7 +150,8 @@ func (s *Shedder) Check(endpoint string, t tier.Tier) error {
 	return nil
 }
 
-// EndpointStats is a point-in-time view of one endpoint.
+// EndpointStats is a point-in-time view of one endpoint. Public: Stats
+// returns it, and it is part of AdminView's JSON.
 type EndpointStats struct {
 	Endpoint   string `json:"endpoint"`
 	Overloaded bool   `json:"overloaded"`

@@ -51,8 +51,8 @@ type stage struct {
 	lastAdmit uint64        // admissions counted at lastTick
 	lastRej   int64         // refusals counted at lastTick
 	q         [tier.CriticalPlus + 1]deque
-	det       [tier.CriticalPlus + 1]Detector // one CoDel detector per tier queue
-	lim       *Limiter
+	det       [tier.CriticalPlus + 1]detector // one CoDel detector per tier queue
+	lim       *limiter
 	lastPol   *policy
 	lastOver  time.Time // last interval end at which the endpoint was overloaded, or last overload drop
 	waited    bool      // a request queued since the limiter's last window
@@ -80,7 +80,7 @@ type waiter struct {
 
 func newStage(s *Shedder, name string, p *policy) *stage {
 	st := &stage{name: name, s: s, m: s.m.forEndpoint(name)}
-	st.lim = NewLimiter(p.limitFor(name))
+	st.lim = newLimiter(p.limitFor(name))
 	st.lastPol = p
 	st.limit.Store(int64(st.lim.Limit()))
 	s.m.state.add(st)
@@ -102,7 +102,8 @@ func (st *stage) refresh() EndpointStats {
 }
 
 // Ticket is an admitted request's slot; Release it when the handler returns.
-// The zero Ticket's Release does nothing.
+// The zero Ticket's Release does nothing. Public: Acquire returns it to
+// adapters other than Middleware (shedgrpc, a gateway).
 type Ticket struct {
 	st    *stage
 	start time.Time

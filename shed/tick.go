@@ -117,7 +117,7 @@ func (st *stage) tickLocked(now time.Time, p *policy) {
 		st.lim.SetConfig(p.limitFor(st.name))
 		st.lastPol = p
 	}
-	w := Window{Count: st.rttN.Load(), Sum: time.Duration(st.rttSum.Load()), MaxInflight: st.maxInflight.Load(), Saturated: up, Queued: st.waited, Waiting: st.queued.Load()}
+	w := window{Count: st.rttN.Load(), Sum: time.Duration(st.rttSum.Load()), MaxInflight: st.maxInflight.Load(), Saturated: up, Queued: st.waited, Waiting: st.queued.Load()}
 	if st.lim.Update(w) {
 		st.rttN.Add(-w.Count)
 		st.rttSum.Add(-int64(w.Sum))
