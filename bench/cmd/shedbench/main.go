@@ -5,6 +5,7 @@
 // a table or JSON.
 //
 //	shedbench [-scenarios 1,3] [-contenders veer,none] [-rounds 1] [-format table|json]
+//	shedbench hey [-contenders none,veer,veer-nohold] [-rounds 1] [-c 128] [-z 4s]   (the storm with hey)
 //	shedbench serve ...   (internal: the server process)
 //
 // SHEDBENCH_SAMPLES=dir writes every request of every run as CSV to dir,
@@ -41,6 +42,12 @@ import (
 )
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "hey" {
+		if err := heyStorm(os.Args[2:]); err != nil {
+			log.Fatal(err)
+		}
+		return
+	}
 	if len(os.Args) > 1 && os.Args[1] == "serve" {
 		if err := serve(os.Args[2:]); err != nil {
 			log.Fatal(err)
