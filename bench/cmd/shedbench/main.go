@@ -6,6 +6,7 @@
 //
 //	shedbench [-scenarios 1,3] [-contenders veer,none] [-rounds 1] [-format table|json]
 //	shedbench hey [-contenders none,veer,veer-nohold] [-rounds 1] [-c 128] [-z 4s]   (the storm with hey)
+//	shedbench rejectcost [-bins old=/path/to/old/shedbench] [-rounds 3]   (server CPU per 503)
 //	shedbench serve ...   (internal: the server process)
 //
 // SHEDBENCH_SAMPLES=dir writes every request of every run as CSV to dir,
@@ -42,6 +43,12 @@ import (
 )
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "rejectcost" {
+		if err := rejectCost(os.Args[2:]); err != nil {
+			log.Fatal(err)
+		}
+		return
+	}
 	if len(os.Args) > 1 && os.Args[1] == "hey" {
 		if err := heyStorm(os.Args[2:]); err != nil {
 			log.Fatal(err)
@@ -126,9 +133,18 @@ type server struct {
 }
 
 func startServer(contender string, h bench.HandlerConfig, tracePath string) (*server, error) {
-	self, err := os.Executable()
-	if err != nil {
-		return nil, err
+	return startServerBin("", contender, h, tracePath)
+}
+
+// startServerBin starts the server process of the shedbench binary bin
+// ("": this one).
+func startServerBin(bin, contender string, h bench.HandlerConfig, tracePath string) (*server, error) {
+	self := bin
+	if self == "" {
+		var err error
+		if self, err = os.Executable(); err != nil {
+			return nil, err
+		}
 	}
 	args := []string{"serve", "-contender", contender, "-kind", h.Kind, "-iters", strconv.Itoa(h.Iters),
 		"-slots", strconv.Itoa(h.Slots), "-sleep", h.Sleep.String(), "-paths", strings.Join(h.Paths, ","), "-trace", tracePath}
