@@ -328,7 +328,7 @@ func run() error {
 	log.Printf("cpu handler: %d hash rounds (~%v), capacity %.0f rps, %.0f per CPU second", iters, *work, capCPU, perCPU)
 
 	contenders := strings.Split(*conts, ",")
-	var results []bench.Result
+	var results, allRounds []bench.Result
 	pinnedAll := true
 	for _, sc := range bench.Scenarios(iters, light) {
 		if *scen != "all" && !slices.Contains(strings.Split(*scen, ","), sc.Name[:1]) {
@@ -412,6 +412,7 @@ func run() error {
 					p99, failed, _ := bench.StreamStats(samples, 1, "crit")
 					r.Extra["crit_p99_spike_ms"] = p99
 					r.Extra["crit_failed"] = float64(failed)
+					r.Extra["crit_p99_after_onset_ms"] = critAfterOnset(samples, 1, mFrom+bench.OnsetWindow)
 				}
 				if strings.HasPrefix(sc.Name, "7-") {
 					storm(&r, phases, samples)
@@ -422,8 +423,9 @@ func run() error {
 			}
 		}
 		results = append(results, median(scRes, scConts)...)
+		allRounds = append(allRounds, scRes...)
 	}
-	overhead(results)
+	overhead(allRounds) // the medians share their rounds' Extra maps
 	if !pinnedAll {
 		log.Print("taskset not found: the server was not pinned to CPU 0")
 	}
@@ -444,6 +446,7 @@ func run() error {
 		return bench.WriteJSON(os.Stdout, results)
 	case "table":
 		bench.WriteTable(os.Stdout, results)
+		verdicts(os.Stdout, allRounds)
 		return nil
 	}
 	return errors.New("format: want table or json")
@@ -506,21 +509,20 @@ func median(rs []bench.Result, order []string) []bench.Result {
 }
 
 // overhead adds, in the overhead scenario, each contender's extra CPU over
-// "none" as a percentage of a core and per request.
+// "none" of the same round as a percentage of a core and per request.
 func overhead(rs []bench.Result) {
-	var base *bench.Result
+	base := map[int]*bench.Result{}
 	for i := range rs {
 		if strings.HasPrefix(rs[i].Scenario, "4-") && rs[i].Contender == "none" {
-			base = &rs[i]
+			base[rs[i].Round] = &rs[i]
 		}
-	}
-	if base == nil {
-		return
 	}
 	for i := range rs {
-		if strings.HasPrefix(rs[i].Scenario, "4-") {
-			rs[i].Extra["extra_cpu_pct_core"] = rs[i].CPUCorePct - base.CPUCorePct
-			rs[i].Extra["extra_cpu_us_per_req"] = rs[i].CPUUsPerReq - base.CPUUsPerReq
+		b := base[rs[i].Round]
+		if b == nil || !strings.HasPrefix(rs[i].Scenario, "4-") {
+			continue
 		}
+		rs[i].Extra["extra_cpu_pct_core"] = rs[i].CPUCorePct - b.CPUCorePct
+		rs[i].Extra["extra_cpu_us_per_req"] = rs[i].CPUUsPerReq - b.CPUUsPerReq
 	}
 }
