@@ -40,11 +40,23 @@
 // reloaded with Apply, e.g. through config/watch; run-time overrides
 // through AdminHandler), else the default, sheddable_plus.
 //
+// Rejection storms. Clients that ignore Retry-After retry as soon as they
+// are refused, and on one core the refusals themselves take the processor.
+// While an endpoint refuses more than it admits, an HTTP refusal is held
+// for up to Config.RejectHold (100 ms) before it is written, which bounds a
+// closed-loop client's retry rate by its concurrency; held refusals are
+// bounded (MaxHeld) and allocate nothing (see pace.go).
+//
 // Contract: the zero Config works. Middleware has the standard
 // func(http.Handler) http.Handler shape and answers shed requests with 503,
-// Retry-After and a small JSON body (outcome.WriteHTTP); shed/shedgrpc has the
-// gRPC interceptors. The unloaded path is one atomic compare-and-swap, no
-// lock; the loaded path takes the endpoint's mutex.
+// Retry-After, a Veer-Shed-Reason header (ReasonHeader: a deadline drop is
+// told from overload without the body) and a small JSON body, in the form
+// of outcome.WriteHTTP, prebuilt; shed/shedgrpc has the gRPC interceptors.
+// The unloaded path is one atomic compare-and-swap, no lock; the loaded
+// path takes the endpoint's mutex. The state gauges and Stats are read when
+// asked and are true within an interval of a load's end. Serve /metrics
+// outside the middleware (its own listener): wrapped, a scrape is shed like
+// any request under the very overload it should show.
 //
 // Failure modes: a request that never releases its Ticket holds its slot
 // forever (Middleware releases with defer, also on panic). A critical tier
