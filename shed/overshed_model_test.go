@@ -2,6 +2,7 @@ package shed
 
 import (
 	"context"
+	"math/rand/v2"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -14,23 +15,28 @@ import (
 // with the queue in front of the stage modelled: one core that every
 // request needs, first for 35 µs (read and parse) and, once admitted, for
 // its 5 ms handler, in arrival order (a FIFO token), with the runtime's
-// run-queue probe reading how many wait for the core (coreQueue). The
-// plain model (TestModelOverload) delivers requests straight to the stage
-// and does not over-shed; this one reproduces issue 18's point 3 at 1.25×:
-// goodput 0.73 of capacity with 41.6% shed (the load needs 20%), the
-// sheddable tier refused on arrival (reason tier) for most of the run after
-// sheddable_plus waiters were dropped, while the core idles. The 0.95
-// target of issue 18 is therefore MISSED; the bounds below hold today's
-// figures (0.75× 0.75, 1.25× 0.73, 2× 0.99, 6× 0.96, critical 100%) so that
-// a change can be judged against them, deterministically.
+// run-queue probe reading how many wait for the core (coreQueue), and the
+// bench's random tier mix (seeds 1-3). Issue 18's point 3 (at 1.25× only
+// the excess should go: goodput ≥ 0.95 of capacity) holds here in every
+// seed: 0.99 with 20-21% shed. So the over-shedding the real bench showed
+// in some rounds is not reproduced by the stage's logic with a run queue in
+// front. One thing that does reproduce it: tiers arriving in long runs of
+// one tier (a first version of this test drew the tier from the arrival
+// time modulo a prime, which sent ~37 sheddable_plus requests in a row,
+// 250/s of it alone for 150 ms): sheddable_plus was then rightly dropped,
+// the floor refused every sheddable request for FloorHold while the core
+// idled, and 1.25× fell to 0.73 with 41.6% shed.
 func TestModelRunQueueOverload(t *testing.T) {
 	for _, c := range []struct {
 		load, minGoodput, maxShed float64
+		seed                      uint64
 	}{
-		{0.75, 0.74, 0},
-		{1.25, 0.70, 0.45},
-		{2, 0.95, 0.55},
-		{6, 0.90, 0.86},
+		{0.75, 0.74, 0, 1},
+		{1.25, 0.95, 0.25, 1},
+		{1.25, 0.95, 0.25, 2},
+		{1.25, 0.95, 0.25, 3},
+		{2, 0.95, 0.55, 1},
+		{6, 0.90, 0.86, 1},
 	} {
 		synctest.Test(t, func(t *testing.T) {
 			s, _ := newShedder(t, Config{})
@@ -44,6 +50,7 @@ func TestModelRunQueueOverload(t *testing.T) {
 				time.Sleep(d)
 				<-core.tok
 			}
+			rng := rand.New(rand.NewPCG(c.seed, 2))
 			start := time.Now()
 			var mu sync.Mutex
 			var ok, shed, n, critSent, critOK int
@@ -52,7 +59,7 @@ func TestModelRunQueueOverload(t *testing.T) {
 			for at := time.Duration(0); at < 3500*time.Millisecond; at += time.Duration(float64(time.Second) / rate) {
 				time.Sleep(time.Until(start.Add(at)))
 				tr := tier.Sheddable
-				switch u := float64(int(at/time.Microsecond)%997) / 997; {
+				switch u := rng.Float64(); {
 				case u < 0.1:
 					tr = tier.Critical
 				case u < 0.55:
@@ -89,7 +96,7 @@ func TestModelRunQueueOverload(t *testing.T) {
 			}
 			wg.Wait()
 			goodput, shedRate := float64(ok)/3/200, float64(shed)/float64(n)
-			t.Logf("%.2fx: goodput %.2f of capacity, shed %.1f%%, critical %d/%d", c.load, goodput, 100*shedRate, critOK, critSent)
+			t.Logf("seed %d %.2fx: goodput %.2f of capacity, shed %.1f%%, critical %d/%d", c.seed, c.load, goodput, 100*shedRate, critOK, critSent)
 			if goodput < c.minGoodput || shedRate > c.maxShed || critOK != critSent {
 				t.Errorf("%.2fx: goodput %.2f (want ≥ %.2f), shed %.3f (want ≤ %.2f), critical %d/%d", c.load, goodput, c.minGoodput, shedRate, c.maxShed, critOK, critSent)
 			}
