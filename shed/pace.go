@@ -28,6 +28,10 @@ import (
 // that they are answered at once. A held refusal ends early when its
 // request's context does (the client left) or the Shedder is closed.
 //
+// gRPC: shedgrpc's interceptors hold their refusals too (Hold); the tap
+// handle does not (it must not block), so a storm refused there is not
+// paced.
+//
 // Trade-offs: a refusal outside a storm is never held, so a well-behaved
 // caller (or a proxy that retries elsewhere) learns of ordinary shedding at
 // once; in a storm it learns up to RejectHold later, which a caller that
@@ -85,6 +89,17 @@ func (p *pacer) step(step time.Duration) {
 		return
 	}
 	p.clk.AfterFunc(step, func() { p.step(step) })
+}
+
+// Hold holds a refusal of a request to endpoint (from Acquire) while the
+// endpoint is in a rejection storm, for between RejectHold/2 and
+// RejectHold, or until ctx ends; otherwise it returns at once. Middleware
+// calls it; other adapters (shedgrpc's interceptors, a gateway) call it
+// before they answer a refusal.
+func (s *Shedder) Hold(ctx context.Context, endpoint string) {
+	if st := s.lookup(endpoint); st != nil {
+		s.hold(ctx, st, s.pol.Load())
+	}
 }
 
 // hold holds a refusal of endpoint st while it is in a storm (see above).

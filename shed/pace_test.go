@@ -92,6 +92,16 @@ func TestRejectionStormIsPaced(t *testing.T) {
 				if c.hold < 0 {
 					return
 				}
+				// Adapters hold through Hold (an unknown endpoint: at once).
+				t0 := time.Now()
+				s.Hold(ctx, "nowhere")
+				if time.Since(t0) != 0 {
+					t.Fatalf("Hold of an unknown endpoint took %v", time.Since(t0))
+				}
+				s.Hold(ctx, "/hold") // no route pattern: the endpoint is the path
+				if d := time.Since(t0); d < c.min || d > c.max {
+					t.Fatalf("Hold in the storm took %v, want %v..%v", d, c.min, c.max)
+				}
 				// Beyond MaxHeld, at once.
 				s.held.Store(MaxHeld)
 				if code, took := do(ctx, tier.Sheddable); code != http.StatusServiceUnavailable || took != 0 {

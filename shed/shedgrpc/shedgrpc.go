@@ -52,6 +52,7 @@ func admit(ctx context.Context, s *shed.Shedder, method string) (context.Context
 	t := s.Resolve(method, caller, stated)
 	tk, err := s.Acquire(ctx, method, t)
 	if err != nil {
+		s.Hold(ctx, method) // a rejection storm is paced (shed.Shedder.Hold)
 		_ = grpc.SetTrailer(ctx, metadata.Pairs(ReasonKey, reasonOf(err)))
 		return ctx, tk, Status(err)
 	}
