@@ -62,7 +62,7 @@ type Config struct {
 	// written while its endpoint refuses more requests than it admits (a
 	// rejection storm: closed-loop clients that ignore Retry-After retry
 	// at once, and the refusals take the processor; see pace.go). Held
-	// refusals wait between RejectHold/2 and RejectHold. Default 100ms; a
+	// refusals wait between 7/8 of RejectHold and all of it. Default 100ms; a
 	// negative value (e.g. -1ns) answers every refusal at once.
 	RejectHold time.Duration `yaml:"reject_hold" json:"reject_hold"`
 	// Endpoints holds per-endpoint settings: limit overrides and the

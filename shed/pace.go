@@ -15,7 +15,7 @@ import (
 // take the processor from the requests being served; goodput fell to 0.49×
 // of capacity at hey -c 128 (issue 18). So while an endpoint refuses more
 // requests than it admits (a storm: stage.storm, decided per interval), a
-// refusal is held before it is written, for between RejectHold/2 and
+// refusal is held before it is written, for between 7/8 of RejectHold and
 // RejectHold. A closed-loop client's retry rate then falls to its
 // concurrency over the hold (128 / 0.1 s ≈ 1 300/s at most, not 10-19 k/s),
 // and an open-loop one is not slowed at all (its requests come anyway; a
@@ -23,7 +23,7 @@ import (
 //
 // Bounds: a held refusal costs a parked goroutine that net/http has anyway
 // (its connection's) and no allocation: waiters share one channel per
-// half-hold step, closed by a single timer that runs only while someone
+// eighth of the hold, closed by a single timer that runs only while someone
 // waits. At most MaxHeld refusals are held at once per Shedder; beyond
 // that they are answered at once. A held refusal ends early when its
 // request's context does (the client left) or the Shedder is closed.
@@ -47,24 +47,38 @@ const MaxHeld = 4096
 // storm: a handful of refusals at a small endpoint is not one.
 const stormMinRejects = 10
 
+// paceSteps is the number of batches a hold is cut into: waiters are
+// released by a timer that ticks every RejectHold/paceSteps, so that the
+// clients of a storm come back spread over the hold, not all at once (a
+// batch of half the storm's clients made the run queue jump by that many
+// goroutines each half hold).
+const paceSteps = 8
+
 // pacer releases held refusals in batches, one batch per step.
 type pacer struct {
-	mu        sync.Mutex
-	cur, next chan struct{} // cur closes at the next step, next at the one after
-	waitNext  int           // waiters registered on next
-	waitCur   int           // waiters on cur
-	armed     bool
-	clk       clock.Clock
+	mu      sync.Mutex
+	ring    [paceSteps]chan struct{} // ring[head] closes at the next step
+	waiters [paceSteps]int
+	pending int // waiters registered in the ring
+	head    int
+	armed   bool
+	clk     clock.Clock
 }
 
-// wait blocks for between step and 2 × step, or until ctx or done ends.
-func (p *pacer) wait(ctx context.Context, step time.Duration, done <-chan struct{}) {
+// wait blocks for between (paceSteps-1)/paceSteps × hold and hold, or
+// until ctx or done ends.
+func (p *pacer) wait(ctx context.Context, hold time.Duration, done <-chan struct{}) {
+	step := hold / paceSteps
 	p.mu.Lock()
-	if p.next == nil {
-		p.cur, p.next = make(chan struct{}), make(chan struct{})
+	if p.ring[0] == nil {
+		for i := range p.ring {
+			p.ring[i] = make(chan struct{})
+		}
 	}
-	ch := p.next
-	p.waitNext++
+	last := (p.head + paceSteps - 1) % paceSteps // closes paceSteps steps from the last step
+	ch := p.ring[last]
+	p.waiters[last]++
+	p.pending++
 	if !p.armed {
 		p.armed = true
 		p.clk.AfterFunc(step, func() { p.step(step) })
@@ -77,14 +91,16 @@ func (p *pacer) wait(ctx context.Context, step time.Duration, done <-chan struct
 	}
 }
 
-// step releases the batch on cur and re-arms while a batch waits.
+// step releases the batch at the head and re-arms while waiters remain.
 func (p *pacer) step(step time.Duration) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	close(p.cur)
-	p.cur, p.waitCur = p.next, p.waitNext
-	p.next, p.waitNext = make(chan struct{}), 0
-	if p.waitCur == 0 {
+	close(p.ring[p.head])
+	p.ring[p.head] = make(chan struct{})
+	p.pending -= p.waiters[p.head]
+	p.waiters[p.head] = 0
+	p.head = (p.head + 1) % paceSteps
+	if p.pending == 0 {
 		p.armed = false
 		return
 	}
@@ -92,7 +108,7 @@ func (p *pacer) step(step time.Duration) {
 }
 
 // Hold holds a refusal of a request to endpoint (from Acquire) while the
-// endpoint is in a rejection storm, for between RejectHold/2 and
+// endpoint is in a rejection storm, for between 7/8 of RejectHold and
 // RejectHold, or until ctx ends; otherwise it returns at once. Middleware
 // calls it; other adapters (shedgrpc's interceptors, a gateway) call it
 // before they answer a refusal.
@@ -111,6 +127,6 @@ func (s *Shedder) hold(ctx context.Context, st *stage, p *policy) {
 		s.held.Add(-1)
 		return
 	}
-	s.pace.wait(ctx, p.rejectHold/2, s.done)
+	s.pace.wait(ctx, p.rejectHold, s.done)
 	s.held.Add(-1)
 }

@@ -14,7 +14,7 @@ import (
 // TestRejectionStormIsPaced, in virtual time: an endpoint sheds the
 // sheddable tier on arrival. Its first refusals are answered at once; once
 // an interval has refused more than it admitted (at least
-// stormMinRejects), a refusal is held between RejectHold/2 and
+// stormMinRejects), a refusal is held between 7/8 of RejectHold and
 // RejectHold; a held refusal ends when its client leaves; beyond MaxHeld
 // refusals are answered at once; with a negative RejectHold never held.
 func TestRejectionStormIsPaced(t *testing.T) {
@@ -23,8 +23,8 @@ func TestRejectionStormIsPaced(t *testing.T) {
 		hold     time.Duration
 		min, max time.Duration // of a refusal in the storm
 	}{
-		{"default", 0, DefaultRejectHold / 2, DefaultRejectHold},
-		{"200ms", 200 * time.Millisecond, 100 * time.Millisecond, 200 * time.Millisecond},
+		{"default", 0, DefaultRejectHold * 7 / 8, DefaultRejectHold},
+		{"200ms", 200 * time.Millisecond, 175 * time.Millisecond, 200 * time.Millisecond},
 		{"off", -1, 0, 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
