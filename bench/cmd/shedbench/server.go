@@ -110,7 +110,7 @@ func (s *server) stop() (cpu, wall time.Duration, served int64, err error) {
 // closed loop, 32 workers, 2 s after a 300 ms warm-up. perCPU is the
 // requests served per second of the server's CPU time: on a shared machine
 // the server gets a varying share of its core, and goodput per CPU second
-// over perCPU is the figure that share does not move.
+// over perCPU is a figure that share moves much less.
 func capacity(client *http.Client, iters int) (rps, perCPU float64, err error) {
 	s, err := startServer("none", bench.HandlerConfig{Kind: "cpu", Iters: iters, Paths: []string{"GET /a"}}, "")
 	if err != nil {
