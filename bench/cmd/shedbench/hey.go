@@ -27,8 +27,8 @@ import (
 // critical caller, `hey -c 2 -q R -H "Veer-Criticality: critical"` at
 // -crit × capacity in all. It reports goodput (200s per second of both)
 // over the capacity measured before the round, goodput per CPU second of
-// the server over the capacity run's requests per CPU second (the figure a
-// shared machine's varying CPU share does not move), the server's CPU
+// the server over the capacity run's requests per CPU second (a figure a
+// shared machine's varying CPU share moves much less), the server's CPU
 // share, the storm's 503s per second, and critical success and p99.
 func heyStorm(args []string) error {
 	fs := flag.NewFlagSet("hey", flag.ExitOnError)
