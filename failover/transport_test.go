@@ -56,6 +56,7 @@ func newRigOver(t *testing.T, next http.RoundTripper, path string, mod func(*Con
 	cfg := Config{
 		Primary:          "primary.test",
 		Backups:          []string{"dc1.test", "dc2.test"},
+		Policy:           PolicyUber, // the seed's machine; veer has its own tests
 		FailureThreshold: 3,
 		Clock:            r.clk,
 		Store:            r.store,

@@ -60,6 +60,15 @@ type Uber struct {
 	retryMax      time.Duration
 	offlineCheck  bool
 	confirm       bool
+	fail          statusSet // Config.FailureStatuses
+
+	// per-network memory (history.go); kept across Start
+	useHist bool
+	histTTL time.Duration
+	histMax int
+	hist    []NetworkFailure
+	histGen uint64
+	network string // the network the device is on, "" if unknown; reset by Start
 
 	state  State
 	domain int
@@ -102,6 +111,9 @@ func NewUber(cfg Config) (*Uber, error) {
 		retryMax:      c.CanaryRetryMax,
 		offlineCheck:  c.DeviceOfflineCheck,
 		confirm:       c.ConfirmPrimary,
+		fail:          newStatusSet(c.FailureStatuses),
+		histTTL:       c.HistoryTTL,
+		histMax:       c.HistorySize,
 		ring:          make([]time.Time, c.FailureThreshold),
 		canary:        None,
 		held:          None,
@@ -111,16 +123,18 @@ func NewUber(cfg Config) (*Uber, error) {
 
 // Start implements Policy. A restored backup index in 1..n starts in BACKUP
 // on it (reason restored) with the first recovery delay; anything else
-// starts in PRIMARY. Start resets every piece of state, recovery growth
-// included, so one Uber can serve many sessions in turn without
-// allocating.
+// starts in PRIMARY. Start resets every piece of state, recovery growth and
+// the current network included, so one Uber can serve many sessions in turn
+// without allocating; the per-network memory is the device's and is kept
+// (Remember(nil) clears it).
 func (u *Uber) Start(now time.Time, restored int) Action {
 	ring := u.ring
 	clear(ring)
 	*u = Uber{
 		n: u.n, threshold: u.threshold, window: u.window, streakTimeout: u.streakTimeout,
 		rtBase: u.rtBase, rtStep: u.rtStep, rtMax: u.rtMax, decay: u.decay, retry: u.retry, retryMax: u.retryMax,
-		offlineCheck: u.offlineCheck, confirm: u.confirm, ring: ring,
+		offlineCheck: u.offlineCheck, confirm: u.confirm, fail: u.fail, ring: ring,
+		useHist: u.useHist, histTTL: u.histTTL, histMax: u.histMax, hist: u.hist, histGen: u.histGen,
 		state: Primary, domain: PrimaryIndex, canary: None, held: None, primarySince: now,
 	}
 	if restored >= 1 && restored <= u.n {
@@ -140,7 +154,7 @@ func (u *Uber) Report(now time.Time, domain int, o outcome.Outcome) Action {
 	if domain != u.domain || o.Kind == outcome.ClientCanceled {
 		return u.idle()
 	}
-	if !o.Kind.Network() {
+	if !u.fail.failure(o) {
 		if u.state == Failover {
 			return u.toPrimary(now, ReasonPrimarySuccess)
 		}
@@ -326,6 +340,9 @@ func (u *Uber) toFailover(now time.Time, r Reason) Action {
 
 func (u *Uber) toBackup(now time.Time, domain int, r Reason) Action {
 	from := u.state
+	if from == Failover && r == ReasonCanarySuccess || from == Recovery && r == ReasonRecoveryFailure {
+		u.record(now) // the primary failed (again) on this network
+	}
 	if from == Failover && u.decay > 0 {
 		if steps := int(now.Sub(u.primarySince) / u.decay); steps > 0 {
 			u.entries = max(u.entries-steps, 0)
@@ -363,6 +380,10 @@ func (u *Uber) toRecovery(now time.Time, r Reason, sweep bool) Action {
 
 func (u *Uber) toPrimary(now time.Time, r Reason) Action {
 	from := u.state
+	switch r {
+	case ReasonPrimarySuccess, ReasonPrimaryConfirmed, ReasonRecoverySuccess:
+		u.forget() // the primary answers on this network
+	}
 	if u.domain != PrimaryIndex {
 		u.primarySince = now
 	}
