@@ -47,6 +47,7 @@ type lab struct {
 
 type labServer struct {
 	name string
+	h    http.Handler // nil: answer with the name
 	srv  *httptest.Server
 	mu   sync.Mutex
 	reqs []seen
@@ -91,13 +92,16 @@ func newLabTLS(t *testing.T, withTLS bool, names ...string) *lab {
 }
 
 // up starts a fresh server for name (on a new port of its address).
-func (l *lab) up(name string) *labServer {
+func (l *lab) up(name string) *labServer { return l.upWith(name, nil) }
+
+// upWith is up with h serving the requests (after they are recorded).
+func (l *lab) upWith(name string, h http.Handler) *labServer {
 	l.t.Helper()
 	ln, err := net.Listen("tcp", l.ips[name]+":0")
 	if err != nil {
 		l.t.Fatalf("listen for %s: %v", name, err)
 	}
-	s := &labServer{name: name}
+	s := &labServer{name: name, h: h}
 	s.srv = httptest.NewUnstartedServer(http.HandlerFunc(s.serve))
 	s.srv.Listener.Close()
 	s.srv.Listener = ln
@@ -223,6 +227,10 @@ func (s *labServer) serve(w http.ResponseWriter, r *http.Request) {
 		hold <- struct{}{} // tell the test the canary arrived ...
 		<-hold             // ... and wait for its go-ahead
 	}
+	if s.h != nil {
+		s.h.ServeHTTP(w, r)
+		return
+	}
 	io.WriteString(w, s.name)
 }
 
@@ -346,6 +354,14 @@ func (c canaries) want(t *testing.T, want ...string) {
 type notifyStore struct {
 	Store
 	writes chan string
+}
+
+// LoadHistory and SaveHistory pass through (the embedded Store is a File).
+func (s notifyStore) LoadHistory() ([]NetworkFailure, error) {
+	return s.Store.(HistoryStore).LoadHistory()
+}
+func (s notifyStore) SaveHistory(h []NetworkFailure) error {
+	return s.Store.(HistoryStore).SaveHistory(h)
 }
 
 func (s notifyStore) Save(d string) error {

@@ -50,9 +50,9 @@ func TestFileStore(t *testing.T) {
 func TestDecodeRecord(t *testing.T) {
 	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	for in, want := range map[string]string{
-		`{"version":1,"domain":"dc1.example.com"}`:             "dc1.example.com",
-		`{"version":1,"domain":"dc1.example.com:8443"}` + "\n": "dc1.example.com:8443",
-		`{"version":2,"domain":"dc1.example.com"}`:             "dc1.example.com",
+		`{"version":1,"domain":"dc1.example.com"}`:                                   "dc1.example.com",
+		`{"version":1,"domain":"dc1.example.com:8443"}` + "\n":                       "dc1.example.com:8443",
+		`{"version":2,"domain":"dc1.example.com"}`:                                   "dc1.example.com",
 		`{"version":2,"history":[{"network":"lte/C4","at":"2026-01-01T00:00:00Z"}]}`: "",
 	} {
 		if got, err := decodeRecord([]byte(in)); got.Domain != want || err != nil {

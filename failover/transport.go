@@ -68,8 +68,9 @@ type Transport struct {
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup // canaries, timer callbacks and store writes
 
-	histGen  uint64     // the policy's history generation last taken for the store
-	fail     statusSet  // Config.FailureStatuses
+	network string    // the last SetNetwork
+	histGen uint64    // the policy's history generation last taken for the store
+	fail    statusSet // Config.FailureStatuses
 
 	pmu        sync.Mutex // serialises Store writes
 	persisted  uint64     // pseq of the last domain decision written
@@ -113,16 +114,7 @@ func NewTransport(cfg Config, next http.RoundTripper) (*Transport, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	var policy Policy
-	var err error
-	switch cfg.Policy {
-	case PolicyRoundRobin:
-		policy, err = NewRoundRobin(cfg)
-	case PolicyThreshold:
-		policy, err = NewThreshold(cfg)
-	default:
-		policy, err = NewUber(cfg)
-	}
+	policy, err := NewPolicy(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -247,15 +239,28 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err == nil && !s.reportSuccess && !t.fail.has(resp.StatusCode) {
 		// Steady state: a response changes nothing, but its body may
 		// still fail.
-		return t.watchBody(resp, s.domain), err
+		return t.watchBody(resp, s.domain, false, outcome.Outcome{}), err
 	}
 	now := t.clk.Now()
 	o := outcome.ClassifyAt(resp, err, now)
-	if o.Kind == outcome.ClientCanceled || !t.fail.failure(o) && !s.reportSuccess {
-		return t.watchBody(resp, s.domain), err
+	switch {
+	case o.Kind == outcome.ClientCanceled:
+		return resp, err
+	case t.fail.failure(o):
+		t.step(func(time.Time) Action { return t.policy.Report(now, s.domain, o) })
+		return resp, err // a failure already: nothing more to learn from the body
+	case !s.reportSuccess:
+		return t.watchBody(resp, s.domain, false, o), err
+	}
+	// A success that may change the state: it counts when the body has
+	// been read (or closed by the caller); a body that fails is a failure.
+	if w := t.watchBody(resp, s.domain, true, o); w != nil {
+		if _, ok := w.Body.(*watchedBody); ok {
+			return w, err
+		}
 	}
 	t.step(func(time.Time) Action { return t.policy.Report(now, s.domain, o) })
-	return t.watchBody(resp, s.domain), err
+	return resp, err
 }
 
 // isPrimary reports whether u addresses the primary: same host name (any
@@ -291,21 +296,6 @@ func (t *Transport) newPorts(u *url.URL) *portHosts {
 	}
 	t.ports.Store(ph)
 	return ph
-}
-
-// NetworkChanged tells the policy that the device changed network (Wi-Fi to
-// cellular, say): failure streaks restart, FAILOVER returns to PRIMARY and
-// BACKUP probes the primary at once. When the wrapped round tripper has a
-// NetworkChanged method too (lastmile.Transport does), it is called as well.
-func (t *Transport) NetworkChanged() {
-	// The wrapped round tripper may keep per-network state of its own (the
-	// last-mile chain's working routes, its broken-protocol memory): it
-	// forgets the old network first, so that the probe the policy starts
-	// below does not go out on the old network's routes.
-	if n, ok := t.next.(interface{ NetworkChanged() }); ok {
-		n.NetworkChanged()
-	}
-	t.step(func(now time.Time) Action { return t.policy.NetworkChanged(now) })
 }
 
 // CloseIdleConnections closes the wrapped round tripper's idle connections
@@ -444,4 +434,3 @@ func (t *Transport) stepNotify(call func(now time.Time) Action, notify func(now 
 // keep is a sentinel Action telling step to leave everything, the timer
 // included, as it is.
 var keep = Action{Canary: -2}
-

@@ -17,9 +17,11 @@ const noWake = time.Duration(-1)
 
 // event is one input of a step table.
 type event struct {
-	kind   string // start, report, canary, tick, netchange
+	kind   string // start, report, canary, tick, netchange, status, network
 	domain int
 	o      outcome.Kind
+	status int    // status: the HTTP status of a regular answer
+	net    string // network: the network SetNetwork reports
 }
 
 func start(restored int) event        { return event{kind: "start", domain: restored} }
@@ -27,12 +29,18 @@ func rep(d int, k outcome.Kind) event { return event{kind: "report", domain: d, 
 func can(d int, k outcome.Kind) event { return event{kind: "canary", domain: d, o: k} }
 func tick() event                     { return event{kind: "tick"} }
 func netChanged() event               { return event{kind: "netchange"} }
+func status(d, code int) event        { return event{kind: "status", domain: d, status: code} }
+func network(n string) event          { return event{kind: "network", net: n} }
 func (e event) String() string {
 	switch e.kind {
 	case "report", "canary":
 		return fmt.Sprintf("%s(%d,%v)", e.kind, e.domain, e.o)
 	case "start":
 		return fmt.Sprintf("start(%d)", e.domain)
+	case "status":
+		return fmt.Sprintf("status(%d,%d)", e.domain, e.status)
+	case "network":
+		return fmt.Sprintf("network(%s)", e.net)
 	}
 	return e.kind
 }
@@ -62,6 +70,10 @@ func apply(p Policy, now time.Time, e event) Action {
 		return p.Tick(now)
 	case "netchange":
 		return p.NetworkChanged(now)
+	case "status":
+		return p.Report(now, e.domain, outcome.Outcome{Kind: outcome.FromHTTPStatus(e.status), Status: e.status})
+	case "network":
+		return p.(NetworkAware).SetNetwork(now, e.net)
 	}
 	panic("unknown event " + e.kind)
 }
