@@ -38,6 +38,9 @@ type runner struct {
 	cur      int   // domain regular traffic used after the last policy call
 	restored int   // the persisted backup domain (the Transport's Store)
 	canaryN  uint64
+	aware    failover.NetworkAware     // pol, when it can be told the network
+	hist     []failover.NetworkFailure // the persisted per-network memory
+	histGen  uint64                    // aware's MemoryGen when hist was taken
 
 	st        sessionStats
 	tl        []tlBucket // per minute from tlFrom
@@ -86,6 +89,7 @@ func (x *runner) run(r *realisation, newPol func() failover.Policy, latency func
 	x.phRecov = resize(x.phRecov, n, -1)
 	x.phase.reset()
 	x.restored = failover.None
+	x.hist = x.hist[:0]
 	x.cur = failover.PrimaryIndex
 	x.startApp(r.start)
 
@@ -149,7 +153,15 @@ func (x *runner) startApp(t int64) {
 	x.h.reset()
 	x.wakeAt = -1
 	x.pol = x.newPol()
+	x.aware, _ = x.pol.(failover.NetworkAware)
+	if x.aware != nil {
+		x.aware.Remember(x.hist)
+		x.histGen = x.aware.MemoryGen()
+	}
 	x.apply(t, x.pol.Start(x.at(t), x.restored))
+	if x.aware != nil { // the app learns its network at launch
+		x.apply(t, x.aware.SetNetwork(x.at(t), x.m.networkID(x.r, t)))
+	}
 }
 
 func (x *runner) session(e sessEvent) {
@@ -162,7 +174,11 @@ func (x *runner) session(e sessEvent) {
 		for d := range x.conns {
 			x.conns[d].dnsUntil = 0
 		}
-		x.apply(e.t, x.pol.NetworkChanged(x.at(e.t)))
+		if x.aware != nil {
+			x.apply(e.t, x.aware.SetNetwork(x.at(e.t), x.m.networkID(x.r, e.t)))
+		} else {
+			x.apply(e.t, x.pol.NetworkChanged(x.at(e.t)))
+		}
 	case evOutageStart:
 		if x.cur == failover.PrimaryIndex && x.exposedTo(e.arg, e.t) {
 			x.detectOn[e.arg] = e.t
@@ -234,6 +250,12 @@ func (x *runner) handle(e event) {
 
 // apply carries out a policy's Action, as the Transport would.
 func (x *runner) apply(t int64, a failover.Action) {
+	if x.aware != nil {
+		if g := x.aware.MemoryGen(); g != x.histGen { // persisted, as the Store does
+			x.histGen = g
+			x.hist = append(x.hist[:0], x.aware.Memory()...)
+		}
+	}
 	if tr := a.Transition; tr.Changed() {
 		if k := transitionIndex(tr); k >= 0 {
 			x.st.transitions[k]++
@@ -392,6 +414,18 @@ func (x *runner) attempt(t int64, d, net int, flags uint8, rttF float64, server 
 		}
 		return fail(outcome.ConnectTimeout, m.dialTimeout)
 	}
+	// A trace gap delays the exchange by retransmission; it fails only
+	// when the delay passes the timeout of the step it stalls.
+	stall := x.r.stallDelay(t, m.rto)
+	switch {
+	case stall == 0:
+	case needDNS && stall >= m.dnsTimeout:
+		return fail(outcome.DNSTimeout, m.dnsTimeout)
+	case !warm && stall >= m.dialTimeout:
+		return fail(outcome.ConnectTimeout, dns+m.dialTimeout)
+	case stall >= m.reqTimeout:
+		return fail(outcome.ResponseTimeout, m.reqTimeout)
+	}
 	serverError := false
 	for _, k := range x.r.outages {
 		o := &m.outages[k]
@@ -435,7 +469,7 @@ func (x *runner) attempt(t int64, d, net int, flags uint8, rttF float64, server 
 		}
 		return fail(outcome.ConnectTimeout, dns+m.dialTimeout)
 	}
-	lat := rtt + float64(server)
+	lat := rtt + float64(server) + float64(stall)
 	if !warm {
 		hs := 2.0 // TCP + TLS 1.3
 		if quic {
@@ -455,6 +489,9 @@ func (x *runner) attempt(t int64, d, net int, flags uint8, rttF float64, server 
 		}
 	}
 	l := max(int64(lat), 1)
+	if stall > 0 && l >= m.reqTimeout {
+		return fail(outcome.ResponseTimeout, m.reqTimeout)
+	}
 	c.lastUse = max(c.lastUse, t+l)
 	if serverError {
 		return outcome.ServerError, l, quic

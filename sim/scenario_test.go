@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/veerhq/veer/config"
 	"github.com/veerhq/veer/failover"
@@ -99,12 +100,23 @@ func TestScenarioFileWithTrace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The trace is offline about 95% of the time: most requests fail.
+	// The trace is in gaps of 2.9 s about 95% of the time. By default a
+	// gap delays packets (retransmissions 1, 3, 7 s after sending): few
+	// requests reach their 10 s timeout.
+	if res.DeviceErrorRate > 0.2 {
+		t.Errorf("device error rate %v: gaps of 2.9 s should mostly delay requests", res.DeviceErrorRate)
+	}
+	// The first version's model, every gap an outage: most requests fail.
+	sc.TraceGaps.OutageAbove = time.Second
+	res, err = Run(context.Background(), sc, []Strategy{Uber}, Options{File: path})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if res.DeviceErrorRate < 0.5 {
-		t.Errorf("device error rate %v with a trace that is mostly gaps", res.DeviceErrorRate)
+		t.Errorf("device error rate %v with gaps as outages, want most requests failed", res.DeviceErrorRate)
 	}
 	sc.Traces[0].File = "missing.trace"
-	if _, err := Run(context.Background(), sc, []Strategy{Uber}, Options{File: path}); !errors.Is(err, os.ErrNotExist) {
+	if _, err := Run(context.Background(), sc, []Strategy{Uber}, Options{File: path}); !errors.Is(err, os.ErrNotExist) || !errors.Is(err, ErrUnknownTrace) {
 		t.Errorf("missing trace: %v", err)
 	}
 }
@@ -183,12 +195,12 @@ func FuzzParseScenario(f *testing.F) {
 		x := &runner{m: m}
 		for i := range 3 {
 			m.generate(&r, 1, i)
-			pol, err := Uber.New(sc.Failover, domainNames(m))
+			pol, err := Uber.New(sc.PolicyConfig())
 			if err != nil {
 				t.Fatalf("validated scenario, policy error: %v", err)
 			}
 			_ = pol
-			x.run(&r, func() failover.Policy { p, _ := Uber.New(sc.Failover, domainNames(m)); return p }, func(int64) {})
+			x.run(&r, func() failover.Policy { p, _ := Uber.New(sc.PolicyConfig()); return p }, func(int64) {})
 		}
 		_ = fmt.Sprint(sc.Name)
 	})
