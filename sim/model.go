@@ -48,8 +48,8 @@ type model struct {
 	canaryTO     int64
 	netIDs       []string // carrier × network names, for networkID
 	traceStats   []TraceStats
-	rto          int64    // first retransmission timeout in a trace gap
-	outageAbove  int64    // trace gaps at least this long are outages; 0: none
+	rto          int64 // first retransmission timeout in a trace gap
+	outageAbove  int64 // trace gaps at least this long are outages; 0: none
 	outages      []outageModel
 }
 

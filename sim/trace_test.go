@@ -36,7 +36,7 @@ func TestTraceErrorsNameTheScenarioLine(t *testing.T) {
 	}
 	var secs, micros strings.Builder
 	for i := range 1000 {
-		fmt.Fprintf(&secs, "%d\n", i/100) // seconds: 10 s of drive, 100 packets a second
+		fmt.Fprintf(&secs, "%d\n", i/100)         // seconds: 10 s of drive, 100 packets a second
 		fmt.Fprintf(&micros, "%d\n", i*1_000_000) // one a second, in µs
 	}
 	write("secs.trace", secs.String())
