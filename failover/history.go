@@ -38,21 +38,6 @@ type NetworkAware interface {
 
 var _ NetworkAware = (*Uber)(nil)
 
-// NewVeer returns the default policy of failover.Config{}: the Uber machine
-// with ConfirmPrimary (a backup canary success is confirmed by a primary
-// canary before BACKUP) and the per-network memory of primary failures
-// (HistoryTTL, HistorySize). DeviceOfflineCheck and FailureStatuses apply as
-// configured. docs/failover.md gives the evidence for each part.
-func NewVeer(cfg Config) (*Uber, error) {
-	cfg.ConfirmPrimary = true
-	u, err := NewUber(cfg)
-	if err != nil {
-		return nil, err
-	}
-	u.useHist = true
-	return u, nil
-}
-
 // SetNetwork implements NetworkAware.
 func (u *Uber) SetNetwork(now time.Time, network string) Action {
 	if network == u.network {

@@ -3,9 +3,8 @@ package failover
 import (
 	"testing"
 
-	dto "github.com/prometheus/client_model/go"
-
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 )
 
 // counter returns the value of the veer_failover counter or gauge name with

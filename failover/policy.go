@@ -117,6 +117,7 @@ const (
 	ReasonBaselineSwitch          // a baseline policy moved to another domain
 	ReasonPrimaryConfirmed        // ConfirmPrimary: the primary answered its canary in FAILOVER
 	ReasonHistory                 // the primary failed recently on the network the device is on
+	ReasonAnsweredFailure         // veer: a failure that is an answer (refused, DNS error, TLS alert)
 )
 
 func (r Reason) String() string {
@@ -149,6 +150,8 @@ func (r Reason) String() string {
 		return "primary_confirmed"
 	case ReasonHistory:
 		return "history"
+	case ReasonAnsweredFailure:
+		return "answered_failure"
 	}
 	return "unknown"
 }

@@ -60,7 +60,10 @@ type Uber struct {
 	retryMax      time.Duration
 	offlineCheck  bool
 	confirm       bool
-	fail          statusSet // Config.FailureStatuses
+	fail          statusSet     // Config.FailureStatuses
+	fastAnswers   bool          // veer: a failure that is an answer starts FAILOVER (veer.go)
+	confirmMin    time.Duration // veer: least wait for the confirming primary canary; 0: CanaryTimeout
+	canaryTimeout time.Duration
 
 	// per-network memory (history.go); kept across Start
 	useHist bool
@@ -78,11 +81,13 @@ type Uber struct {
 	streakStart time.Time
 	ring        []time.Time // times of the last `threshold` failures, at index i%threshold
 
-	canary  int       // domain whose canary result is awaited, or None
-	held    int       // FAILOVER with ConfirmPrimary: the backup that answered while primary is probed, or None
-	sweep   bool      // RECOVERY: probe backups too when primary fails
-	roundAt time.Time // FAILOVER: start of the next canary round; zero if none is due
-	rounds  int       // FAILOVER: failed canary rounds since entering it
+	canary    int       // domain whose canary result is awaited, or None
+	held      int       // FAILOVER with ConfirmPrimary: the backup that answered while primary is probed, or None
+	askedAt   time.Time // when the awaited canary was asked for
+	confirmBy time.Time // FAILOVER, held: when an unanswered primary canary counts as failed; zero: never
+	sweep     bool      // RECOVERY: probe backups too when primary fails
+	roundAt   time.Time // FAILOVER: start of the next canary round; zero if none is due
+	rounds    int       // FAILOVER: failed canary rounds since entering it
 
 	entries      int // entries into BACKUP counted by the recovery delay
 	recoveryAt   time.Time
@@ -111,6 +116,7 @@ func NewUber(cfg Config) (*Uber, error) {
 		retryMax:      c.CanaryRetryMax,
 		offlineCheck:  c.DeviceOfflineCheck,
 		confirm:       c.ConfirmPrimary,
+		canaryTimeout: c.CanaryTimeout,
 		fail:          newStatusSet(c.FailureStatuses),
 		histTTL:       c.HistoryTTL,
 		histMax:       c.HistorySize,
@@ -134,6 +140,7 @@ func (u *Uber) Start(now time.Time, restored int) Action {
 		n: u.n, threshold: u.threshold, window: u.window, streakTimeout: u.streakTimeout,
 		rtBase: u.rtBase, rtStep: u.rtStep, rtMax: u.rtMax, decay: u.decay, retry: u.retry, retryMax: u.retryMax,
 		offlineCheck: u.offlineCheck, confirm: u.confirm, fail: u.fail, ring: ring,
+		fastAnswers: u.fastAnswers, confirmMin: u.confirmMin, canaryTimeout: u.canaryTimeout,
 		useHist: u.useHist, histTTL: u.histTTL, histMax: u.histMax, hist: u.hist, histGen: u.histGen,
 		state: Primary, domain: PrimaryIndex, canary: None, held: None, primarySince: now,
 	}
@@ -164,7 +171,11 @@ func (u *Uber) Report(now time.Time, domain int, o outcome.Outcome) Action {
 	if u.state != Primary && u.state != Backup {
 		return u.idle() // FAILOVER and RECOVERY are probing already
 	}
-	if r := u.failure(now); r != ReasonNone {
+	r := u.failure(now)
+	if r == ReasonNone && u.state == Primary && u.fastAnswers && answered(o.Kind) {
+		r = ReasonAnsweredFailure
+	}
+	if r != ReasonNone {
 		if u.state == Primary {
 			return u.toFailover(now, r)
 		}
@@ -214,13 +225,14 @@ func (u *Uber) CanaryDone(now time.Time, domain int, o outcome.Outcome) Action {
 			return u.toPrimary(now, ReasonDeviceOffline)
 		case ok && u.confirm:
 			u.held = domain
-			return u.ask(PrimaryIndex)
+			u.confirmBy = u.confirmDeadline(now)
+			return u.ask(now, PrimaryIndex)
 		case ok:
 			return u.toBackup(now, domain, ReasonCanarySuccess)
 		case domain < u.n:
-			return u.ask(domain + 1)
+			return u.ask(now, domain+1)
 		case u.offlineCheck:
-			return u.ask(PrimaryIndex)
+			return u.ask(now, PrimaryIndex)
 		default:
 			u.roundAt = now.Add(u.retryDelay(u.rounds))
 			u.rounds++
@@ -234,7 +246,7 @@ func (u *Uber) CanaryDone(now time.Time, domain int, o outcome.Outcome) Action {
 			return u.toBackup(now, domain, ReasonCanarySuccess)
 		case u.sweep:
 			if next := u.nextBackup(domain); next != None {
-				return u.ask(next)
+				return u.ask(now, next)
 			}
 		}
 		return u.toBackup(now, u.domain, ReasonRecoveryFailure)
@@ -263,7 +275,11 @@ func (u *Uber) Tick(now time.Time) Action {
 	case Failover:
 		if u.canary == None && !u.roundAt.IsZero() && !now.Before(u.roundAt) {
 			u.roundAt = time.Time{}
-			return u.ask(1)
+			return u.ask(now, 1)
+		}
+		if u.confirmExpired(now) { // the primary did not answer in time
+			u.canary = None // its late answer is ignored
+			return u.toBackup(now, u.held, ReasonCanarySuccess)
 		}
 	case Backup:
 		if !now.Before(u.recoveryAt) {
@@ -333,7 +349,9 @@ func (u *Uber) toFailover(now time.Time, r Reason) Action {
 	u.streak = 0
 	u.roundAt = time.Time{}
 	u.canary = 1
+	u.askedAt = now
 	u.held = None
+	u.confirmBy = time.Time{}
 	u.rounds = 0
 	return u.act(1, from, r)
 }
@@ -364,6 +382,7 @@ func (u *Uber) settle(s State, domain int) {
 	u.streak = 0
 	u.canary = None
 	u.held = None
+	u.confirmBy = time.Time{}
 	u.sweep = false
 	u.roundAt = time.Time{}
 	u.rounds = 0
@@ -392,8 +411,9 @@ func (u *Uber) toPrimary(now time.Time, r Reason) Action {
 }
 
 // ask requests a canary to domain, without a state change.
-func (u *Uber) ask(domain int) Action {
+func (u *Uber) ask(now time.Time, domain int) Action {
 	u.canary = domain
+	u.askedAt = now
 	return Action{Canary: domain, Wake: u.wake()}
 }
 
@@ -417,6 +437,9 @@ func (u *Uber) wake() time.Time {
 	case Failover:
 		if u.canary == None {
 			return u.roundAt
+		}
+		if u.held != None {
+			return u.confirmBy
 		}
 	case Backup:
 		if u.streak > 0 {

@@ -63,24 +63,26 @@ func TestVeerHistorySteps(t *testing.T) {
 	runSteps(t, u, []step{
 		{0, start(None), Primary, 0, None, noWake, ReasonNone},
 		{0, network("lte/C4"), Primary, 0, None, noWake, ReasonNone}, // nothing known
-		{sec(1), rep(0, outcome.DNSServerFailure), Primary, 0, None, sec(31), ReasonNone},
-		{sec(2), rep(0, outcome.DNSServerFailure), Primary, 0, None, sec(31), ReasonNone},
-		{sec(3), rep(0, outcome.DNSServerFailure), Failover, 0, 1, noWake, ReasonFailures},
-		{sec(3.1), can(1, outcome.Success), Failover, 0, 0, noWake, ReasonNone}, // confirm on primary
+		// Silence (a timeout) needs X = 3 failures ...
+		{sec(2), rep(0, outcome.ResponseTimeout), Primary, 0, None, sec(32), ReasonNone},
+		// An answer (the resolver's SERVFAIL) starts FAILOVER at once.
+		{sec(3), rep(0, outcome.DNSServerFailure), Failover, 0, 1, noWake, ReasonAnsweredFailure},
+		// The backup answers in 0.1 s: the primary gets max(2 x 0.1 s, 1 s).
+		{sec(3.1), can(1, outcome.Success), Failover, 0, 0, sec(3.1) + time.Second, ReasonNone},
 		{sec(3.2), can(0, outcome.DNSServerFailure), Backup, 1, None, sec(13.2), ReasonCanarySuccess},
 		// Wi-Fi: nothing known there; the seed's early probe finds primary fine.
 		{sec(5), network("wifi/home"), Recovery, 1, 0, noWake, ReasonNetworkChanged},
 		{sec(5.1), can(0, outcome.Success), Primary, 0, None, noWake, ReasonRecoverySuccess},
 		// Back on C4's LTE a minute later: FAILOVER at once.
 		{sec(60), network("lte/C4"), Failover, 0, 1, noWake, ReasonHistory},
-		{sec(60.1), can(1, outcome.Success), Failover, 0, 0, noWake, ReasonNone},
+		{sec(60.1), can(1, outcome.Success), Failover, 0, 0, sec(60.1) + time.Second, ReasonNone},
 		{sec(60.2), can(0, outcome.DNSServerFailure), Backup, 1, None, sec(80.2), ReasonCanarySuccess},
 		// In BACKUP a change to a suspect network keeps the backup (no early probe).
 		{sec(70), network("wifi/home"), Recovery, 1, 0, noWake, ReasonNetworkChanged},
 		{sec(70.1), can(0, outcome.Success), Primary, 0, None, noWake, ReasonRecoverySuccess},
-		{sec(75), rep(0, outcome.ConnectRefused), Primary, 0, None, sec(105), ReasonNone},
+		{sec(75), rep(0, outcome.ResponseTimeout), Primary, 0, None, sec(105), ReasonNone},
 		{sec(76), network("lte/C4"), Failover, 0, 1, noWake, ReasonHistory},
-		{sec(76.1), can(1, outcome.Success), Failover, 0, 0, noWake, ReasonNone},
+		{sec(76.1), can(1, outcome.Success), Failover, 0, 0, sec(76.1) + time.Second, ReasonNone},
 		// This time the primary answers: the memory of C4 is dropped.
 		{sec(76.2), can(0, outcome.Success), Primary, 0, None, noWake, ReasonPrimaryConfirmed},
 		{sec(80), network("wifi/home"), Primary, 0, None, noWake, ReasonNone},
@@ -157,4 +159,38 @@ func TestVeerHistoryBounded(t *testing.T) {
 	if got := u.Memory(); len(got) != 2 || got[0].Network != "y" {
 		t.Fatalf("Remember kept %v, want the 2 most recent", got)
 	}
+}
+
+// TestVeerConfirmDeadline: the primary's confirming canary counts as failed
+// when it has not answered within twice the backup's answer time (at least
+// 1 s, at most CanaryTimeout); its late answer is ignored. The uber policy
+// with ConfirmPrimary waits for the canary itself.
+func TestVeerConfirmDeadline(t *testing.T) {
+	u, _ := NewVeer(testConfig())
+	runSteps(t, u, []step{
+		{0, start(None), Primary, 0, None, noWake, ReasonNone},
+		{sec(1), rep(0, outcome.ConnectTimeout), Primary, 0, None, sec(31), ReasonNone},
+		{sec(2), rep(0, outcome.ConnectTimeout), Primary, 0, None, sec(31), ReasonNone},
+		{sec(3), rep(0, outcome.ConnectTimeout), Failover, 0, 1, noWake, ReasonFailures},
+		{sec(3.8), can(1, outcome.Success), Failover, 0, 0, sec(3.8) + 2*(sec(3.8)-sec(3)), ReasonNone}, // 2 x 0.8 s
+		{sec(5.4), tick(), Backup, 1, None, sec(15.4), ReasonCanarySuccess},
+		{sec(6), can(0, outcome.Success), Backup, 1, None, sec(15.4), ReasonNone}, // too late
+	})
+	u, _ = NewVeer(testConfig())
+	runSteps(t, u, []step{
+		{0, start(None), Primary, 0, None, noWake, ReasonNone},
+		{sec(1), rep(0, outcome.ConnectRefused), Failover, 0, 1, noWake, ReasonAnsweredFailure},
+		{sec(2.9), can(1, outcome.Success), Failover, 0, 0, sec(2.9) + 3*time.Second, ReasonNone}, // capped at 3 s
+		{sec(4), can(0, outcome.Success), Primary, 0, None, noWake, ReasonPrimaryConfirmed},
+	})
+	cfg := testConfig()
+	cfg.ConfirmPrimary = true
+	ub, _ := NewUber(cfg)
+	runSteps(t, ub, []step{
+		{0, start(None), Primary, 0, None, noWake, ReasonNone},
+		{sec(1), rep(0, outcome.ConnectRefused), Primary, 0, None, sec(31), ReasonNone}, // uber: X = 3
+		{sec(2), rep(0, outcome.ConnectRefused), Primary, 0, None, sec(31), ReasonNone},
+		{sec(3), rep(0, outcome.ConnectRefused), Failover, 0, 1, noWake, ReasonFailures},
+		{sec(3.8), can(1, outcome.Success), Failover, 0, 0, noWake, ReasonNone},
+	})
 }
