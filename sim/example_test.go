@@ -23,7 +23,7 @@ func ExampleRun() {
 		fmt.Printf("%-10s primary %.1f%%, %d requests\n", name, 100*s.PrimaryShare, s.Requests)
 	}
 	// Output:
-	// veer       primary 100.0%, 64562 requests
+	// veer       primary 99.9%, 64562 requests
 	// uber       primary 99.2%, 64562 requests
 	// roundrobin primary 47.8%, 64562 requests
 }
