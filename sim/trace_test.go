@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"os"
@@ -10,19 +11,31 @@ import (
 	"time"
 )
 
-// realTrace returns the path of one of the real Mahimahi drives kept
-// outside the repository (../shared/traces), failing when it is missing.
-func realTrace(t testing.TB, name string) string {
+// tracesDir returns the folder of the real Mahimahi drives kept outside the
+// repository: $VEER_TRACES, or ../shared/traces next to the checkout (also
+// seen from a worktree one level deeper). It fails the test when they are
+// missing.
+func tracesDir(t testing.TB) string {
 	t.Helper()
-	p, err := filepath.Abs(filepath.Join("..", "..", "..", "shared", "traces", name))
-	if err == nil {
-		if _, err = os.Stat(p); err == nil {
-			return p
+	cands := []string{os.Getenv("VEER_TRACES"), filepath.Join("..", "..", "shared", "traces"), filepath.Join("..", "..", "..", "shared", "traces")}
+	for _, d := range cands {
+		if d == "" {
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(d, "ATT-LTE-driving.down")); err == nil {
+			abs, err := filepath.Abs(d)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return abs
 		}
 	}
-	t.Fatalf("real trace %s not found (%v): the Mahimahi drives are expected in /work/shared/traces (see its README)", name, err)
+	t.Fatalf("the real Mahimahi drives are missing: set VEER_TRACES to their folder (tried %q; see /work/shared/traces/README.md)", cands)
 	return ""
 }
+
+// realTrace returns the path of one of the real drives.
+func realTrace(t testing.TB, name string) string { return filepath.Join(tracesDir(t), name) }
 
 // TestTraceErrorsNameTheScenarioLine: a missing file, a misspelt bundled
 // name, a trace in the wrong unit and an over-long line are errors that
@@ -149,6 +162,46 @@ func TestRealDrives(t *testing.T) {
 		}
 		if s.OutageShare != 0 {
 			t.Errorf("%s: outage share %v without outage_above", c.file, s.OutageShare)
+		}
+	}
+}
+
+// TestRealDriveScenarios runs the scenarios of testdata/real (TRACES/
+// replaced by the drives' folder) at a small scale and checks the issue's
+// targets for veer with margins: at least 99% on primary without a domain
+// outage, an error rate no higher than uber's + 0.05 points, fewer
+// failovers per session than round-robin and threshold overall.
+func TestRealDriveScenarios(t *testing.T) {
+	dir := tracesDir(t)
+	files, err := filepath.Glob(filepath.Join("testdata", "real", "*.yaml"))
+	if err != nil || len(files) < 4 {
+		t.Fatalf("scenarios %v, %v", files, err)
+	}
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data = []byte(strings.ReplaceAll(string(data), "TRACES/", dir+"/"))
+		sc, err := ParseScenario(data, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := Run(context.Background(), sc, []Strategy{Veer, Uber, RoundRobin, Threshold}, Options{Sessions: 300})
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, u := res.Strategies["veer"], res.Strategies["uber"]
+		if len(sc.Outages) == 0 && v.PrimaryShare < 0.99 {
+			t.Errorf("%s: veer %.2f%% on primary, want at least 99%%", sc.Name, 100*v.PrimaryShare)
+		}
+		if v.ErrorRate > u.ErrorRate+0.0005 {
+			t.Errorf("%s: veer error rate %.3f%%, uber %.3f%%", sc.Name, 100*v.ErrorRate, 100*u.ErrorRate)
+		}
+		for _, o := range []string{"roundrobin", "threshold"} {
+			if v.FailoversPerSession.Mean >= res.Strategies[o].FailoversPerSession.Mean {
+				t.Errorf("%s: veer %.3f failovers per session, %s %.3f", sc.Name, v.FailoversPerSession.Mean, o, res.Strategies[o].FailoversPerSession.Mean)
+			}
 		}
 	}
 }
