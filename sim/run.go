@@ -314,11 +314,3 @@ func (w *worker) merge(o *worker) {
 		}
 	}
 }
-
-func domainNames(m *model) []string {
-	names := make([]string, len(m.domains))
-	for i, d := range m.domains {
-		names[i] = d.name
-	}
-	return names
-}
