@@ -110,7 +110,9 @@ type span struct{ from, to int64 }
 func compile(sc *Scenario, dir string) (*model, error) {
 	// Validate a copy: it loads the traces relative to dir.
 	cp := *sc
-	cp.dir, cp.traces = dir, nil
+	if dir != sc.dir {
+		cp.dir, cp.traces, cp.tracesKey = dir, nil, ""
+	}
 	if err := cp.Validate(); err != nil {
 		return nil, err
 	}
@@ -244,7 +246,7 @@ func compile(sc *Scenario, dir string) (*model, error) {
 
 // compileFile resolves trace paths relative to the scenario file.
 func compileFile(sc *Scenario, file string) (*model, error) {
-	dir := ""
+	dir := sc.dir // ParseScenario's file
 	if file != "" {
 		dir = filepath.Dir(file)
 	}

@@ -76,8 +76,9 @@ type Scenario struct {
 
 	// dir resolves trace files; traces holds them once Validate loaded
 	// them (ParseScenario sets dir from the file name).
-	dir    string
-	traces []*Trace
+	dir       string
+	traces    []*Trace
+	tracesKey string // dir and files the traces were loaded from
 }
 
 // PolicyConfig returns the scenario's failover.Config with the domains

@@ -166,18 +166,17 @@ func TestRealDrives(t *testing.T) {
 	}
 }
 
-// TestRealDriveScenarios runs the scenarios of testdata/real (TRACES/
+// TestRealDriveScenarios runs three scenarios of testdata/real (TRACES/
 // replaced by the drives' folder) at a small scale and checks the issue's
 // targets for veer with margins: at least 99% on primary without a domain
 // outage, an error rate no higher than uber's + 0.05 points, fewer
 // failovers per session than round-robin and threshold overall.
 func TestRealDriveScenarios(t *testing.T) {
 	dir := tracesDir(t)
-	files, err := filepath.Glob(filepath.Join("testdata", "real", "*.yaml"))
-	if err != nil || len(files) < 4 {
-		t.Fatalf("scenarios %v, %v", files, err)
-	}
-	for _, f := range files {
+	// The heavier outage scenarios run in make sim-real; the race
+	// detector makes the simulator about ten times slower.
+	for _, name := range []string{"real-default", "real-harsh", "real-regional"} {
+		f := filepath.Join("testdata", "real", name+".yaml")
 		data, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)
@@ -187,7 +186,7 @@ func TestRealDriveScenarios(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		res, err := Run(context.Background(), sc, []Strategy{Veer, Uber, RoundRobin, Threshold}, Options{Sessions: 300})
+		res, err := Run(context.Background(), sc, []Strategy{Veer, Uber, RoundRobin, Threshold}, Options{Sessions: 100})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -87,7 +87,14 @@ func (s *Scenario) validateTraces() error {
 	if len(errs) > 0 {
 		return errors.Join(errs...)
 	}
-	s.traces = s.traces[:0]
+	key := s.dir
+	for _, t := range s.Traces {
+		key += "\x00" + t.File
+	}
+	if key == s.tracesKey && len(s.traces) == len(s.Traces) {
+		return nil // loaded already, from the same files
+	}
+	s.traces, s.tracesKey = nil, ""
 	for i, t := range s.Traces {
 		tr, err := loadTrace(t.File, s.dir)
 		if err != nil {
@@ -98,6 +105,8 @@ func (s *Scenario) validateTraces() error {
 	}
 	if len(errs) > 0 {
 		s.traces = nil
+	} else {
+		s.tracesKey = key
 	}
 	return errors.Join(errs...)
 }
