@@ -172,7 +172,7 @@ func (u *Uber) Report(now time.Time, domain int, o outcome.Outcome) Action {
 		return u.idle() // FAILOVER and RECOVERY are probing already
 	}
 	r := u.failure(now)
-	if r == ReasonNone && u.state == Primary && u.fastAnswers && answered(o.Kind) {
+	if r == ReasonNone && u.state == Primary && u.fastAnswers && answered(o) {
 		r = ReasonAnsweredFailure
 	}
 	if r != ReasonNone {

@@ -1,6 +1,8 @@
 package failover
 
 import (
+	"errors"
+	"syscall"
 	"time"
 
 	"github.com/veerhq/veer/outcome"
@@ -42,13 +44,15 @@ func NewVeer(cfg Config) (*Uber, error) {
 	return u, nil
 }
 
-// answered reports whether a failure kind is an answer from the network
-// rather than silence.
-func answered(k outcome.Kind) bool {
-	switch k {
+// answered reports whether a failure is an answer from the network rather
+// than silence. "No route" errors (network or host unreachable: the device
+// itself is offline), which outcome files under connect_refused or a DNS
+// server failure, are not answers.
+func answered(o outcome.Outcome) bool {
+	switch o.Kind {
 	case outcome.DNSNotFound, outcome.DNSServerFailure, outcome.ConnectRefused,
 		outcome.TLSHandshake, outcome.QUICHandshake:
-		return true
+		return o.Err == nil || !errors.Is(o.Err, syscall.ENETUNREACH) && !errors.Is(o.Err, syscall.EHOSTUNREACH)
 	}
 	return false
 }

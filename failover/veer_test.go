@@ -1,7 +1,11 @@
 package failover
 
 import (
+	"net"
+	"net/url"
+	"os"
 	"slices"
+	"syscall"
 	"testing"
 	"time"
 
@@ -193,4 +197,27 @@ func TestVeerConfirmDeadline(t *testing.T) {
 		{sec(3), rep(0, outcome.ConnectRefused), Failover, 0, 1, noWake, ReasonFailures},
 		{sec(3.8), can(1, outcome.Success), Failover, 0, 0, noWake, ReasonNone},
 	})
+}
+
+// TestVeerNoRouteIsNotAnAnswer: "network unreachable" (the device is
+// offline) is filed under connect_refused by outcome, but it is silence
+// about the primary: it needs X failures like a timeout.
+func TestVeerNoRouteIsNotAnAnswer(t *testing.T) {
+	u, _ := NewVeer(testConfig())
+	u.Start(t0, None)
+	for _, errno := range []syscall.Errno{syscall.ENETUNREACH, syscall.EHOSTUNREACH} {
+		err := &url.Error{Op: "Get", URL: "https://api.example.com/", Err: &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", errno)}}
+		o := outcome.Outcome{Kind: outcome.ClassifyError(err), Err: err}
+		if o.Kind != outcome.ConnectRefused {
+			t.Fatalf("%v classified %v, want connect_refused", errno, o.Kind)
+		}
+		if a := u.Report(t0, 0, o); u.State() != Primary || a.Transition.Changed() {
+			t.Fatalf("%v: %v after one failure, want primary", errno, u.State())
+		}
+		u.Start(t0, None)
+	}
+	refused := &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}
+	if u.Report(t0, 0, outcome.Outcome{Kind: outcome.ClassifyError(refused), Err: refused}); u.State() != Failover {
+		t.Fatalf("a refusal left the policy in %v, want failover", u.State())
+	}
 }
