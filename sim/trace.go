@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -176,6 +177,9 @@ func loadTrace(ref, dir string) (*Trace, error) {
 		if !filepath.IsAbs(p) && dir != "" {
 			p = filepath.Join(dir, p)
 		}
+		if t, ok := traceCache.get(p); ok {
+			return t, nil
+		}
 		data, ferr := os.ReadFile(p)
 		if errors.Is(ferr, fs.ErrNotExist) {
 			return nil, fmt.Errorf("%w %q: no bundled trace of that name (bundled: %s) and no file %s (%w)",
@@ -185,6 +189,9 @@ func loadTrace(ref, dir string) (*Trace, error) {
 			return nil, ferr
 		}
 		t, err = ParseTrace(data, p)
+		if err == nil && t.Plausible() == nil {
+			traceCache.put(p, t)
+		}
 	}
 	if err != nil {
 		return nil, err
@@ -193,6 +200,54 @@ func loadTrace(ref, dir string) (*Trace, error) {
 		return nil, err
 	}
 	return t, nil
+}
+
+// traceCache keeps parsed trace files (read-only once parsed) by path,
+// size and modification time, so that scenarios sharing a real drive of
+// hundreds of thousands of lines parse it once per process.
+var traceCache = &traceFiles{m: map[traceKey]*Trace{}}
+
+type traceKey struct {
+	path string
+	size int64
+	mod  time.Time
+}
+
+type traceFiles struct {
+	mu sync.Mutex
+	m  map[traceKey]*Trace
+}
+
+func keyOf(path string) (traceKey, bool) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return traceKey{}, false
+	}
+	return traceKey{path, fi.Size(), fi.ModTime()}, true
+}
+
+func (c *traceFiles) get(path string) (*Trace, bool) {
+	k, ok := keyOf(path)
+	if !ok {
+		return nil, false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t, ok := c.m[k]
+	return t, ok
+}
+
+func (c *traceFiles) put(path string, t *Trace) {
+	k, ok := keyOf(path)
+	if !ok {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.m) >= 64 { // bounded: forget everything rather than grow
+		clear(c.m)
+	}
+	c.m[k] = t
 }
 
 // gapsIn appends the trace's gaps that fall in [off, off+length) of the

@@ -93,7 +93,7 @@ traces:
 			t.Fatal(err)
 		}
 		var r realisation
-		const n = 4000
+		const n = 2000
 		with := 0
 		for i := range n {
 			m.generate(&r, 1, i)
