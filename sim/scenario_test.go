@@ -3,6 +3,7 @@ package sim
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -204,4 +205,39 @@ func FuzzParseScenario(f *testing.F) {
 		}
 		_ = fmt.Sprint(sc.Name)
 	})
+}
+
+// TestFirstTraceModelUnchanged: small.yaml under the first version's gap
+// model (trace_gaps.outage_above: 1s) gives, for the four strategies that
+// existed then, exactly the figures of the first version's golden
+// (testdata/small-v1.golden.json, kept as it was): the refactors of issues
+// 14 and 17 (one failover.Config, independent trace shares, SetNetwork)
+// change no figure; only the gap model and the veer strategy do.
+func TestFirstTraceModelUnchanged(t *testing.T) {
+	src, err := os.ReadFile("testdata/small.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	src = append(src, "trace_gaps: {outage_above: 1s}\n"...)
+	sc, err := ParseScenario(src, "testdata/small.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := runJSON(t, sc, []Strategy{Uber, UberConfirm, RoundRobin, Threshold}, Options{File: "testdata/small.yaml"})
+	want, err := os.ReadFile("testdata/small-v1.golden.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var g, w map[string]json.RawMessage
+	if err := json.Unmarshal(got, &g); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(want, &w); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"strategies", "device_error_rate", "sessions", "seed"} {
+		if !bytes.Equal(g[k], w[k]) {
+			t.Errorf("%s differs from the first version's golden", k)
+		}
+	}
 }
