@@ -77,7 +77,14 @@ func TestWatchReloadsAndKeepsOldOnInvalid(t *testing.T) {
 
 	// Atomic rename-and-replace is seen.
 	writeAtomic(t, path, "listen: two\n")
-	if c := waitFor(t, applied); c.Listen != "two" || w.Current().Listen != "two" {
+	c := waitFor(t, applied)
+	// apply runs before the watcher stores the config it accepted; Reload
+	// takes the watcher's lock, so it returns once that store is done (the
+	// file is unchanged: nothing is applied again).
+	if err := w.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	if c.Listen != "two" || w.Current().Listen != "two" {
 		t.Fatalf("after replace: applied %q current %q", c.Listen, w.Current().Listen)
 	}
 
@@ -100,6 +107,9 @@ func TestWatchReloadsAndKeepsOldOnInvalid(t *testing.T) {
 	}
 	if c := waitFor(t, applied); c.Listen != "four" {
 		t.Fatalf("after write: %q", c.Listen)
+	}
+	if err := w.Reload(); err != nil { // waits for the reload's bookkeeping
+		t.Fatal(err)
 	}
 	if n := counter(t, reg, "ok"); n < 2 {
 		t.Fatalf("ok reloads counted %v, want >= 2", n)
