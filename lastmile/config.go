@@ -27,6 +27,11 @@ type Config struct {
 	// MaxRouteFailures is how many consecutive network failures on a working
 	// route drop it, so that the next request re-runs the chain. Default 3.
 	MaxRouteFailures int `yaml:"max_route_failures" json:"max_route_failures"`
+	// NoRouteHold is how long a failed chain run for a host is remembered:
+	// requests to that host in that time fail at once with the same error
+	// instead of running the chain again. NetworkChanged forgets it.
+	// Default 2s; negative: not remembered.
+	NoRouteHold time.Duration `yaml:"no_route_hold" json:"no_route_hold"`
 	// DNS configures the resolver chain.
 	DNS DNSConfig `yaml:"dns" json:"dns"`
 	// Scheduler configures the scheduling-service client.
@@ -125,6 +130,9 @@ type FallbackIP struct {
 	// ServerName is the TLS server name. Default: the request's host.
 	ServerName string `yaml:"server_name" json:"server_name"`
 }
+
+// defaultNoRouteHold is Config.NoRouteHold's default.
+const defaultNoRouteHold = 2 * time.Second
 
 var (
 	defaultSteps = []Step{StepScheduler, StepDirect, StepCDN, StepFallbackIP}
@@ -262,6 +270,7 @@ func (c Config) withDefaults() Config {
 	}
 	c.Port = orInt(c.Port, 443)
 	c.MaxRouteFailures = orInt(c.MaxRouteFailures, 3)
+	c.NoRouteHold = orDur(c.NoRouteHold, defaultNoRouteHold)
 	d := &c.DNS
 	if len(d.Order) == 0 {
 		d.Order = defaultOrder

@@ -117,8 +117,8 @@ func (r *racer) race(ctx context.Context, network uint64, addr, sni string, o ra
 			} else {
 				c, err = r.dialTCP(actx, addr, sni, useTLS)
 			}
-			if err != nil && ctx.Err() == nil && errors.Is(actx.Err(), context.DeadlineExceeded) && outcome.ClassifyError(err) != outcome.QUICHandshake {
-				err = outcome.Wrap(outcome.ConnectTimeout, err)
+			if err != nil {
+				err = attemptError(ctx, actx, err)
 			}
 			results <- attempt{s, c, err}
 		}()
@@ -199,6 +199,21 @@ func (r *racer) race(ctx context.Context, network uint64, addr, sni string, o ra
 			}
 		}
 	}
+}
+
+// attemptError classifies a failed attempt whose context may have ended: a
+// deadline (the attempt's own, or the step's in ctx) is a connect timeout,
+// a network failure of the node; only a cancellation of ctx that is not a
+// deadline stays ClientCanceled.
+func attemptError(ctx, actx context.Context, err error) error {
+	k := outcome.ClassifyError(err)
+	if k == outcome.QUICHandshake || k == outcome.ConnectTimeout {
+		return err
+	}
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) || ctx.Err() == nil && errors.Is(actx.Err(), context.DeadlineExceeded) {
+		return outcome.Wrap(outcome.ConnectTimeout, err)
+	}
+	return err
 }
 
 // minQUICGrace is the least time QUIC still gets after TCP failed outright

@@ -36,10 +36,15 @@ type Transport struct {
 	network atomic.Uint64
 	routes  atomic.Pointer[routeTable]
 
-	mu     sync.Mutex // guards routes writes, nodes, locks
-	nodes  map[nodeKey]*nodeRT
-	locks  map[routeKey]chan struct{}
-	closed bool
+	bg     context.Context // chain runs' context: canceled by Close
+	stopBG context.CancelFunc
+	runs   sync.WaitGroup
+
+	mu      sync.Mutex // guards routes writes, nodes, flights, failed
+	nodes   map[nodeKey]*nodeRT
+	flights map[routeKey]*flight
+	failed  map[routeKey]failedRun
+	closed  bool
 }
 
 var _ http.RoundTripper = (*Transport)(nil)
@@ -84,9 +89,11 @@ func New(cfg Config, opts Options) (*Transport, error) {
 		clk:   clock.Or(opts.Clock),
 		log:   obs.LoggerOr(opts.Logger),
 		m:     newMetrics(opts.Registerer),
-		nodes: map[nodeKey]*nodeRT{},
-		locks: map[routeKey]chan struct{}{},
+		nodes:   map[nodeKey]*nodeRT{},
+		flights: map[routeKey]*flight{},
+		failed:  map[routeKey]failedRun{},
 	}
+	t.bg, t.stopBG = context.WithCancel(context.Background())
 	t.res = newResolver(cfg.DNS, opts, t.m)
 	t.racer = newRacer(cfg.Race, opts, t.m)
 	if cfg.Scheduler.URL != "" {
@@ -221,6 +228,7 @@ func (t *Transport) NetworkChanged() {
 	}
 	t.mu.Lock()
 	t.routes.Store(&routeTable{})
+	clear(t.failed)
 	nodes := t.nodes
 	t.nodes = map[nodeKey]*nodeRT{}
 	t.mu.Unlock()
@@ -231,6 +239,7 @@ func (t *Transport) NetworkChanged() {
 
 // Close releases every connection and waits for background handshakes.
 func (t *Transport) Close() error {
+	t.stopBG()
 	t.mu.Lock()
 	t.closed = true
 	t.routes.Store(&routeTable{})
@@ -238,6 +247,7 @@ func (t *Transport) Close() error {
 	t.nodes = map[nodeKey]*nodeRT{}
 	t.mu.Unlock()
 	t.racer.close()
+	t.runs.Wait()
 	for _, n := range nodes {
 		n.close()
 	}
@@ -258,23 +268,6 @@ func (t *Transport) CloseIdleConnections() {
 	}
 }
 
-// lock serialises discovery per route key, honouring ctx.
-func (t *Transport) lock(ctx context.Context, k routeKey) (func(), error) {
-	t.mu.Lock()
-	ch, ok := t.locks[k]
-	if !ok {
-		ch = make(chan struct{}, 1)
-		t.locks[k] = ch
-	}
-	t.mu.Unlock()
-	select {
-	case ch <- struct{}{}:
-		return func() { <-ch }, nil
-	case <-ctx.Done():
-		return nil, outcome.Wrap(outcome.ClientCanceled, ctx.Err())
-	}
-}
-
 // candidate is one address to race to.
 type candidate struct {
 	addr       string
@@ -283,22 +276,9 @@ type candidate struct {
 	noH3       bool
 }
 
-// discover runs the route chain for k.
-func (t *Transport) discover(ctx context.Context, k routeKey, tr *Trace) (*route, error) {
-	if tr != nil {
-		tr.mu.Lock()
-		tr.Host = k.host
-		tr.mu.Unlock()
-	}
-	unlock, err := t.lock(ctx, k)
-	if err != nil {
-		return nil, err
-	}
-	defer unlock()
-	if r := (*t.routes.Load())[k]; r != nil {
-		tr.fill(k.host, StepRoute, r, 0)
-		return r, nil
-	}
+// chain runs the route chain for k, recording into tr. ctx is the run's
+// own context (see flight.go), not a caller's.
+func (t *Transport) chain(ctx context.Context, k routeKey, tr *Trace) (*route, error) {
 	start := t.clk.Now()
 	network := t.network.Load()
 	host, port := splitHostPort(k.host, t.defaultPort(k))
