@@ -84,11 +84,11 @@ func New(cfg Config, opts Options) (*Transport, error) {
 	}
 	cfg = cfg.withDefaults()
 	t := &Transport{
-		cfg:   cfg,
-		opts:  opts,
-		clk:   clock.Or(opts.Clock),
-		log:   obs.LoggerOr(opts.Logger),
-		m:     newMetrics(opts.Registerer),
+		cfg:     cfg,
+		opts:    opts,
+		clk:     clock.Or(opts.Clock),
+		log:     obs.LoggerOr(opts.Logger),
+		m:       newMetrics(opts.Registerer),
 		nodes:   map[nodeKey]*nodeRT{},
 		flights: map[routeKey]*flight{},
 		failed:  map[routeKey]failedRun{},
