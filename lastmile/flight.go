@@ -28,9 +28,9 @@ type flight struct {
 
 // failedRun is a remembered failed chain run.
 type failedRun struct {
-	err      error
-	failures []Failure
-	until    time.Time
+	err   error
+	trace record
+	until time.Time
 }
 
 // ErrDiscoveryDeadline is wrapped (as outcome.DialCanceled, a network
@@ -57,7 +57,7 @@ func (t *Transport) discover(ctx context.Context, k routeKey, tr *Trace) (*route
 	if f, ok := t.failed[k]; ok {
 		if t.clk.Now().Before(f.until) {
 			t.mu.Unlock()
-			tr.failAll(f.failures)
+			tr.add(f.trace)
 			return nil, f.err
 		}
 		delete(t.failed, k)
@@ -76,14 +76,14 @@ func (t *Transport) discover(ctx context.Context, k routeKey, tr *Trace) (*route
 	t.mu.Unlock()
 	select {
 	case <-f.done:
-		tr.failAll(f.tr.failures())
+		tr.add(f.tr.record())
 		if f.err != nil {
 			return nil, f.err
 		}
 		tr.fill(k.host, f.tr.Served, f.r, f.tr.Chain)
 		return f.r, nil
 	case <-ctx.Done():
-		tr.failAll(f.tr.failures())
+		tr.add(f.tr.record())
 		return nil, waitError(ctx, k.host)
 	}
 }
@@ -96,7 +96,7 @@ func (t *Transport) run(k routeKey, f *flight) {
 	t.mu.Lock()
 	delete(t.flights, k)
 	if err != nil && t.cfg.NoRouteHold > 0 && t.bg.Err() == nil && t.network.Load() == network {
-		t.failed[k] = failedRun{err: err, failures: f.tr.failures(), until: t.clk.Now().Add(t.cfg.NoRouteHold)}
+		t.failed[k] = failedRun{err: err, trace: f.tr.record(), until: t.clk.Now().Add(t.cfg.NoRouteHold)}
 	}
 	t.mu.Unlock()
 	f.r, f.err = r, err
@@ -115,19 +115,26 @@ func waitError(ctx context.Context, host string) error {
 
 var errClosed = errors.New("lastmile: transport closed")
 
-// failures returns a copy of the recorded failures.
-func (t *Trace) failures() []Failure {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return append([]Failure(nil), t.Failures...)
+// record is what a chain run recorded: its failures and skips.
+type record struct {
+	failures []Failure
+	skipped  []Skip
 }
 
-// failAll records fs.
-func (t *Trace) failAll(fs []Failure) {
-	if t == nil || len(fs) == 0 {
+// record returns a copy of t's failures and skips.
+func (t *Trace) record() record {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return record{append([]Failure(nil), t.Failures...), append([]Skip(nil), t.Skipped...)}
+}
+
+// add appends a run's record to t.
+func (t *Trace) add(r record) {
+	if t == nil || len(r.failures)+len(r.skipped) == 0 {
 		return
 	}
 	t.mu.Lock()
-	t.Failures = append(t.Failures, fs...)
+	t.Failures = append(t.Failures, r.failures...)
+	t.Skipped = append(t.Skipped, r.skipped...)
 	t.mu.Unlock()
 }

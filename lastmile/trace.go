@@ -56,6 +56,21 @@ func (f Failure) String() string {
 	return fmt.Sprintf("%s %s: %s: %v", f.Step, f.Target, f.Kind, f.Err)
 }
 
+// Skip is a candidate the chain passed over without trying it: not a
+// failure (nothing was sent, nothing failed on this request).
+type Skip struct {
+	// Step is the route step the candidate belonged to.
+	Step Step
+	// Target is the candidate's address.
+	Target string
+	// Reason says why (ErrSkippedBroken).
+	Reason error
+}
+
+func (s Skip) String() string {
+	return fmt.Sprintf("%s %s: skipped: %v", s.Step, s.Target, s.Reason)
+}
+
 // Trace records how one request was routed. Attach one with WithTrace before
 // the request and read it after RoundTrip returned; the Transport fills it
 // in. Its methods are safe for concurrent use (steps of a race record
@@ -77,6 +92,10 @@ type Trace struct {
 	ServerName string
 	// Failures lists every failed step in the order they were recorded.
 	Failures []Failure
+	// Skipped lists candidates passed over without an attempt (every
+	// protocol remembered broken); such a candidate may still serve the
+	// request on the chain's last pass, so a skip is not a failure.
+	Skipped []Skip
 	// Chain is how long route discovery took (zero when a route was reused).
 	Chain time.Duration
 }
@@ -87,6 +106,15 @@ func (t *Trace) fail(f Failure) {
 	}
 	t.mu.Lock()
 	t.Failures = append(t.Failures, f)
+	t.mu.Unlock()
+}
+
+func (t *Trace) skip(s Skip) {
+	if t == nil {
+		return
+	}
+	t.mu.Lock()
+	t.Skipped = append(t.Skipped, s)
 	t.mu.Unlock()
 }
 
@@ -124,6 +152,9 @@ func (t *Trace) String() string {
 	}
 	for _, f := range t.Failures {
 		fmt.Fprintf(&b, " [%s %s %s]", f.Step, f.Target, f.Kind)
+	}
+	for _, s := range t.Skipped {
+		fmt.Fprintf(&b, " skipped[%s %s remembered_broken]", s.Step, s.Target)
 	}
 	return b.String()
 }

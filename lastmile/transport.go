@@ -293,7 +293,9 @@ func (t *Transport) chain(ctx context.Context, k routeKey, tr *Trace) (*route, e
 			tr.fill(k.host, step, r, d)
 			return r, nil
 		}
-		if errors.Is(err, errSkip) {
+		if errors.Is(err, errSkip) || errors.Is(err, ErrSkippedBroken) {
+			// Not configured, or every candidate skipped (recorded in
+			// tr.Skipped and retried below): not a failure of the step.
 			continue
 		}
 		last = err
@@ -338,7 +340,7 @@ type skippedCandidate struct {
 	c    candidate
 }
 
-// ErrSkippedBroken is recorded in a Trace for a node skipped because every
+// ErrSkippedBroken is the reason recorded in Trace.Skipped for a node skipped because every
 // protocol to it is remembered broken on this network; such nodes are
 // retried after every other step failed.
 var ErrSkippedBroken = errors.New("lastmile: node skipped: every protocol remembered broken")
@@ -362,7 +364,9 @@ func (t *Transport) tryStep(ctx context.Context, d *discovery, step Step, networ
 			if err == nil {
 				return r
 			}
-			last = err
+			if last == nil || !errors.Is(err, ErrSkippedBroken) {
+				last = err // a skip only stands for the step when all were skipped
+			}
 			if ctx.Err() != nil {
 				return nil
 			}
@@ -457,9 +461,8 @@ func (t *Transport) connect(ctx context.Context, d *discovery, step Step, networ
 	o := raceOpts{plain: !k.tls, noH3: c.noH3}
 	if !d.final && t.racer.nodeBroken(network, c.addr, o) {
 		d.skipped = append(d.skipped, skippedCandidate{step, c})
-		err := outcome.Wrap(outcome.NetworkOther, ErrSkippedBroken)
-		tr.fail(Failure{Step: step, Target: c.addr, Kind: outcome.NetworkOther, Err: err})
-		return nil, err
+		tr.skip(Skip{Step: step, Target: c.addr, Reason: ErrSkippedBroken})
+		return nil, outcome.Wrap(outcome.NetworkOther, ErrSkippedBroken)
 	}
 	conn, err := t.racer.race(ctx, network, c.addr, c.serverName, o, tr)
 	if err != nil {

@@ -434,11 +434,11 @@ func TestNodeBrokenOnAllProtocolsIsSkippedThenRetriedLast(t *testing.T) {
 		t.Fatalf("%s", tr)
 	}
 	skipped := 0
-	for _, f := range tr.Failures {
-		if errors.Is(f.Err, ErrSkippedBroken) && f.Target == dead {
+	for _, sk := range tr.Skipped {
+		if errors.Is(sk.Reason, ErrSkippedBroken) && sk.Target == dead {
 			skipped++
-			if f.Step != StepDirect {
-				t.Errorf("skipped in step %s", f.Step)
+			if sk.Step != StepDirect {
+				t.Errorf("skipped in step %s", sk.Step)
 			}
 		}
 	}
