@@ -76,6 +76,17 @@ type DNSConfig struct {
 	// MaxStale is how long past its TTL an answer may be served when every
 	// source fails (RFC 8767 serve-stale). Default 72h; negative disables.
 	MaxStale time.Duration `yaml:"max_stale" json:"max_stale"`
+	// StaleAnswerTimeout is RFC 8767's client response timer: when a
+	// stale answer is cached and resolution has not answered after this
+	// long, the stale answer is served while resolution goes on in the
+	// background to refresh the cache. Default 1.8s; negative: stale data
+	// only after every source failed.
+	StaleAnswerTimeout time.Duration `yaml:"stale_answer_timeout" json:"stale_answer_timeout"`
+	// DeadServerHold is how long a resolver that timed out (a private
+	// server over UDP or over TCP, the system resolver, the DoH endpoint)
+	// is not asked again, within a chain run and across runs. Default 30s;
+	// negative: always ask.
+	DeadServerHold time.Duration `yaml:"dead_server_hold" json:"dead_server_hold"`
 	// CacheFile persists the cache (written atomically after each change;
 	// a corrupt file is ignored with a warning). Default none (memory only).
 	CacheFile string `yaml:"cache_file" json:"cache_file"`
@@ -131,8 +142,12 @@ type FallbackIP struct {
 	ServerName string `yaml:"server_name" json:"server_name"`
 }
 
-// defaultNoRouteHold is Config.NoRouteHold's default.
-const defaultNoRouteHold = 2 * time.Second
+// Defaults of zero-valued fields (the others are written in withDefaults).
+const (
+	defaultNoRouteHold        = 2 * time.Second
+	defaultStaleAnswerTimeout = 1800 * time.Millisecond // RFC 8767 section 5
+	defaultDeadServerHold     = 30 * time.Second
+)
 
 var (
 	defaultSteps = []Step{StepScheduler, StepDirect, StepCDN, StepFallbackIP}
@@ -283,6 +298,8 @@ func (c Config) withDefaults() Config {
 	d.MinTTL = orDur(d.MinTTL, 10*time.Second)
 	d.MaxTTL = orDur(d.MaxTTL, time.Hour)
 	d.MaxStale = orDur(d.MaxStale, 72*time.Hour)
+	d.StaleAnswerTimeout = orDur(d.StaleAnswerTimeout, defaultStaleAnswerTimeout)
+	d.DeadServerHold = orDur(d.DeadServerHold, defaultDeadServerHold)
 	d.MaxEntries = orInt(d.MaxEntries, 1024)
 	s := &c.Scheduler
 	s.Timeout = orDur(s.Timeout, 3*time.Second)

@@ -108,6 +108,7 @@ func TestResolverCacheAndServeStale(t *testing.T) {
 	cfg := e.dnsConfig()
 	cfg.Order = []Step{StepSystem, StepPrivateUDP}
 	cfg.MaxStale = time.Hour
+	cfg.DeadServerHold = -1 // each row asks every server (TestResolverDeadServer covers the memory)
 	cfg.MinTTL = time.Second
 	cfg.SystemTTL = 300 * time.Second
 	cfg.CacheFile = filepath.Join(t.TempDir(), "dns.json")

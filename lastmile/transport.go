@@ -223,6 +223,7 @@ func (t *Transport) setRoute(k routeKey, r *route) {
 func (t *Transport) NetworkChanged() {
 	n := t.network.Add(1)
 	t.racer.broken.forget(n)
+	t.res.forgetDead()
 	if t.sched != nil {
 		t.sched.forget()
 	}
