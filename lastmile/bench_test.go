@@ -111,8 +111,8 @@ func BenchmarkColdStart(b *testing.B) {
 		name string
 		cfg  Config
 	}{
-		{"lastmile-h2", Config{Steps: []Step{StepDirect}, Race: RaceConfig{DisableH3: true}}},
-		{"lastmile-h3", Config{Steps: []Step{StepDirect}}},
+		{"lastmile-h2", Config{Steps: []RouteStep{StepDirect}, Race: RaceConfig{DisableH3: true}}},
+		{"lastmile-h3", Config{Steps: []RouteStep{StepDirect}}},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			for b.Loop() {

@@ -21,7 +21,7 @@ type brokenMemory struct {
 type brokenKey struct {
 	network uint64
 	addr    string
-	step    Step
+	proto   Protocol
 }
 
 type brokenState struct {
@@ -34,7 +34,7 @@ func newBrokenMemory(base, max time.Duration) *brokenMemory {
 }
 
 // broken reports whether step is currently marked broken on addr.
-func (b *brokenMemory) broken(network uint64, addr string, s Step, now time.Time) bool {
+func (b *brokenMemory) broken(network uint64, addr string, s Protocol, now time.Time) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	st, ok := b.m[brokenKey{network, addr, s}]
@@ -42,7 +42,7 @@ func (b *brokenMemory) broken(network uint64, addr string, s Step, now time.Time
 }
 
 // fail records a failure and returns how long the protocol stays broken.
-func (b *brokenMemory) fail(network uint64, addr string, s Step, now time.Time) time.Duration {
+func (b *brokenMemory) fail(network uint64, addr string, s Protocol, now time.Time) time.Duration {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	k := brokenKey{network, addr, s}
@@ -59,7 +59,7 @@ func (b *brokenMemory) fail(network uint64, addr string, s Step, now time.Time) 
 }
 
 // succeed forgets the failures of step on addr.
-func (b *brokenMemory) succeed(network uint64, addr string, s Step) {
+func (b *brokenMemory) succeed(network uint64, addr string, s Protocol) {
 	b.mu.Lock()
 	delete(b.m, brokenKey{network, addr, s})
 	b.mu.Unlock()

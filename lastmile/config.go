@@ -20,7 +20,7 @@ type Config struct {
 	// Steps is the route chain in order. Default: scheduler, direct, cdn,
 	// fallback_ip. A step without configuration (no scheduler URL, no CDN
 	// domains, no fallback IPs) is skipped.
-	Steps []Step `yaml:"steps" json:"steps"`
+	Steps []RouteStep `yaml:"steps" json:"steps"`
 	// Port is used for hosts given without a port and for CDN domains.
 	// Default 443.
 	Port int `yaml:"port" json:"port"`
@@ -49,7 +49,7 @@ type Config struct {
 type DNSConfig struct {
 	// Order is the resolver chain in order. Default: system, private_udp,
 	// private_race, doh, bootstrap. Steps without configuration are skipped.
-	Order []Step `yaml:"order" json:"order"`
+	Order []ResolverStep `yaml:"order" json:"order"`
 	// PrivateServers are the private DNS servers ("ZNS"), "ip:port" (port
 	// default 53), tried in order. Default none.
 	PrivateServers []string `yaml:"private_servers" json:"private_servers"`
@@ -150,8 +150,8 @@ const (
 )
 
 var (
-	defaultSteps = []Step{StepScheduler, StepDirect, StepCDN, StepFallbackIP}
-	defaultOrder = []Step{StepSystem, StepPrivateUDP, StepPrivateRace, StepDoH, StepBootstrap}
+	defaultSteps = []RouteStep{StepScheduler, StepDirect, StepCDN, StepFallbackIP}
+	defaultOrder = []ResolverStep{StepSystem, StepPrivateUDP, StepPrivateRace, StepDoH, StepBootstrap}
 )
 
 // Validate reports every invalid field.
@@ -263,9 +263,9 @@ func (c RaceConfig) Validate() error {
 	return errors.Join(errs...)
 }
 
-func validSteps(field string, steps, known []Step) error {
+func validSteps[S ~string](field string, steps, known []S) error {
 	var errs []error
-	seen := map[Step]bool{}
+	seen := map[S]bool{}
 	for i, s := range steps {
 		if !slices.Contains(known, s) {
 			errs = append(errs, config.Field(field+"["+strconv.Itoa(i)+"]", "unknown step %q (known: %v)", s, known))

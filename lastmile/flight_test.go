@@ -22,7 +22,7 @@ func TestDeadlineDuringChainIsANetworkFailure(t *testing.T) {
 		hole, err := lmtest.NewBlackhole(accept)
 		must(t, err)
 		t.Cleanup(func() { hole.Close() })
-		tp := w.transport(t, Config{Steps: []Step{StepDirect}, Race: RaceConfig{TCPDelay: 50 * time.Millisecond}})
+		tp := w.transport(t, Config{Steps: []RouteStep{StepDirect}, Race: RaceConfig{TCPDelay: 50 * time.Millisecond}})
 		url := "https://api.test:" + strconv.Itoa(port(hole.Addr())) + "/"
 		do := func(ctx context.Context) error {
 			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)

@@ -64,6 +64,15 @@ func (e *dnsEnv) options(t testing.TB) Options {
 	}
 }
 
+// steps converts step names for comparison with Trace.FailedSteps.
+func steps[S ~string](s ...S) []string {
+	out := make([]string, len(s))
+	for i, v := range s {
+		out[i] = string(v)
+	}
+	return out
+}
+
 func must(t testing.TB, err error) {
 	t.Helper()
 	if err != nil {

@@ -29,7 +29,7 @@ type dnsFlight struct {
 	done  chan struct{}
 	tr    *Trace
 	addrs []netip.Addr
-	step  Step
+	step  ResolverStep
 	err   error
 }
 
@@ -71,7 +71,7 @@ func (r *Resolver) lookup(name string, staleOK bool) *dnsFlight {
 }
 
 // chain tries each resolver step in order and caches the first answer.
-func (r *Resolver) chain(ctx context.Context, name string, staleOK bool, tr *Trace) ([]netip.Addr, Step, error) {
+func (r *Resolver) chain(ctx context.Context, name string, staleOK bool, tr *Trace) ([]netip.Addr, ResolverStep, error) {
 	var last error
 	for pass := range 2 {
 		skipped := false
@@ -91,7 +91,7 @@ func (r *Resolver) chain(ctx context.Context, name string, staleOK bool, tr *Tra
 			}
 			if errors.Is(err, ErrDeadResolver) {
 				skipped = true
-				tr.skip(Skip{Step: step, Target: name, Reason: err})
+				tr.skip(Skip{Resolver: step, Target: name, Reason: err})
 				if last == nil {
 					last = err
 				}

@@ -18,11 +18,11 @@ import (
 // returns it) and dials the same address itself after that, whatever host
 // the request names: the node, not DNS, decides where bytes go.
 type nodeRT struct {
-	step Step
-	addr string
-	sni  string
-	h3   *http3.Transport
-	tcp  *http.Transport
+	proto Protocol
+	addr  string
+	sni   string
+	h3    *http3.Transport
+	tcp   *http.Transport
 
 	mu   sync.Mutex
 	next *conn // the race winner, handed to the first dial
@@ -31,8 +31,8 @@ type nodeRT struct {
 var _ http.RoundTripper = (*nodeRT)(nil)
 
 func newNodeRT(r *racer, c *conn, addr, sni string, useTLS bool) *nodeRT {
-	n := &nodeRT{step: c.step, addr: addr, sni: sni, next: c}
-	if c.step == StepH3 {
+	n := &nodeRT{proto: c.step, addr: addr, sni: sni, next: c}
+	if c.step == ProtocolH3 {
 		n.h3 = &http3.Transport{
 			TLSClientConfig: r.tlsConfig(sni),
 			QUICConfig:      r.quicConfig(),

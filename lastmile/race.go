@@ -51,8 +51,8 @@ func (r *racer) close() {
 // conn is an established connection: a QUIC connection or a TLS (or, for
 // plain http, TCP) connection.
 type conn struct {
-	step  Step   // StepH3 or StepTCP
-	proto string // h3, h2, http/1.1
+	step  Protocol // ProtocolH3 or ProtocolTCP
+	proto string   // h3, h2, http/1.1
 	quic  *quic.Conn
 	tcp   net.Conn
 }
@@ -78,7 +78,7 @@ type raceOpts struct {
 type running struct{ detach func() bool }
 
 type attempt struct {
-	step Step
+	step Protocol
 	c    *conn
 	err  error
 }
@@ -91,16 +91,16 @@ func (r *racer) race(ctx context.Context, network uint64, addr, sni string, o ra
 	now := r.clk.Now()
 	useTLS := !o.plain
 	h3 := useTLS && !r.cfg.DisableH3 && !o.noH3
-	h3Broken := h3 && r.broken.broken(network, addr, StepH3, now)
-	tcpBroken := r.broken.broken(network, addr, StepTCP, now)
+	h3Broken := h3 && r.broken.broken(network, addr, ProtocolH3, now)
+	tcpBroken := r.broken.broken(network, addr, ProtocolTCP, now)
 	if h3Broken && !tcpBroken {
 		h3 = false // known broken: go straight to TCP
 	}
 	results := make(chan attempt, 2)
 	var started []running
 	var tcpStart time.Time
-	start := func(s Step) {
-		if s == StepTCP {
+	start := func(s Protocol) {
+		if s == ProtocolTCP {
 			tcpStart = r.clk.Now()
 		}
 		actx, cancel := context.WithTimeout(r.base, r.cfg.ConnectTimeout)
@@ -112,7 +112,7 @@ func (r *racer) race(ctx context.Context, network uint64, addr, sni string, o ra
 			defer cancel()
 			var c *conn
 			var err error
-			if s == StepH3 {
+			if s == ProtocolH3 {
 				c, err = r.dialQUIC(actx, addr, sni)
 			} else {
 				c, err = r.dialTCP(actx, addr, sni, useTLS)
@@ -126,7 +126,7 @@ func (r *racer) race(ctx context.Context, network uint64, addr, sni string, o ra
 	var timer clock.Timer
 	var tcpC <-chan time.Time
 	if h3 {
-		start(StepH3)
+		start(ProtocolH3)
 		delay := r.cfg.TCPDelay
 		if o.together {
 			delay = 0
@@ -135,7 +135,7 @@ func (r *racer) race(ctx context.Context, network uint64, addr, sni string, o ra
 		tcpC = timer.C()
 		defer timer.Stop()
 	} else {
-		start(StepTCP)
+		start(ProtocolTCP)
 	}
 	tcpStarted := !h3
 	pending := len(started)
@@ -149,16 +149,16 @@ func (r *racer) race(ctx context.Context, network uint64, addr, sni string, o ra
 			// rather than waiting out the QUIC handshake timeout. QUIC
 			// finishes in the background and is marked broken if it fails.
 			err := outcome.Wrap(outcome.QUICHandshake, ErrQUICAbandoned)
-			tr.fail(Failure{Step: StepH3, Target: addr, Kind: outcome.QUICHandshake, Err: err})
-			r.m.fail(StepH3, outcome.QUICHandshake)
-			r.markBroken(network, addr, StepH3)
+			tr.fail(Failure{Protocol: ProtocolH3, Target: addr, Kind: outcome.QUICHandshake, Err: err})
+			r.m.fail(string(ProtocolH3), outcome.QUICHandshake)
+			r.markBroken(network, addr, ProtocolH3)
 			r.release(started, pending, results, network, addr, true)
 			return nil, firstErr
 		case <-tcpC:
 			tcpC = nil
 			if !tcpStarted {
 				tcpStarted = true
-				start(StepTCP)
+				start(ProtocolTCP)
 				pending++
 			}
 		case a := <-results:
@@ -173,8 +173,8 @@ func (r *racer) race(ctx context.Context, network uint64, addr, sni string, o ra
 				return a.c, nil
 			}
 			k := outcome.ClassifyError(a.err)
-			tr.fail(Failure{Step: a.step, Target: addr, Kind: k, Err: a.err})
-			r.m.fail(a.step, k)
+			tr.fail(Failure{Protocol: a.step, Target: addr, Kind: k, Err: a.err})
+			r.m.fail(string(a.step), k)
 			if ctx.Err() == nil && k != outcome.ClientCanceled {
 				r.markBroken(network, addr, a.step)
 			}
@@ -184,13 +184,13 @@ func (r *racer) race(ctx context.Context, network uint64, addr, sni string, o ra
 			if !tcpStarted {
 				tcpStarted = true
 				tcpC = nil
-				start(StepTCP)
+				start(ProtocolTCP)
 				pending++
 			}
 			if pending == 0 {
 				return nil, a.err
 			}
-			if a.step == StepTCP && graceC == nil && (k == outcome.ConnectRefused || k == outcome.ConnectionReset) {
+			if a.step == ProtocolTCP && graceC == nil && (k == outcome.ConnectRefused || k == outcome.ConnectionReset) {
 				// One more round trip (as long as TCP took to fail): QUIC
 				// had its head start and that round trip already.
 				grace := r.clk.NewTimer(max(r.clk.Since(tcpStart), minQUICGrace))
@@ -257,13 +257,13 @@ func (r *racer) release(started []running, pending int, results <-chan attempt, 
 // remembered broken.
 func (r *racer) nodeBroken(network uint64, addr string, o raceOpts) bool {
 	now := r.clk.Now()
-	if !r.broken.broken(network, addr, StepTCP, now) {
+	if !r.broken.broken(network, addr, ProtocolTCP, now) {
 		return false
 	}
-	return o.plain || o.noH3 || r.cfg.DisableH3 || r.broken.broken(network, addr, StepH3, now)
+	return o.plain || o.noH3 || r.cfg.DisableH3 || r.broken.broken(network, addr, ProtocolH3, now)
 }
 
-func (r *racer) markBroken(network uint64, addr string, s Step) {
+func (r *racer) markBroken(network uint64, addr string, s Protocol) {
 	r.broken.fail(network, addr, s, r.clk.Now())
 	r.m.broken.WithLabelValues(string(s)).Inc()
 }
@@ -285,7 +285,7 @@ func (r *racer) dialQUIC(ctx context.Context, addr, sni string) (*conn, error) {
 		}
 		return nil, outcome.Wrap(outcome.QUICHandshake, err)
 	}
-	return &conn{step: StepH3, proto: "h3", quic: qc}, nil
+	return &conn{step: ProtocolH3, proto: "h3", quic: qc}, nil
 }
 
 // dialTCP dials TCP and, with useTLS, completes a TLS handshake offering h2
@@ -301,7 +301,7 @@ func (r *racer) dialTCP(ctx context.Context, addr, sni string, useTLS bool) (*co
 		return nil, err
 	}
 	if !useTLS {
-		return &conn{step: StepTCP, proto: "http/1.1", tcp: raw}, nil
+		return &conn{step: ProtocolTCP, proto: "http/1.1", tcp: raw}, nil
 	}
 	tc := tls.Client(raw, r.tlsConfig(sni, "h2", "http/1.1"))
 	if err := tc.HandshakeContext(ctx); err != nil {
@@ -315,7 +315,7 @@ func (r *racer) dialTCP(ctx context.Context, addr, sni string, useTLS bool) (*co
 	if proto == "" {
 		proto = "http/1.1"
 	}
-	return &conn{step: StepTCP, proto: proto, tcp: tc}, nil
+	return &conn{step: ProtocolTCP, proto: proto, tcp: tc}, nil
 }
 
 func errorsAs[T any](err error, target *T) bool { return errors.As(err, target) }

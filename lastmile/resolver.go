@@ -126,7 +126,7 @@ func (r *Resolver) Close() error {
 
 // Resolve returns the addresses of host and the step that produced them.
 // An IP literal is returned as is.
-func (r *Resolver) Resolve(ctx context.Context, host string) ([]netip.Addr, Step, error) {
+func (r *Resolver) Resolve(ctx context.Context, host string) ([]netip.Addr, ResolverStep, error) {
 	if a, err := netip.ParseAddr(host); err == nil {
 		return []netip.Addr{a}, "", nil
 	}
@@ -178,18 +178,18 @@ func (r *Resolver) staleUsable(e cacheEntry, now time.Time) bool {
 	return r.cfg.MaxStale >= 0 && now.Sub(e.expires) <= r.cfg.MaxStale
 }
 
-func (r *Resolver) answered(tr *Trace, s Step) {
+func (r *Resolver) answered(tr *Trace, s ResolverStep) {
 	tr.setResolver(s)
 	r.m.answers.WithLabelValues(string(s)).Inc()
 }
 
-func (r *Resolver) failed(tr *Trace, s Step, target string, err error) {
+func (r *Resolver) failed(tr *Trace, s ResolverStep, target string, err error) {
 	k := outcome.ClassifyError(err)
-	tr.fail(Failure{Step: s, Target: target, Kind: k, Err: err})
-	r.m.fail(s, k)
+	tr.fail(Failure{Resolver: s, Target: target, Kind: k, Err: err})
+	r.m.fail(string(s), k)
 }
 
-func (r *Resolver) configured(s Step, name string) bool {
+func (r *Resolver) configured(s ResolverStep, name string) bool {
 	switch s {
 	case StepSystem:
 		return true
@@ -207,7 +207,7 @@ func (r *Resolver) clampTTL(ttl time.Duration) time.Duration {
 	return min(max(ttl, r.cfg.MinTTL), r.cfg.MaxTTL)
 }
 
-func (r *Resolver) try(ctx context.Context, s Step, name string, skipDead bool) ([]netip.Addr, time.Duration, error) {
+func (r *Resolver) try(ctx context.Context, s ResolverStep, name string, skipDead bool) ([]netip.Addr, time.Duration, error) {
 	ctx, cancel := context.WithTimeout(ctx, r.cfg.Timeout)
 	defer cancel()
 	switch s {
@@ -333,7 +333,7 @@ func dnsKind(ctx context.Context, err error) outcome.Kind {
 // checkExpected reports ErrHijacked when name has expected ranges and an
 // address falls outside all of them. Bootstrap addresses are configuration
 // and not checked.
-func (r *Resolver) checkExpected(s Step, name string, addrs []netip.Addr) error {
+func (r *Resolver) checkExpected(s ResolverStep, name string, addrs []netip.Addr) error {
 	if s == StepBootstrap || len(r.expected) == 0 {
 		return nil
 	}

@@ -192,8 +192,8 @@ func (s *scheduler) nodes(ctx context.Context, network uint64, domain string, tr
 
 func (s *scheduler) fail(tr *Trace, err error) {
 	k := outcome.ClassifyError(err)
-	tr.fail(Failure{Step: StepScheduler, Target: s.u.Host, Kind: k, Err: err})
-	s.m.fail(StepScheduler, k)
+	tr.fail(Failure{Route: StepScheduler, Target: s.u.Host, Kind: k, Err: err})
+	s.m.fail(string(StepScheduler), k)
 }
 
 func (s *scheduler) ask(ctx context.Context, network uint64, addr, sni string, body []byte, o raceOpts, tr *Trace) (*ScheduleResponse, error) {

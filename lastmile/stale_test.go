@@ -27,7 +27,7 @@ func TestResolverStaleTimerAndDeadServer(t *testing.T) {
 	must(t, os.WriteFile(path, []byte(file), 0o600))
 	e.private.SetMode(lmtest.Silent)
 	cfg := DNSConfig{
-		Order:              []Step{StepPrivateUDP, StepPrivateRace},
+		Order:              []ResolverStep{StepPrivateUDP, StepPrivateRace},
 		PrivateServers:     []string{e.private.Addr()},
 		Timeout:            time.Second,
 		StaleAnswerTimeout: 300 * time.Millisecond,

@@ -17,7 +17,7 @@ func TestTraceSkipIsNotAFailure(t *testing.T) {
 	w := newWorld(t)
 	n := w.node(t, "n", lmtest.NodeOptions{})
 	tp := w.transport(t, Config{
-		Steps:       []Step{StepDirect},
+		Steps:       []RouteStep{StepDirect},
 		NoRouteHold: -1,
 		Race:        RaceConfig{TCPDelay: time.Millisecond, ConnectTimeout: 200 * time.Millisecond},
 	})

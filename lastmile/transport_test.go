@@ -172,7 +172,7 @@ func TestQUICBlockedTCPWins(t *testing.T) {
 		// fails (handshake timeout), and the next race skips QUIC.
 		tp := w.transport(t, Config{Race: RaceConfig{TCPDelay: time.Minute, ConnectTimeout: 300 * time.Millisecond}})
 		_, tr := mustGet(t, tp, "https://api.test:"+p+"/")
-		if tr.Protocol != "h2" || !slices.Equal(tr.FailedSteps(), []Step{StepH3}) || tr.Failures[0].Kind != outcome.QUICHandshake {
+		if tr.Protocol != "h2" || !slices.Equal(tr.FailedSteps(), steps(ProtocolH3)) || tr.Failures[0].Kind != outcome.QUICHandshake {
 			t.Fatalf("first: %s", tr)
 		}
 		_, tr = mustGet(t, tp, "https://api2.test:"+p+"/") // same node, new route
@@ -182,7 +182,7 @@ func TestQUICBlockedTCPWins(t *testing.T) {
 		// On another network QUIC is tried again.
 		tp.NetworkChanged()
 		_, tr = mustGet(t, tp, "https://api2.test:"+p+"/")
-		if !slices.Equal(tr.FailedSteps(), []Step{StepH3}) {
+		if !slices.Equal(tr.FailedSteps(), steps(ProtocolH3)) {
 			t.Fatalf("after network change: %s", tr)
 		}
 	})
@@ -213,7 +213,7 @@ func TestSchedulerNodesInOrder(t *testing.T) {
 	if body != "good HTTP/2.0" || tr.Served != StepScheduler || tr.Addr != good.Addr() || tr.ServerName != "api.test" {
 		t.Fatalf("body %q trace %s", body, tr)
 	}
-	if fs := tr.FailedSteps(); !slices.Contains(fs, StepTCP) {
+	if fs := tr.FailedSteps(); !slices.Contains(fs, string(ProtocolTCP)) {
 		t.Fatalf("dead node's failure not traced: %s", tr)
 	}
 	// TCP was refused and QUIC did not answer within the grace: the node was
@@ -240,14 +240,14 @@ func TestSchedulerRetriedOverHTTP3WhenTCPFails(t *testing.T) {
 	sn := w.node(t, "sched", lmtest.NodeOptions{Handler: sched})
 	sn.BlockTCP(true)
 	tp := w.transport(t, Config{
-		Steps:     []Step{StepScheduler},
+		Steps:     []RouteStep{StepScheduler},
 		Scheduler: SchedulerConfig{URL: "https://sched.test:" + strconv.Itoa(port(sn.Addr())) + "/v1/schedule"},
 	})
 	_, tr := mustGet(t, tp, "https://api.test/")
 	if tr.Served != StepScheduler || sched.Asked() != 1 {
 		t.Fatalf("asked %d; %s", sched.Asked(), tr)
 	}
-	if fs := tr.FailedSteps(); len(fs) == 0 || fs[0] != StepTCP {
+	if fs := tr.FailedSteps(); len(fs) == 0 || fs[0] != string(ProtocolTCP) {
 		t.Fatalf("first TCP attempt's failure not traced: %s", tr)
 	}
 }
@@ -274,7 +274,7 @@ func TestSchedulerDownCDNThenFallbackIP(t *testing.T) {
 		t.Fatalf("body %q trace %s", body, tr)
 	}
 	fs := tr.FailedSteps()
-	for _, s := range []Step{StepScheduler, StepDirect, StepCDN} {
+	for _, s := range steps(StepScheduler, StepDirect, StepCDN) {
 		if !slices.Contains(fs, s) {
 			t.Errorf("step %s failure not traced: %s", s, tr)
 		}
@@ -312,7 +312,7 @@ func TestDeadRouteIsReroutedWithinTheRequest(t *testing.T) {
 	a.Close() // node a dies: the next dial is refused, the request was never sent
 	tp.CloseIdleConnections()
 	body, tr := mustGet(t, tp, url)
-	if body != "b HTTP/2.0" || tr.Served != StepFallbackIP || tr.Failures[0].Step != StepRoute ||
+	if body != "b HTTP/2.0" || tr.Served != StepFallbackIP || tr.Failures[0].Route != StepRoute ||
 		tr.Failures[0].Kind != outcome.ConnectRefused {
 		t.Fatalf("body %q trace %s", body, tr)
 	}
@@ -335,7 +335,7 @@ func TestRepeatedFailuresRerunTheChain(t *testing.T) {
 	a.BlockTCP(true) // node a accepts and resets: not provably unsent
 	tp.CloseIdleConnections()
 	for i := range 2 {
-		if _, tr, err := get(t, tp, url); err == nil || tr.Served != StepRoute || tr.FailedSteps()[0] != StepRoute {
+		if _, tr, err := get(t, tp, url); err == nil || tr.Served != StepRoute || tr.FailedSteps()[0] != string(StepRoute) {
 			t.Fatalf("request %d on the dead route: err %v trace %s", i, err, tr)
 		}
 	}
@@ -364,7 +364,7 @@ func TestScenarios(t *testing.T) {
 		w.private.SetMode(lmtest.DropUDP)
 		tp := w.transport(t, Config{})
 		_, tr := mustGet(t, tp, "https://api.test:"+strconv.Itoa(port(n.Addr()))+"/")
-		if tr.Resolver != StepPrivateRace || !slices.Equal(tr.FailedSteps(), []Step{StepSystem, StepPrivateUDP}) {
+		if tr.Resolver != StepPrivateRace || !slices.Equal(tr.FailedSteps(), steps(StepSystem, StepPrivateUDP)) {
 			t.Fatalf("%s", tr)
 		}
 	})
@@ -412,7 +412,7 @@ func TestEverythingDownReportsNoRoute(t *testing.T) {
 	if !errors.Is(err, ErrNoRoute) || !outcome.ClassifyError(err).Network() {
 		t.Fatalf("err = %v (kind %v)", err, outcome.ClassifyError(err))
 	}
-	if fs := tr.FailedSteps(); !slices.Contains(fs, StepDirect) || !slices.Contains(fs, StepFallbackIP) || tr.Host != "api.test" {
+	if fs := tr.FailedSteps(); !slices.Contains(fs, string(StepDirect)) || !slices.Contains(fs, string(StepFallbackIP)) || tr.Host != "api.test" {
 		t.Fatalf("%s", tr)
 	}
 }
@@ -437,8 +437,8 @@ func TestNodeBrokenOnAllProtocolsIsSkippedThenRetriedLast(t *testing.T) {
 	for _, sk := range tr.Skipped {
 		if errors.Is(sk.Reason, ErrSkippedBroken) && sk.Target == dead {
 			skipped++
-			if sk.Step != StepDirect {
-				t.Errorf("skipped in step %s", sk.Step)
+			if sk.Route != StepDirect {
+				t.Errorf("skipped in step %s", sk.Route)
 			}
 		}
 	}
@@ -465,7 +465,7 @@ func TestConcurrentRequestsShareOneDiscovery(t *testing.T) {
 			ch <- res{body, tr, err}
 		}()
 	}
-	served := map[Step]int{}
+	served := map[RouteStep]int{}
 	for range N {
 		r := <-ch
 		if r.err != nil || r.body != "n HTTP/3.0" {

@@ -52,9 +52,9 @@ func TestClientSDKColdStartIntoBlackhole(t *testing.T) {
 
 			reg := prometheus.NewRegistry()
 			lm, err := lastmile.New(lastmile.Config{
-				Steps: []lastmile.Step{lastmile.StepDirect},
+				Steps: []lastmile.RouteStep{lastmile.StepDirect},
 				DNS: lastmile.DNSConfig{
-					Order:     []lastmile.Step{lastmile.StepBootstrap},
+					Order:     []lastmile.ResolverStep{lastmile.StepBootstrap},
 					Bootstrap: map[string][]string{"api.veer.test": {"127.0.0.1"}, "dc1.veer.test": {"127.0.0.1"}},
 				},
 			}, lastmile.Options{RootCAs: ca.Pool(), Registerer: reg, Logger: obs.Discard})
@@ -166,9 +166,9 @@ func TestClientSDKConcurrentRequestsShareAFailedDiscovery(t *testing.T) {
 
 	var d countingDialer
 	lm, err := lastmile.New(lastmile.Config{
-		Steps: []lastmile.Step{lastmile.StepDirect},
+		Steps: []lastmile.RouteStep{lastmile.StepDirect},
 		DNS: lastmile.DNSConfig{
-			Order:     []lastmile.Step{lastmile.StepBootstrap},
+			Order:     []lastmile.ResolverStep{lastmile.StepBootstrap},
 			Bootstrap: map[string][]string{"api.veer.test": {"127.0.0.1"}},
 		},
 	}, lastmile.Options{Registerer: prometheus.NewRegistry(), Logger: obs.Discard, DialContext: d.dial})

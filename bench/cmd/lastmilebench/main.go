@@ -231,7 +231,7 @@ func main() {
 	}
 	if *steps != "" {
 		for _, s := range strings.Split(*steps, ",") {
-			cfg.Steps = append(cfg.Steps, lastmile.Step(s))
+			cfg.Steps = append(cfg.Steps, lastmile.RouteStep(s))
 		}
 	}
 	reg := prometheus.NewRegistry()
@@ -338,11 +338,11 @@ func printCounters(g prometheus.Gatherer, name string) {
 	}
 }
 
-func (c cfgSteps) String() string { return fmt.Sprint([]lastmile.Step(c)) }
+func (c cfgSteps) String() string { return fmt.Sprint([]lastmile.RouteStep(c)) }
 
-type cfgSteps []lastmile.Step
+type cfgSteps []lastmile.RouteStep
 
-func stepsOr(s []lastmile.Step) cfgSteps {
+func stepsOr(s []lastmile.RouteStep) cfgSteps {
 	if len(s) == 0 {
 		return cfgSteps{lastmile.StepScheduler, lastmile.StepDirect, lastmile.StepCDN, lastmile.StepFallbackIP}
 	}
