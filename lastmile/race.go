@@ -216,6 +216,10 @@ func attemptError(ctx, actx context.Context, err error) error {
 	return err
 }
 
+// ErrUDPRefused: the node's UDP port answered a QUIC attempt with an ICMP
+// port-unreachable; QUIC failed at once (outcome.ConnectRefused).
+var ErrUDPRefused = errors.New("lastmile: QUIC: UDP port unreachable")
+
 // minQUICGrace is the least time QUIC still gets after TCP failed outright
 // (otherwise: as long as TCP took to fail, about one round trip).
 const minQUICGrace = 100 * time.Millisecond
@@ -278,8 +282,16 @@ func (r *racer) quicConfig() *quic.Config {
 
 // dialQUIC completes a QUIC handshake for HTTP/3.
 func (r *racer) dialQUIC(ctx context.Context, addr, sni string) (*conn, error) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	stop := probeUDP(ctx, addr, cancel)
+	defer stop()
 	qc, err := quic.DialAddr(ctx, addr, r.tlsConfig(sni, http3.NextProtoH3), r.quicConfig())
 	if err != nil {
+		if cause := context.Cause(ctx); errors.Is(cause, syscall.ECONNREFUSED) {
+			// An ICMP port-unreachable: nothing listens for QUIC there.
+			return nil, outcome.Wrap(outcome.ConnectRefused, fmt.Errorf("%w: %s: %w", ErrUDPRefused, addr, cause))
+		}
 		if errors.Is(err, context.Canceled) {
 			return nil, err
 		}

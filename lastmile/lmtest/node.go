@@ -38,6 +38,12 @@ type NodeOptions struct {
 	NoH2 bool
 	// Handler replaces the default handler.
 	Handler http.Handler
+	// NoQUIC leaves the UDP port closed (an origin without HTTP/3: a QUIC
+	// attempt gets an ICMP port-unreachable).
+	NoQUIC bool
+	// AdvertiseH3 adds `Alt-Svc: h3=":port"; ma=86400` to responses over
+	// TCP, as an HTTP/3-capable origin does.
+	AdvertiseH3 bool
 }
 
 // NewNode starts a node named name.
@@ -57,8 +63,12 @@ func NewNode(name string, ca *CA, o NodeOptions) (*Node, error) {
 			fmt.Fprintf(w, "%s %s", name, r.Proto)
 		})
 	}
+	_, port, _ := net.SplitHostPort(n.addr)
 	counted := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		n.hits.Add(1)
+		if o.AdvertiseH3 && r.ProtoMajor < 3 {
+			w.Header().Set("Alt-Svc", `h3=":`+port+`"; ma=86400`)
+		}
 		h.ServeHTTP(w, r)
 	})
 	protos := []string{"h2", "http/1.1"}
@@ -75,8 +85,13 @@ func NewNode(name string, ca *CA, o NodeOptions) (*Node, error) {
 		Handler:   counted,
 		TLSConfig: http3.ConfigureTLSConfig(&tls.Config{Certificates: []tls.Certificate{cert}}),
 	}
-	n.wg.Add(2)
+	n.wg.Add(1)
 	go func() { defer n.wg.Done(); _ = n.h2.Serve(n.tcpLn) }()
+	if o.NoQUIC {
+		pc.Close()
+		return n, nil
+	}
+	n.wg.Add(1)
 	go func() { defer n.wg.Done(); _ = n.h3.Serve(&gatedPacketConn{PacketConn: pc, off: &n.quicOff}) }()
 	return n, nil
 }
