@@ -216,9 +216,12 @@ func TestSchedulerNodesInOrder(t *testing.T) {
 	if fs := tr.FailedSteps(); !slices.Contains(fs, string(ProtocolTCP)) {
 		t.Fatalf("dead node's failure not traced: %s", tr)
 	}
-	// TCP was refused and QUIC did not answer within the grace: the node was
-	// given up without waiting for the QUIC handshake timeout (2 s here).
-	abandoned := slices.ContainsFunc(tr.Failures, func(f Failure) bool { return errors.Is(f.Err, ErrQUICAbandoned) })
+	// The dead node's UDP port is closed: QUIC failed at once on the ICMP
+	// port-unreachable (or, had that been lost, was abandoned after TCP was
+	// refused), never waiting for the QUIC handshake timeout (2 s here).
+	abandoned := slices.ContainsFunc(tr.Failures, func(f Failure) bool {
+		return errors.Is(f.Err, ErrQUICAbandoned) || errors.Is(f.Err, ErrUDPRefused)
+	})
 	if !abandoned || tr.Chain >= 2*time.Second {
 		t.Fatalf("QUIC to the dead node not abandoned (chain %v): %s", tr.Chain, tr)
 	}
