@@ -16,6 +16,8 @@ type brokenMemory struct {
 
 	mu sync.Mutex
 	m  map[brokenKey]brokenState
+
+	onChange func() // called after a mark is set or cleared (persistence)
 }
 
 type brokenKey struct {
@@ -44,7 +46,6 @@ func (b *brokenMemory) broken(network uint64, addr string, s Protocol, now time.
 // fail records a failure and returns how long the protocol stays broken.
 func (b *brokenMemory) fail(network uint64, addr string, s Protocol, now time.Time) time.Duration {
 	b.mu.Lock()
-	defer b.mu.Unlock()
 	k := brokenKey{network, addr, s}
 	st := b.m[k]
 	d := b.base
@@ -55,14 +56,23 @@ func (b *brokenMemory) fail(network uint64, addr string, s Protocol, now time.Ti
 	st.failures++
 	st.until = now.Add(d)
 	b.m[k] = st
+	b.mu.Unlock()
+	if b.onChange != nil {
+		b.onChange()
+	}
 	return d
 }
 
 // succeed forgets the failures of step on addr.
 func (b *brokenMemory) succeed(network uint64, addr string, s Protocol) {
 	b.mu.Lock()
-	delete(b.m, brokenKey{network, addr, s})
+	k := brokenKey{network, addr, s}
+	_, had := b.m[k]
+	delete(b.m, k)
 	b.mu.Unlock()
+	if had && b.onChange != nil {
+		b.onChange()
+	}
 }
 
 // forget drops every entry of networks other than keep.

@@ -229,7 +229,7 @@ func (t *Transport) try(ctx context.Context, d *discovery, step RouteStep, cands
 
 // connect races to one candidate and installs the route on success.
 func (t *Transport) connect(ctx context.Context, d *discovery, step RouteStep, c candidate) (*route, error) {
-	o := raceOpts{plain: !d.k.tls, noH3: c.noH3}
+	o := raceOpts{plain: !d.k.tls, noH3: c.noH3, h3: c.h3}
 	if !d.final && t.racer.nodeBroken(d.network, c.addr, o) {
 		d.skipped = append(d.skipped, skippedCandidate{step, c})
 		d.tr.skip(Skip{Route: step, Target: c.addr, Reason: ErrSkippedBroken})

@@ -117,6 +117,12 @@ type RaceConfig struct {
 	ConnectTimeout time.Duration `yaml:"connect_timeout" json:"connect_timeout"`
 	// DisableH3 turns HTTP/3 off (TCP only). Default false.
 	DisableH3 bool `yaml:"disable_h3" json:"disable_h3"`
+	// AssumeH3 races QUIC to every node from the first contact. Default
+	// false: QUIC is tried only on a node that advertised HTTP/3, in an
+	// Alt-Svc header on the same port (remembered for its max-age and
+	// persisted with the DNS cache) or in a scheduler answer; an origin
+	// that never advertised h3 costs no QUIC attempt.
+	AssumeH3 bool `yaml:"assume_h3" json:"assume_h3"`
 	// BrokenBase is how long a protocol that failed on a node is skipped
 	// after its first failure; each further failure doubles it. Default 5m.
 	BrokenBase time.Duration `yaml:"broken_base" json:"broken_base"`

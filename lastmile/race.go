@@ -25,6 +25,7 @@ type racer struct {
 	roots  *x509.CertPool
 	dial   func(ctx context.Context, network, addr string) (net.Conn, error)
 	broken *brokenMemory
+	alt    *altSvcMemory
 	m      *metrics
 
 	base context.Context // canceled by close: ends background attempts
@@ -34,7 +35,7 @@ type racer struct {
 
 func newRacer(cfg RaceConfig, opts Options, m *metrics) *racer {
 	r := &racer{cfg: cfg, clk: clock.Or(opts.Clock), roots: opts.RootCAs, dial: opts.DialContext, m: m,
-		broken: newBrokenMemory(cfg.BrokenBase, cfg.BrokenMax)}
+		broken: newBrokenMemory(cfg.BrokenBase, cfg.BrokenMax), alt: newAltSvcMemory()}
 	if r.dial == nil {
 		r.dial = (&net.Dialer{}).DialContext
 	}
@@ -70,6 +71,7 @@ func (c *conn) close() {
 type raceOpts struct {
 	plain    bool // plain TCP (http://): no TLS, no HTTP/3
 	noH3     bool // the node does not offer HTTP/3
+	h3       bool // the node offers HTTP/3 (a scheduler answer): try it
 	together bool // start TCP with QUIC instead of after Race.TCPDelay
 }
 
@@ -90,7 +92,7 @@ type attempt struct {
 func (r *racer) race(ctx context.Context, network uint64, addr, sni string, o raceOpts, tr *Trace) (*conn, error) {
 	now := r.clk.Now()
 	useTLS := !o.plain
-	h3 := useTLS && !r.cfg.DisableH3 && !o.noH3
+	h3 := r.tryH3(addr, o, now)
 	h3Broken := h3 && r.broken.broken(network, addr, ProtocolH3, now)
 	tcpBroken := r.broken.broken(network, addr, ProtocolTCP, now)
 	if h3Broken && !tcpBroken {
@@ -264,7 +266,17 @@ func (r *racer) nodeBroken(network uint64, addr string, o raceOpts) bool {
 	if !r.broken.broken(network, addr, ProtocolTCP, now) {
 		return false
 	}
-	return o.plain || o.noH3 || r.cfg.DisableH3 || r.broken.broken(network, addr, ProtocolH3, now)
+	return !r.tryH3(addr, o, now) || r.broken.broken(network, addr, ProtocolH3, now)
+}
+
+// tryH3 reports whether the race tries QUIC to addr: over TLS, HTTP/3 not
+// disabled, and the node advertised h3 (Alt-Svc, a scheduler answer) or
+// RaceConfig.AssumeH3 is set.
+func (r *racer) tryH3(addr string, o raceOpts, now time.Time) bool {
+	if o.plain || o.noH3 || r.cfg.DisableH3 {
+		return false
+	}
+	return r.cfg.AssumeH3 || o.h3 || r.alt.advertised(addr, now)
 }
 
 func (r *racer) markBroken(network uint64, addr string, s Protocol) {

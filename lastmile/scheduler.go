@@ -167,7 +167,7 @@ func (s *scheduler) nodes(ctx context.Context, network uint64, domain string, tr
 	}
 	// First over TCP to each address, then HTTP/3 and HTTP/2 raced.
 	var last error
-	for _, o := range []raceOpts{{noH3: true}, {together: true}} {
+	for _, o := range []raceOpts{{noH3: true}, {h3: true, together: true}} {
 		for _, ip := range ips[:min(len(ips), 2)] {
 			addr := net.JoinHostPort(ip.String(), port)
 			resp, err := s.ask(ctx, network, addr, host, body, o, tr)

@@ -37,11 +37,13 @@ type Transport struct {
 	stopBG context.CancelFunc
 	runs   sync.WaitGroup
 
-	mu      sync.Mutex // guards routes writes, nodes, flights, failed
-	nodes   map[nodeKey]*nodeRT
-	flights map[routeKey]*flight
-	failed  map[routeKey]failedRun
-	closed  bool
+	mu        sync.Mutex   // guards routes writes, nodes, flights, failed, netName, otherNets
+	netName   string       // Options.NetworkName of the current network
+	otherNets []protoEntry // persisted broken marks of other named networks
+	nodes     map[nodeKey]*nodeRT
+	flights   map[routeKey]*flight
+	failed    map[routeKey]failedRun
+	closed    bool
 }
 
 var _ http.RoundTripper = (*Transport)(nil)
@@ -98,6 +100,7 @@ func New(cfg Config, opts Options) (*Transport, error) {
 	}
 	t.servedRoute = t.m.served.WithLabelValues(string(StepRoute))
 	t.routes.Store(&routeTable{})
+	t.loadProtocolMemory()
 	return t, nil
 }
 
@@ -219,7 +222,7 @@ func (t *Transport) setRoute(k routeKey, r *route) {
 // re-runs the chain. The DNS cache is kept (it is what survives outages).
 func (t *Transport) NetworkChanged() {
 	n := t.network.Add(1)
-	t.racer.broken.forget(n)
+	t.switchNetwork(n-1, n)
 	t.res.forgetDead()
 	if t.sched != nil {
 		t.sched.forget()

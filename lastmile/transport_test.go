@@ -75,6 +75,10 @@ func (w *world) transport(t *testing.T, cfg Config, mod ...func(*Options)) *Tran
 	if cfg.Race.ConnectTimeout == 0 {
 		cfg.Race.ConnectTimeout = 2 * time.Second
 	}
+	// The test nodes serve HTTP/3 without advertising it (Alt-Svc): most
+	// tests exercise the race from the first contact. h3_test.go covers
+	// the default.
+	cfg.Race.AssumeH3 = !cfg.Race.DisableH3
 	if cfg.Race.TCPDelay == 0 {
 		// Tests that expect HTTP/3 to win must not depend on the machine's
 		// load: TCP starts only when QUIC failed.

@@ -20,7 +20,7 @@ type Node struct {
 	Name string
 
 	addr    string
-	tcpLn   net.Listener
+	tcpLn   *gatedListener
 	udp     net.PacketConn
 	h2      *http.Server
 	h3      *http3.Server
@@ -103,8 +103,14 @@ func (n *Node) Addr() string { return n.addr }
 func (n *Node) BlockQUIC(on bool) { n.quicOff.Store(on) }
 
 // BlockTCP makes the TCP side reset every connection when on, right after
-// the client's first bytes arrive (so always after its connect completed).
-func (n *Node) BlockTCP(on bool) { n.tcpOff.Store(on) }
+// the client's first bytes arrive (so always after its connect completed),
+// and closes the connections already open (the edge died).
+func (n *Node) BlockTCP(on bool) {
+	n.tcpOff.Store(on)
+	if on {
+		n.tcpLn.closeAll()
+	}
+}
 
 // Hits is the number of requests served.
 func (n *Node) Hits() int64 { return n.hits.Load() }
@@ -136,13 +142,32 @@ func (c *gatedPacketConn) ReadFrom(p []byte) (int, net.Addr, error) {
 type gatedListener struct {
 	net.Listener
 	off *atomic.Bool
+
+	mu    sync.Mutex
+	conns []net.Conn // served connections, closed by closeAll
+}
+
+func (l *gatedListener) closeAll() {
+	l.mu.Lock()
+	conns := l.conns
+	l.conns = nil
+	l.mu.Unlock()
+	for _, c := range conns {
+		c.Close()
+	}
 }
 
 func (l *gatedListener) Accept() (net.Conn, error) {
 	for {
 		c, err := l.Listener.Accept()
-		if err != nil || !l.off.Load() {
+		if err != nil {
 			return c, err
+		}
+		if !l.off.Load() {
+			l.mu.Lock()
+			l.conns = append(l.conns, c)
+			l.mu.Unlock()
+			return c, nil
 		}
 		if tc, ok := c.(*tls.Conn); ok {
 			if raw, ok := tc.NetConn().(*net.TCPConn); ok {

@@ -187,6 +187,7 @@ func main() {
 	verbose := flag.Bool("v", false, "print the Trace of every failed chain attempt to stderr")
 	noCache := flag.Bool("no-cache-file", false, "do not persist the chain's DNS cache (every launch starts cold)")
 	noH3 := flag.Bool("disable-h3", false, "chain over TCP only (isolates the chain's cost from QUIC's)")
+	assumeH3 := flag.Bool("assume-h3", true, "race QUIC from the first contact (race.assume_h3; the bench's nodes serve HTTP/3 without advertising it)")
 	steps := flag.String("steps", "", "route steps of the chain, comma-separated (default: scheduler,direct,cdn,fallback_ip)")
 	flag.Parse()
 	mix, ok := mixes[*mixName]
@@ -226,6 +227,7 @@ func main() {
 		Race:        lastmile.RaceConfig{ConnectTimeout: 500 * time.Millisecond},
 	}
 	cfg.Race.DisableH3 = *noH3
+	cfg.Race.AssumeH3 = *assumeH3
 	if *noCache {
 		cfg.DNS.CacheFile = ""
 	}
