@@ -104,3 +104,35 @@ func splitPort(addr string) (string, string, error) {
 	}
 	return addr, "", nil
 }
+
+// Static hosts for failover: a Transport whose only resolver step is the
+// bootstrap map reaches each failover domain at configured addresses, no
+// DNS involved (the way to map names to addresses under
+// failover.NewTransport).
+func Example_staticHosts() {
+	ca, _ := lmtest.NewCA()
+	node, _ := lmtest.NewNode("dc1", ca, lmtest.NodeOptions{Names: []string{"dc1.example"}})
+	defer node.Close()
+	_, port, _ := splitPort(node.Addr())
+
+	rt, err := lastmile.New(lastmile.Config{
+		Steps: []lastmile.RouteStep{lastmile.StepDirect},
+		DNS: lastmile.DNSConfig{
+			Order:     []lastmile.ResolverStep{lastmile.StepBootstrap},
+			Bootstrap: map[string][]string{"dc1.example": {"127.0.0.1"}, "api.example": {"192.0.2.1"}},
+		},
+	}, lastmile.Options{RootCAs: ca.Pool(), Registerer: prometheus.NewRegistry(), Logger: obs.Discard})
+	if err != nil {
+		panic(err)
+	}
+	defer rt.Close()
+	resp, err := (&http.Client{Transport: rt}).Get("https://dc1.example:" + port + "/")
+	if err != nil {
+		panic(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	fmt.Println(string(body))
+	// Output:
+	// dc1 HTTP/2.0
+}
