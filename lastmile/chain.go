@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 	"strconv"
 
 	"github.com/veerhq/veer/outcome"
@@ -29,6 +30,7 @@ type discovery struct {
 	tr      *Trace
 	final   bool // retrying skipped nodes: skip nothing
 	skipped []skippedCandidate
+	done    map[RouteStep]bool // steps already run (raced alongside another)
 }
 
 type skippedCandidate struct {
@@ -61,9 +63,10 @@ var routeSteps = map[RouteStep]stepFunc{
 // own context (see flight.go), not a caller's.
 func (t *Transport) chain(ctx context.Context, k routeKey, tr *Trace) (*route, error) {
 	start := t.clk.Now()
-	d := &discovery{k: k, network: t.network.Load(), tr: tr}
+	d := &discovery{k: k, network: t.network.Load(), tr: tr, done: map[RouteStep]bool{}}
 	d.host, d.port = splitHostPort(k.host, t.defaultPort(k))
 	served := func(step RouteStep, r *route) (*route, error) {
+		t.install(d, r)
 		dur := t.clk.Since(start)
 		t.m.chain.Observe(dur.Seconds())
 		t.m.served.WithLabelValues(string(step)).Inc()
@@ -71,14 +74,20 @@ func (t *Transport) chain(ctx context.Context, k routeKey, tr *Trace) (*route, e
 		return r, nil
 	}
 	var last error
-	for _, step := range t.cfg.Steps {
+	for i, step := range t.cfg.Steps {
 		f := routeSteps[step]
-		if f == nil {
+		if f == nil || d.done[step] {
 			continue
 		}
-		r, err := f(t, ctx, d)
+		var r *route
+		var err error
+		if step == StepScheduler && slices.Contains(t.cfg.Steps[i+1:], StepDirect) {
+			r, err = t.schedulerRacingDirect(ctx, d)
+		} else {
+			r, err = f(t, ctx, d)
+		}
 		if err == nil {
-			return served(step, r)
+			return served(r.step, r)
 		}
 		if errors.Is(err, errSkip) || errors.Is(err, ErrSkippedBroken) {
 			// Not configured, or every candidate skipped (recorded in
@@ -253,7 +262,15 @@ func (t *Transport) connect(ctx context.Context, d *discovery, step RouteStep, c
 		n = newNodeRT(t.racer, conn, c.addr, c.serverName, d.k.tls)
 		t.nodes[nk] = n
 	}
-	r := &route{step: step, resolver: c.resolver, addr: c.addr, serverName: c.serverName, proto: conn.proto, network: d.network, rt: n}
-	t.setRoute(d.k, r)
-	return r, nil
+	return &route{step: step, resolver: c.resolver, addr: c.addr, serverName: c.serverName, proto: conn.proto, network: d.network, rt: n}, nil
+}
+
+// install makes r the working route of the run's host, unless the
+// Transport closed or the network changed meanwhile.
+func (t *Transport) install(d *discovery, r *route) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.closed && t.network.Load() == d.network {
+		t.setRoute(d.k, r)
+	}
 }

@@ -146,6 +146,14 @@ func (s *scheduler) forget() {
 	s.mu.Unlock()
 }
 
+// cached reports whether an answer for domain is cached and fresh.
+func (s *scheduler) cached(domain string) bool {
+	s.mu.Lock()
+	e, ok := s.cache[domain]
+	s.mu.Unlock()
+	return ok && s.clk.Now().Before(e.expires)
+}
+
 // nodes returns the access nodes for domain.
 func (s *scheduler) nodes(ctx context.Context, network uint64, domain string, tr *Trace) ([]AccessNode, error) {
 	s.mu.Lock()

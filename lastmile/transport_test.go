@@ -444,7 +444,9 @@ func TestNodeBrokenOnAllProtocolsIsSkippedThenRetriedLast(t *testing.T) {
 	for _, sk := range tr.Skipped {
 		if errors.Is(sk.Reason, ErrSkippedBroken) && sk.Target == dead {
 			skipped++
-			if sk.Route != StepDirect {
+			// The direct step races the scheduler's request on a cold
+			// start: whichever reaches the dead node second skips it.
+			if sk.Route != StepDirect && sk.Route != StepScheduler {
 				t.Errorf("skipped in step %s", sk.Route)
 			}
 		}
