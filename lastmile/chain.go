@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"slices"
 	"strconv"
+	"time"
 
 	"github.com/veerhq/veer/outcome"
 )
@@ -30,7 +30,6 @@ type discovery struct {
 	tr      *Trace
 	final   bool // retrying skipped nodes: skip nothing
 	skipped []skippedCandidate
-	done    map[RouteStep]bool // steps already run (raced alongside another)
 }
 
 type skippedCandidate struct {
@@ -63,7 +62,7 @@ var routeSteps = map[RouteStep]stepFunc{
 // own context (see flight.go), not a caller's.
 func (t *Transport) chain(ctx context.Context, k routeKey, tr *Trace) (*route, error) {
 	start := t.clk.Now()
-	d := &discovery{k: k, network: t.network.Load(), tr: tr, done: map[RouteStep]bool{}}
+	d := &discovery{k: k, network: t.network.Load(), tr: tr}
 	d.host, d.port = splitHostPort(k.host, t.defaultPort(k))
 	served := func(step RouteStep, r *route) (*route, error) {
 		t.install(d, r)
@@ -73,34 +72,12 @@ func (t *Transport) chain(ctx context.Context, k routeKey, tr *Trace) (*route, e
 		tr.fill(k.host, step, r, dur)
 		return r, nil
 	}
-	var last error
-	for i, step := range t.cfg.Steps {
-		f := routeSteps[step]
-		if f == nil || d.done[step] {
-			continue
-		}
-		var r *route
-		var err error
-		if step == StepScheduler && slices.Contains(t.cfg.Steps[i+1:], StepDirect) {
-			r, err = t.schedulerRacingDirect(ctx, d)
-		} else {
-			r, err = f(t, ctx, d)
-		}
-		if err == nil {
-			return served(r.step, r)
-		}
-		if errors.Is(err, errSkip) || errors.Is(err, ErrSkippedBroken) {
-			// Not configured, or every candidate skipped (recorded in
-			// tr.Skipped and retried below): not a failure of the step.
-			continue
-		}
-		last = err
-		kind := outcome.ClassifyError(err)
-		tr.fail(Failure{Route: step, Target: k.host, Kind: kind, Err: err})
-		t.m.fail(string(step), kind)
-		if ctx.Err() != nil {
-			break
-		}
+	r, last := t.runSteps(ctx, d)
+	if last == nil {
+		return served(r.step, r)
+	}
+	if isSkip(last) {
+		last = nil
 	}
 	// Nodes skipped because every protocol was remembered broken get one
 	// last chance: the memory is a hint, not a verdict.
@@ -213,37 +190,35 @@ func addrCandidates(ips []netip.Addr, port, sni string, rs ResolverStep) []candi
 	return cands
 }
 
-// try races to each candidate in order and returns the first route. When
-// every candidate was skipped (remembered broken) the error wraps
+// try races to the step's candidates in order, staggered (Config.Stagger):
+// the next node starts when the one before failed or had no route after
+// the stagger. Nodes remembered broken on every protocol are skipped (and
+// retried by the chain's last pass); when all were, the error wraps
 // ErrSkippedBroken.
 func (t *Transport) try(ctx context.Context, d *discovery, step RouteStep, cands []candidate) (*route, error) {
-	var last error
+	live := cands[:0:0]
 	for _, c := range cands {
-		r, err := t.connect(ctx, d, step, c)
-		if err == nil {
-			return r, nil
+		if !d.final && t.racer.nodeBroken(d.network, c.addr, raceOpts{plain: !d.k.tls, noH3: c.noH3, h3: c.h3}) {
+			d.skipped = append(d.skipped, skippedCandidate{step, c})
+			d.tr.skip(Skip{Route: step, Target: c.addr, Reason: ErrSkippedBroken})
+			continue
 		}
-		if last == nil || !errors.Is(err, ErrSkippedBroken) {
-			last = err // a skip only stands for the step when all were skipped
-		}
-		if ctx.Err() != nil {
-			break
-		}
+		live = append(live, c)
 	}
-	if last == nil {
-		last = outcome.Wrap(outcome.NetworkOther, errors.New("no candidate"))
+	if len(live) == 0 {
+		if len(cands) == 0 {
+			return nil, outcome.Wrap(outcome.NetworkOther, errors.New("no candidate"))
+		}
+		return nil, outcome.Wrap(outcome.NetworkOther, ErrSkippedBroken)
 	}
-	return nil, last
+	return t.staggered(ctx, len(live), func(int) time.Duration { return t.cfg.Stagger },
+		func(ctx context.Context, i int) (*route, error) { return t.connect(ctx, d, step, live[i]) },
+		func(int, error) {})
 }
 
 // connect races to one candidate and installs the route on success.
 func (t *Transport) connect(ctx context.Context, d *discovery, step RouteStep, c candidate) (*route, error) {
 	o := raceOpts{plain: !d.k.tls, noH3: c.noH3, h3: c.h3}
-	if !d.final && t.racer.nodeBroken(d.network, c.addr, o) {
-		d.skipped = append(d.skipped, skippedCandidate{step, c})
-		d.tr.skip(Skip{Route: step, Target: c.addr, Reason: ErrSkippedBroken})
-		return nil, outcome.Wrap(outcome.NetworkOther, ErrSkippedBroken)
-	}
 	conn, err := t.racer.race(ctx, d.network, c.addr, c.serverName, o, d.tr)
 	if err != nil {
 		return nil, err

@@ -32,6 +32,13 @@ type Config struct {
 	// instead of running the chain again. NetworkChanged forgets it.
 	// Default 2s; negative: not remembered.
 	NoRouteHold time.Duration `yaml:"no_route_hold" json:"no_route_hold"`
+	// Stagger is happy eyeballs across nodes and route steps (RFC 8305
+	// section 5): how long a node, or a route step, may try without a
+	// route before the next one starts beside it (a failure starts the
+	// next one at once). The first route wins; when both an earlier and a
+	// later attempt are ready, the one that answered first is kept.
+	// Default 200ms; negative: one after another.
+	Stagger time.Duration `yaml:"stagger" json:"stagger"`
 	// DNS configures the resolver chain.
 	DNS DNSConfig `yaml:"dns" json:"dns"`
 	// Scheduler configures the scheduling-service client.
@@ -151,6 +158,7 @@ type FallbackIP struct {
 // Defaults of zero-valued fields (the others are written in withDefaults).
 const (
 	defaultNoRouteHold        = 2 * time.Second
+	defaultStagger            = 200 * time.Millisecond
 	defaultStaleAnswerTimeout = 1800 * time.Millisecond // RFC 8767 section 5
 	defaultDeadServerHold     = 30 * time.Second
 )
@@ -292,6 +300,7 @@ func (c Config) withDefaults() Config {
 	c.Port = orInt(c.Port, 443)
 	c.MaxRouteFailures = orInt(c.MaxRouteFailures, 3)
 	c.NoRouteHold = orDur(c.NoRouteHold, defaultNoRouteHold)
+	c.Stagger = orDur(c.Stagger, defaultStagger)
 	d := &c.DNS
 	if len(d.Order) == 0 {
 		d.Order = defaultOrder

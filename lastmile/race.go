@@ -175,8 +175,12 @@ func (r *racer) race(ctx context.Context, network uint64, addr, sni string, o ra
 				return a.c, nil
 			}
 			k := outcome.ClassifyError(a.err)
-			tr.fail(Failure{Protocol: a.step, Target: addr, Kind: k, Err: a.err})
-			r.m.fail(string(a.step), k)
+			if k != outcome.ClientCanceled || ctx.Err() == nil {
+				// (an attempt canceled because another node or step won
+				// is not a failure)
+				tr.fail(Failure{Protocol: a.step, Target: addr, Kind: k, Err: a.err})
+				r.m.fail(string(a.step), k)
+			}
 			if ctx.Err() == nil && k != outcome.ClientCanceled {
 				r.markBroken(network, addr, a.step)
 			}

@@ -1,0 +1,93 @@
+package lastmile
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// staggered runs n attempts happy-eyeballs style (RFC 8305 section 5):
+// attempt 0 at once, attempt i+1 as soon as attempt i failed or delay(i)
+// passed without a route (a negative delay: only after the failure). The
+// first route wins and the attempts still running are canceled (a canceled
+// attempt marks nothing broken). done is called, on this goroutine, with
+// each attempt that finished before the winner; the returned error is the
+// last failure that was not a skip (errSkip, ErrSkippedBroken), or a skip.
+func (t *Transport) staggered(ctx context.Context, n int, delay func(i int) time.Duration,
+	run func(ctx context.Context, i int) (*route, error), done func(i int, err error)) (*route, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type result struct {
+		i   int
+		r   *route
+		err error
+	}
+	results := make(chan result, n)
+	next, pending := 0, 0
+	var timer <-chan time.Time
+	var tm interface{ Stop() bool }
+	defer func() {
+		if tm != nil {
+			tm.Stop()
+		}
+	}()
+	start := func() {
+		if tm != nil {
+			tm.Stop()
+			tm, timer = nil, nil
+		}
+		if next >= n {
+			return
+		}
+		i := next
+		next++
+		pending++
+		t.runs.Add(1)
+		go func() {
+			defer t.runs.Done()
+			r, err := run(ctx, i)
+			results <- result{i, r, err}
+		}()
+		if d := delay(i); d >= 0 && next < n {
+			if d == 0 {
+				timer = closedTimeChan
+				return
+			}
+			ct := t.clk.NewTimer(d)
+			tm, timer = ct, ct.C()
+		}
+	}
+	start()
+	var last error
+	for pending > 0 {
+		select {
+		case <-timer:
+			timer = nil
+			start()
+		case res := <-results:
+			pending--
+			done(res.i, res.err)
+			if res.err == nil {
+				return res.r, nil
+			}
+			if last == nil || !isSkip(res.err) {
+				last = res.err
+			}
+			if ctx.Err() == nil {
+				start() // a failure starts the next attempt at once
+			}
+		}
+	}
+	if last == nil {
+		last = errSkip
+	}
+	return nil, last
+}
+
+var closedTimeChan = func() <-chan time.Time {
+	c := make(chan time.Time)
+	close(c)
+	return c
+}()
+
+func isSkip(err error) bool { return errors.Is(err, errSkip) || errors.Is(err, ErrSkippedBroken) }
