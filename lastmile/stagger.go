@@ -3,6 +3,7 @@ package lastmile
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 )
 
@@ -10,13 +11,17 @@ import (
 // attempt 0 at once, attempt i+1 as soon as attempt i failed or delay(i)
 // passed without a route (a negative delay: only after the failure). The
 // first route wins and the attempts still running are canceled (a canceled
-// attempt marks nothing broken). done is called, on this goroutine, with
+// attempt marks nothing broken) and waited for. done is called, on this goroutine, with
 // each attempt that finished before the winner; the returned error is the
 // last failure that was not a skip (errSkip, ErrSkippedBroken), or a skip.
 func (t *Transport) staggered(ctx context.Context, n int, delay func(i int) time.Duration,
 	run func(ctx context.Context, i int) (*route, error), done func(i int, err error)) (*route, error) {
 	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	var wg sync.WaitGroup
+	defer func() {
+		cancel() // the losers end promptly: every attempt honours ctx
+		wg.Wait()
+	}()
 	type result struct {
 		i   int
 		r   *route
@@ -42,9 +47,9 @@ func (t *Transport) staggered(ctx context.Context, n int, delay func(i int) time
 		i := next
 		next++
 		pending++
-		t.runs.Add(1)
+		wg.Add(1)
 		go func() {
-			defer t.runs.Done()
+			defer wg.Done()
 			r, err := run(ctx, i)
 			results <- result{i, r, err}
 		}()
@@ -73,8 +78,10 @@ func (t *Transport) staggered(ctx context.Context, n int, delay func(i int) time
 			if last == nil || !isSkip(res.err) {
 				last = res.err
 			}
-			if ctx.Err() == nil {
-				start() // a failure starts the next attempt at once
+			if ctx.Err() == nil && (delay(res.i) >= 0 || pending == 0) {
+				// A failure starts the next attempt at once (without a
+				// stagger: once nothing else runs).
+				start()
 			}
 		}
 	}

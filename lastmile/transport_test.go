@@ -174,7 +174,7 @@ func TestQUICBlockedTCPWins(t *testing.T) {
 	t.Run("failed QUIC is remembered as broken for the node", func(t *testing.T) {
 		// TCP would start only after a minute: it starts at once when QUIC
 		// fails (handshake timeout), and the next race skips QUIC.
-		tp := w.transport(t, Config{Race: RaceConfig{TCPDelay: time.Minute, ConnectTimeout: 300 * time.Millisecond}})
+		tp := w.transport(t, Config{Race: RaceConfig{TCPDelay: time.Minute, ConnectTimeout: time.Second}})
 		_, tr := mustGet(t, tp, "https://api.test:"+p+"/")
 		if tr.Protocol != "h2" || !slices.Equal(tr.FailedSteps(), steps(ProtocolH3)) || tr.Failures[0].Kind != outcome.QUICHandshake {
 			t.Fatalf("first: %s", tr)
@@ -270,6 +270,7 @@ func TestSchedulerDownCDNThenFallbackIP(t *testing.T) {
 	w.private.SetRecord("api.test")
 	w.dohBack.SetRecord("api.test")
 	cfg := Config{
+		Stagger:     -1, // each step's failure is asserted: one after another
 		Scheduler:   SchedulerConfig{URL: "https://sched.test:" + strconv.Itoa(port(sn.Addr())) + "/v1/schedule"},
 		CDN:         []CDNDomain{{Domain: "cdn1.test", Port: dead}, {Domain: "cdn-gone.test", Port: dead}},
 		FallbackIPs: []FallbackIP{{Addr: lb.Addr(), ServerName: "lb.test"}},
