@@ -92,3 +92,8 @@ bench-shed:
 .PHONY: lastmile-experiment
 lastmile-experiment:
 	cd bench && $(GO) run ./cmd/lastmilebench -n 1000 -mix default -seed 1
+
+## lastmile-rtt: cold and warm TTFB over emulated RTT x loss, plain vs TCP vs HTTP/3-raced (docs/lastmile.md).
+.PHONY: lastmile-rtt
+lastmile-rtt:
+	cd bench && $(GO) run ./cmd/lastmilertt -n 40 -rtt 50ms,150ms,300ms -loss 0,0.01,0.05
