@@ -211,7 +211,7 @@ func (t *Transport) try(ctx context.Context, d *discovery, step RouteStep, cands
 		}
 		return nil, outcome.Wrap(outcome.NetworkOther, ErrSkippedBroken)
 	}
-	return t.staggered(ctx, len(live), func(int) time.Duration { return t.cfg.Stagger },
+	return staggered(ctx, t.clk, len(live), func(int) time.Duration { return t.cfg.Stagger },
 		func(ctx context.Context, i int) (*route, error) { return t.connect(ctx, d, step, live[i]) },
 		func(int, error) {})
 }

@@ -200,6 +200,9 @@ func (s *scheduler) nodes(ctx context.Context, network uint64, domain string, tr
 
 func (s *scheduler) fail(tr *Trace, err error) {
 	k := outcome.ClassifyError(err)
+	if k == outcome.ClientCanceled {
+		return // canceled because another step won: not a failure
+	}
 	tr.fail(Failure{Route: StepScheduler, Target: s.u.Host, Kind: k, Err: err})
 	s.m.fail(string(StepScheduler), k)
 }

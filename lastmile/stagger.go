@@ -5,17 +5,20 @@ import (
 	"errors"
 	"sync"
 	"time"
+
+	"github.com/veerhq/veer/clock"
 )
 
 // staggered runs n attempts happy-eyeballs style (RFC 8305 section 5):
 // attempt 0 at once, attempt i+1 as soon as attempt i failed or delay(i)
-// passed without a route (a negative delay: only after the failure). The
-// first route wins and the attempts still running are canceled (a canceled
-// attempt marks nothing broken) and waited for. done is called, on this goroutine, with
-// each attempt that finished before the winner; the returned error is the
-// last failure that was not a skip (errSkip, ErrSkippedBroken), or a skip.
-func (t *Transport) staggered(ctx context.Context, n int, delay func(i int) time.Duration,
-	run func(ctx context.Context, i int) (*route, error), done func(i int, err error)) (*route, error) {
+// passed without a result (a negative delay: only after the failure, once
+// nothing else runs). The first result wins and the attempts still running
+// are canceled (a canceled attempt marks nothing broken) and waited for.
+// done is called, on this goroutine, with each attempt that finished before
+// the winner; the returned error is the last failure that was not a skip
+// (isSkip), or a skip. Route steps and a step's nodes run through it.
+func staggered[T any](ctx context.Context, clk clock.Clock, n int, delay func(i int) time.Duration,
+	run func(ctx context.Context, i int) (T, error), done func(i int, err error)) (T, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	defer func() {
@@ -24,7 +27,7 @@ func (t *Transport) staggered(ctx context.Context, n int, delay func(i int) time
 	}()
 	type result struct {
 		i   int
-		r   *route
+		r   T
 		err error
 	}
 	results := make(chan result, n)
@@ -58,7 +61,7 @@ func (t *Transport) staggered(ctx context.Context, n int, delay func(i int) time
 				timer = closedTimeChan
 				return
 			}
-			ct := t.clk.NewTimer(d)
+			ct := clk.NewTimer(d)
 			tm, timer = ct, ct.C()
 		}
 	}
@@ -88,7 +91,8 @@ func (t *Transport) staggered(ctx context.Context, n int, delay func(i int) time
 	if last == nil {
 		last = errSkip
 	}
-	return nil, last
+	var zero T
+	return zero, last
 }
 
 var closedTimeChan = func() <-chan time.Time {

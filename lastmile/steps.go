@@ -45,7 +45,7 @@ func (t *Transport) runSteps(ctx context.Context, d *discovery) (*route, error) 
 			t.failStep(d, steps[i], err)
 		}
 	}
-	return t.staggered(ctx, len(steps), delay, run, done)
+	return staggered(ctx, t.clk, len(steps), delay, run, done)
 }
 
 // failStep records a route step's failure (unless it was not configured or
