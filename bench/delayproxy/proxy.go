@@ -119,11 +119,13 @@ func (p *Proxy) lost() bool {
 // client's DialContext for addresses served by proxies.
 func (p *Proxy) Dial(ctx context.Context, network, addr string) (net.Conn, error) {
 	wait := 2 * p.cfg.OneWay
-	for rto := synRTO; p.lost() || p.lost(); rto *= 2 {
-		wait += rto
-		if wait > time.Minute {
+	for rto := synRTO; wait < time.Minute; rto *= 2 {
+		synLost := p.lost()
+		synAckLost := p.lost()
+		if !synLost && !synAckLost {
 			break
 		}
+		wait += rto
 	}
 	t := time.NewTimer(wait)
 	defer t.Stop()
