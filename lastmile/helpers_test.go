@@ -48,7 +48,7 @@ func (e *dnsEnv) dnsConfig() DNSConfig {
 	return DNSConfig{
 		PrivateServers: []string{e.private.Addr()},
 		DoHURL:         e.doh.URL(),
-		Timeout:        300 * time.Millisecond,
+		Timeout:        600 * time.Millisecond, // a DoH step (TLS + HTTP/2) must fit under -race on a loaded machine
 	}
 }
 
