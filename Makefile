@@ -108,3 +108,8 @@ lastmile-experiment:
 .PHONY: bench-dns
 bench-dns: deps build
 	cd bench && $(GO) run ./cmd/dnsbench -veer ../bin/veer $(DNSBENCH_FLAGS) | tee ../bench-dns.md
+
+## lastmile-rtt: cold and warm TTFB over emulated RTT x loss, plain vs TCP vs HTTP/3-raced (docs/lastmile.md).
+.PHONY: lastmile-rtt
+lastmile-rtt:
+	cd bench && $(GO) run ./cmd/lastmilertt -n 40 -rtt 50ms,150ms,300ms -loss 0,0.01,0.05
