@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/veerhq/veer/clock"
+	"github.com/veerhq/veer/internal/metrictest"
 	"github.com/veerhq/veer/obs"
 	"github.com/veerhq/veer/outcome"
 )
@@ -137,27 +138,9 @@ func TestBreakerSteps(t *testing.T) {
 	if errs := obs.Lint(reg); len(errs) > 0 {
 		t.Fatal(errs)
 	}
-	if got := counter(t, reg, "veer_breaker_stale_outcomes_total"); got != 3 {
+	if got := metrictest.Sum(t, reg, "veer_breaker_stale_outcomes_total", nil); got != 3 {
 		t.Errorf("stale outcomes = %v, want 3", got)
 	}
-}
-
-func counter(t *testing.T, g prometheus.Gatherer, name string) float64 {
-	t.Helper()
-	mfs, err := g.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	sum := 0.0
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			sum += m.GetCounter().GetValue()
-		}
-	}
-	return sum
 }
 
 func TestDefaultClassify(t *testing.T) {

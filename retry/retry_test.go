@@ -18,6 +18,7 @@ import (
 
 	"github.com/veerhq/veer/clock"
 	"github.com/veerhq/veer/config"
+	"github.com/veerhq/veer/internal/metrictest"
 	"github.com/veerhq/veer/obs"
 	"github.com/veerhq/veer/outcome"
 )
@@ -168,7 +169,7 @@ func TestBudgetStopsStorm(t *testing.T) {
 	if got != 200 {
 		t.Fatalf("storm: %d retries, want 200", got)
 	}
-	if got := counter(t, reg, "veer_retry_giveups_total"); got == 0 {
+	if got := metrictest.Sum(t, reg, "veer_retry_giveups_total", nil); got == 0 {
 		t.Fatal("no give-ups counted")
 	}
 	if errs := obs.Lint(reg); len(errs) > 0 {
@@ -193,23 +194,6 @@ func storm(r *Retrier, now time.Time, n int) int {
 		}
 	}
 	return retries
-}
-
-func counter(t *testing.T, g prometheus.Gatherer, name string) float64 {
-	t.Helper()
-	mfs, err := g.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	sum := 0.0
-	for _, mf := range mfs {
-		if mf.GetName() == name {
-			for _, m := range mf.GetMetric() {
-				sum += m.GetCounter().GetValue()
-			}
-		}
-	}
-	return sum
 }
 
 func TestDoWaits(t *testing.T) {

@@ -15,6 +15,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/veerhq/veer/config"
+	"github.com/veerhq/veer/internal/metrictest"
 	"github.com/veerhq/veer/internal/redistest"
 	"github.com/veerhq/veer/limit"
 	"github.com/veerhq/veer/limit/limittest"
@@ -136,7 +137,7 @@ func TestSharedRateAccuracy(t *testing.T) {
 	counts := hammer(ls, 3, []string{"acme"}, stop, func(int, limit.Result) { decisions.Add(1) })
 	testHookAdmitted = nil
 	for i, reg := range regs {
-		if n := metricValue(t, reg, "veer_limitredis_errors_total"); n != 0 {
+		if n := metrictest.Sum(t, reg, "veer_limitredis_errors_total", nil); n != 0 {
 			t.Fatalf("instance %d: %v Redis errors during the run", i, n)
 		}
 	}
@@ -389,7 +390,7 @@ func fallbackScenario(t *testing.T, srv *redistest.Server, fault, heal func()) {
 		t.Fatal("decision after recovery was local")
 	}
 	for i, reg := range regs {
-		fb, rec := metricValue(t, reg, "veer_limitredis_fallbacks_total"), metricValue(t, reg, "veer_limitredis_recoveries_total")
+		fb, rec := metrictest.Sum(t, reg, "veer_limitredis_fallbacks_total", nil), metrictest.Sum(t, reg, "veer_limitredis_recoveries_total", nil)
 		if fb < 1 || rec != fb {
 			t.Errorf("instance %d: fallbacks %v recoveries %v, want as many recoveries as fallbacks", i, fb, rec)
 		}
@@ -437,23 +438,6 @@ func FuzzConfig(f *testing.F) {
 			t.Fatalf("defaults not applied: %+v", d)
 		}
 	})
-}
-
-func metricValue(t *testing.T, g prometheus.Gatherer, name string) float64 {
-	t.Helper()
-	mfs, err := g.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	sum := 0.0
-	for _, mf := range mfs {
-		if mf.GetName() == name {
-			for _, m := range mf.GetMetric() {
-				sum += m.GetCounter().GetValue() + m.GetGauge().GetValue()
-			}
-		}
-	}
-	return sum
 }
 
 func TestContract(t *testing.T) {
