@@ -23,7 +23,7 @@ func TestTransport(t *testing.T) {
 	}))
 	defer srv.Close()
 	b := must(New(Config{MinRequests: 5, Levels: []Level{{FailureRatio: 0.9, Admit: 0}}}, Options{Registerer: prometheus.NewRegistry(), Logger: obs.Discard}))
-	c := &http.Client{Transport: &Transport{Base: srv.Client().Transport, Breaker: b}}
+	c := &http.Client{Transport: &Transport{Next: srv.Client().Transport, Breaker: b}}
 	get := func() (*http.Response, error) {
 		resp, err := c.Get(srv.URL)
 		if err == nil {

@@ -285,7 +285,7 @@ func TestTransport(t *testing.T) {
 	}))
 	defer srv.Close()
 	client := &http.Client{Transport: &Transport{
-		Base:    srv.Client().Transport,
+		Next:    srv.Client().Transport,
 		Retrier: must(New(Config{Initial: time.Millisecond, MaxWait: time.Millisecond}, Options{Registerer: prometheus.NewRegistry()})),
 	}}
 	post := func(hdr string) (*http.Response, error) {
@@ -336,7 +336,7 @@ func TestTransportConnectRefused(t *testing.T) {
 	addr := ln.Addr().String()
 	ln.Close() // a closed port: real ECONNREFUSED
 	client := &http.Client{Transport: &Transport{
-		Base:    &http.Transport{},
+		Next:    &http.Transport{},
 		Retrier: must(New(Config{Initial: time.Millisecond, MaxWait: time.Millisecond}, Options{Registerer: prometheus.NewRegistry()})),
 	}}
 	req, _ := http.NewRequest(http.MethodPost, "http://"+addr, strings.NewReader("x"))
