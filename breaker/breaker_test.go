@@ -265,13 +265,17 @@ func containsField(err error, field string) bool {
 
 func ExampleBreaker() {
 	m := clock.NewManual(t0)
-	b := must(New(Config{MinRequests: 4}, Options{Clock: m, Registerer: prometheus.NewRegistry(), Logger: obs.Discard}))
+	b, err := New(Config{MinRequests: 4}, Options{Clock: m, Registerer: prometheus.NewRegistry(), Logger: obs.Discard})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	for _, k := range []outcome.Kind{outcome.Success, outcome.ServerError, outcome.ServerError, outcome.ServerError} {
 		done, _ := b.Allow()
 		done(outcome.Of(k))
 	}
 	fmt.Println(b.Status().State, b.Status().Admit)
-	_, err := b.Allow()
+	_, err = b.Allow()
 	fmt.Println(err)
 	_, err = b.Allow()
 	fmt.Println(err)
