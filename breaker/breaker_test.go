@@ -11,6 +11,7 @@ import (
 
 	"github.com/veerhq/veer/clock"
 	"github.com/veerhq/veer/internal/metrictest"
+	"github.com/veerhq/veer/internal/must"
 	"github.com/veerhq/veer/obs"
 	"github.com/veerhq/veer/outcome"
 )
@@ -79,7 +80,7 @@ func TestBreakerSteps(t *testing.T) {
 	)
 
 	reg := prometheus.NewRegistry()
-	b := must(New(testConfig(), Options{Clock: clock.NewManual(t0), Registerer: reg, Logger: obs.Discard}))
+	b := must.Get(New(testConfig(), Options{Clock: clock.NewManual(t0), Registerer: reg, Logger: obs.Discard}))
 	// The breaker measures time from its construction; AllowAt times are
 	// absolute.
 	var held []Ticket
@@ -175,7 +176,7 @@ func TestCustomClassify(t *testing.T) {
 		return DefaultClassify(o)
 	}
 	m := clock.NewManual(t0)
-	b := must(New(Config{MinRequests: 4, Levels: []Level{{FailureRatio: 1, Admit: 0}}}, Options{Clock: m, Classify: cls, Registerer: prometheus.NewRegistry(), Logger: obs.Discard}))
+	b := must.Get(New(Config{MinRequests: 4, Levels: []Level{{FailureRatio: 1, Admit: 0}}}, Options{Clock: m, Classify: cls, Registerer: prometheus.NewRegistry(), Logger: obs.Discard}))
 	for range 4 {
 		done, err := b.Allow()
 		if err != nil {
@@ -193,7 +194,7 @@ func TestCustomClassify(t *testing.T) {
 }
 
 func TestAllowDoneNoAlloc(t *testing.T) {
-	b := must(New(Config{}, Options{Registerer: prometheus.NewRegistry(), Logger: obs.Discard}))
+	b := must.Get(New(Config{}, Options{Registerer: prometheus.NewRegistry(), Logger: obs.Discard}))
 	ok := outcome.Of(outcome.Success)
 	allocs := testing.AllocsPerRun(1000, func() {
 		done, err := b.Allow()
@@ -208,7 +209,7 @@ func TestAllowDoneNoAlloc(t *testing.T) {
 }
 
 func TestConcurrent(t *testing.T) {
-	b := must(New(Config{MinRequests: 50}, Options{Registerer: prometheus.NewRegistry(), Logger: obs.Discard}))
+	b := must.Get(New(Config{MinRequests: 50}, Options{Registerer: prometheus.NewRegistry(), Logger: obs.Discard}))
 	var wg sync.WaitGroup
 	for g := range 8 {
 		wg.Go(func() {
@@ -286,7 +287,7 @@ func ExampleBreaker() {
 }
 
 func BenchmarkAllowDone(b *testing.B) {
-	br := must(New(Config{}, Options{Registerer: prometheus.NewRegistry(), Logger: obs.Discard}))
+	br := must.Get(New(Config{}, Options{Registerer: prometheus.NewRegistry(), Logger: obs.Discard}))
 	ok := outcome.Of(outcome.Success)
 	b.ReportAllocs()
 	for b.Loop() {
@@ -300,7 +301,7 @@ func BenchmarkAllowDone(b *testing.B) {
 // BenchmarkAllowDoneAt measures the decision core without clock reads
 // (time.Now costs ~80 ns on a kvm-clock VM).
 func BenchmarkAllowDoneAt(b *testing.B) {
-	br := must(New(Config{}, Options{Clock: clock.NewManual(t0), Registerer: prometheus.NewRegistry(), Logger: obs.Discard}))
+	br := must.Get(New(Config{}, Options{Clock: clock.NewManual(t0), Registerer: prometheus.NewRegistry(), Logger: obs.Discard}))
 	ok := outcome.Of(outcome.Success)
 	now := t0
 	b.ReportAllocs()

@@ -1,7 +1,6 @@
 package breaker
 
 import (
-	"errors"
 	"reflect"
 	"strings"
 	"testing"
@@ -13,31 +12,9 @@ import (
 	"github.com/veerhq/veer/obs"
 )
 
-// fieldOf returns the field the *config.FieldError in err names, or "" when
-// err holds none or several.
-func fieldOf(err error) string {
-	var fields []string
-	var walk func(error)
-	walk = func(e error) {
-		if j, ok := e.(interface{ Unwrap() []error }); ok {
-			for _, x := range j.Unwrap() {
-				walk(x)
-			}
-			return
-		}
-		var fe *config.FieldError
-		if errors.As(e, &fe) {
-			fields = append(fields, fe.Field)
-		}
-	}
-	if err != nil {
-		walk(err)
-	}
-	if len(fields) != 1 {
-		return strings.Join(fields, ",")
-	}
-	return fields[0]
-}
+// fieldOf returns the fields the *config.FieldErrors in err name, joined
+// by commas ("" when none).
+func fieldOf(err error) string { return strings.Join(config.Fields(err), ",") }
 
 // TestNewRejectsEachInvalidField: New refuses an invalid field with an
 // error naming it, instead of replacing the config with defaults.

@@ -12,28 +12,9 @@ import (
 	"github.com/veerhq/veer/config"
 )
 
-// fieldOf returns the field the *config.FieldError in err names ("" when
-// none; several joined by commas).
-func fieldOf(err error) string {
-	var fields []string
-	var walk func(error)
-	walk = func(e error) {
-		if j, ok := e.(interface{ Unwrap() []error }); ok {
-			for _, x := range j.Unwrap() {
-				walk(x)
-			}
-			return
-		}
-		var fe *config.FieldError
-		if errors.As(e, &fe) {
-			fields = append(fields, fe.Field)
-		}
-	}
-	if err != nil {
-		walk(err)
-	}
-	return strings.Join(fields, ",")
-}
+// fieldOf returns the fields the *config.FieldErrors in err name, joined
+// by commas ("" when none).
+func fieldOf(err error) string { return strings.Join(config.Fields(err), ",") }
 
 func loadKey(_ context.Context, key string) (string, error) { return key, nil }
 

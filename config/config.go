@@ -80,6 +80,20 @@ func In(prefix string, err error) error {
 	return errors.Join(out...)
 }
 
+// Fields lists the field paths named by the FieldErrors in err (joined
+// errors included), in order; nil when there are none. Tests and tools use
+// it to check which fields a Validate refused.
+func Fields(err error) []string {
+	var out []string
+	for _, e := range flatten(err) {
+		var fe *FieldError
+		if e != nil && errors.As(e, &fe) {
+			out = append(out, fe.Field)
+		}
+	}
+	return out
+}
+
 func (e *FieldError) Error() string {
 	var b strings.Builder
 	if e.File != "" {

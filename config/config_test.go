@@ -134,3 +134,13 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+func TestFields(t *testing.T) {
+	err := errors.Join(config.Field("a", "x"), config.In("b", errors.Join(config.Field("c", "y"), errors.New("plain"))))
+	if got := strings.Join(config.Fields(err), ","); got != "a,b.c,b" {
+		t.Fatalf("Fields = %q, want a,b.c,b", got)
+	}
+	if got := config.Fields(nil); got != nil {
+		t.Fatalf("Fields(nil) = %v", got)
+	}
+}
