@@ -12,10 +12,6 @@ import (
 	"github.com/veerhq/veer/obs"
 )
 
-// fieldOf returns the fields the *config.FieldErrors in err name, joined
-// by commas ("" when none).
-func fieldOf(err error) string { return strings.Join(config.Fields(err), ",") }
-
 // TestNewRejectsEachInvalidField: New refuses an invalid field with an
 // error naming it, instead of replacing the config with defaults.
 func TestNewRejectsEachInvalidField(t *testing.T) {
@@ -40,7 +36,7 @@ func TestNewRejectsEachInvalidField(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.field, func(t *testing.T) {
 			b, err := New(tt.cfg, Options{Registerer: prometheus.NewRegistry(), Logger: obs.Discard})
-			if b != nil || fieldOf(err) != tt.field {
+			if b != nil || strings.Join(config.Fields(err), ",") != tt.field {
 				t.Fatalf("New = %v, %v; want nil and an error naming %s", b, err, tt.field)
 			}
 		})
@@ -94,7 +90,7 @@ func TestNewThrottleRejectsEachInvalidField(t *testing.T) {
 	}
 	for _, tt := range tests {
 		th, err := NewThrottle(tt.cfg, ThrottleOptions{Registerer: prometheus.NewRegistry()})
-		if th != nil || fieldOf(err) != tt.field {
+		if th != nil || strings.Join(config.Fields(err), ",") != tt.field {
 			t.Errorf("NewThrottle(%+v) = %v, %v; want nil and an error naming %s", tt.cfg, th, err, tt.field)
 		}
 	}

@@ -70,21 +70,11 @@ func (c *Config) Validate() error {
 
 // withDefaults fills the zero fields of a valid Config with their defaults.
 func (c Config) withDefaults() Config {
-	if c.TTL == 0 {
-		c.TTL = DefaultTTL
-	}
-	if c.MaxStale == 0 {
-		c.MaxStale = max(DefaultMaxStale, c.TTL)
-	}
-	if c.ErrorBackoff == 0 {
-		c.ErrorBackoff = DefaultErrorBackoff
-	}
-	if c.LoadTimeout == 0 {
-		c.LoadTimeout = DefaultLoadTimeout
-	}
-	if c.MaxEntries == 0 {
-		c.MaxEntries = DefaultMaxEntries
-	}
+	c.TTL = cmp.Or(c.TTL, DefaultTTL)
+	c.MaxStale = cmp.Or(c.MaxStale, max(DefaultMaxStale, c.TTL))
+	c.ErrorBackoff = cmp.Or(c.ErrorBackoff, DefaultErrorBackoff)
+	c.LoadTimeout = cmp.Or(c.LoadTimeout, DefaultLoadTimeout)
+	c.MaxEntries = cmp.Or(c.MaxEntries, DefaultMaxEntries)
 	return c
 }
 

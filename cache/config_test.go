@@ -12,10 +12,6 @@ import (
 	"github.com/veerhq/veer/config"
 )
 
-// fieldOf returns the fields the *config.FieldErrors in err name, joined
-// by commas ("" when none).
-func fieldOf(err error) string { return strings.Join(config.Fields(err), ",") }
-
 func loadKey(_ context.Context, key string) (string, error) { return key, nil }
 
 // TestNewRejectsEachInvalidField: New refuses an invalid field with an
@@ -36,7 +32,7 @@ func TestNewRejectsEachInvalidField(t *testing.T) {
 	}
 	for _, tt := range tests {
 		c, err := New(tt.cfg, loadKey, Options{Registerer: prometheus.NewRegistry()})
-		if c != nil || fieldOf(err) != tt.field {
+		if c != nil || strings.Join(config.Fields(err), ",") != tt.field {
 			t.Errorf("New(%+v) = %v, %v; want nil and an error naming %s", tt.cfg, c, err, tt.field)
 		}
 	}

@@ -1,6 +1,7 @@
 package retry
 
 import (
+	"cmp"
 	"errors"
 	"sync"
 	"time"
@@ -38,15 +39,9 @@ type BudgetConfig struct {
 
 // withDefaults fills the zero fields of a valid BudgetConfig.
 func (c BudgetConfig) withDefaults() BudgetConfig {
-	if c.Ratio == 0 {
-		c.Ratio = DefaultBudgetRatio
-	}
-	if c.MinRetries == 0 {
-		c.MinRetries = DefaultBudgetMinRetries
-	}
-	if c.Interval == 0 {
-		c.Interval = DefaultBudgetInterval
-	}
+	c.Ratio = cmp.Or(c.Ratio, DefaultBudgetRatio)
+	c.MinRetries = cmp.Or(c.MinRetries, DefaultBudgetMinRetries)
+	c.Interval = cmp.Or(c.Interval, DefaultBudgetInterval)
 	return c
 }
 

@@ -12,10 +12,6 @@ import (
 	"github.com/veerhq/veer/internal/must"
 )
 
-// fieldOf returns the fields the *config.FieldErrors in err name, joined
-// by commas ("" when none).
-func fieldOf(err error) string { return strings.Join(config.Fields(err), ",") }
-
 // TestNewRejectsEachInvalidField: New refuses an invalid field with an
 // error naming it, instead of replacing the policy with the default.
 func TestNewRejectsEachInvalidField(t *testing.T) {
@@ -34,7 +30,7 @@ func TestNewRejectsEachInvalidField(t *testing.T) {
 	}
 	for _, tt := range tests {
 		r, err := New(tt.cfg, Options{Registerer: prometheus.NewRegistry()})
-		if r != nil || fieldOf(err) != tt.field {
+		if r != nil || strings.Join(config.Fields(err), ",") != tt.field {
 			t.Errorf("New(%+v) = %v, %v; want nil and an error naming %s", tt.cfg, r, err, tt.field)
 		}
 	}
@@ -70,7 +66,7 @@ func TestNewBudgetRejectsEachInvalidField(t *testing.T) {
 	}
 	for _, tt := range tests {
 		b, err := NewBudget(tt.cfg)
-		if b != nil || fieldOf(err) != tt.field {
+		if b != nil || strings.Join(config.Fields(err), ",") != tt.field {
 			t.Errorf("NewBudget(%+v) = %v, %v; want nil and an error naming %s", tt.cfg, b, err, tt.field)
 		}
 	}
