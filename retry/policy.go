@@ -1,6 +1,7 @@
 package retry
 
 import (
+	"cmp"
 	"errors"
 	"math"
 	"net/http"
@@ -82,18 +83,10 @@ func (p *Config) Validate() error {
 // Backoff and Schedule call it too, so a Config value answers the same with
 // or without a Retrier.
 func (p Config) withDefaults() Config {
-	if p.MaxAttempts == 0 {
-		p.MaxAttempts = DefaultMaxAttempts
-	}
-	if p.Initial <= 0 {
-		p.Initial = DefaultInitial
-	}
-	if p.Multiplier == 0 {
-		p.Multiplier = DefaultMultiplier
-	}
-	if p.MaxWait <= 0 {
-		p.MaxWait = DefaultMaxWait
-	}
+	p.MaxAttempts = cmp.Or(p.MaxAttempts, DefaultMaxAttempts)
+	p.Initial = cmp.Or(max(p.Initial, 0), DefaultInitial) // Base may see an unvalidated Config
+	p.Multiplier = cmp.Or(p.Multiplier, DefaultMultiplier)
+	p.MaxWait = cmp.Or(max(p.MaxWait, 0), DefaultMaxWait)
 	return p
 }
 
