@@ -137,7 +137,7 @@ func TestSharedRateAccuracy(t *testing.T) {
 	counts := hammer(ls, 3, []string{"acme"}, stop, func(int, limit.Result) { decisions.Add(1) })
 	testHookAdmitted = nil
 	for i, reg := range regs {
-		if n := metrictest.Sum(t, reg, "veer_limitredis_errors_total", nil); n != 0 {
+		if n := metricValue(t, reg, "veer_limitredis_errors_total"); n != 0 {
 			t.Fatalf("instance %d: %v Redis errors during the run", i, n)
 		}
 	}
@@ -390,7 +390,7 @@ func fallbackScenario(t *testing.T, srv *redistest.Server, fault, heal func()) {
 		t.Fatal("decision after recovery was local")
 	}
 	for i, reg := range regs {
-		fb, rec := metrictest.Sum(t, reg, "veer_limitredis_fallbacks_total", nil), metrictest.Sum(t, reg, "veer_limitredis_recoveries_total", nil)
+		fb, rec := metricValue(t, reg, "veer_limitredis_fallbacks_total"), metricValue(t, reg, "veer_limitredis_recoveries_total")
 		if fb < 1 || rec != fb {
 			t.Errorf("instance %d: fallbacks %v recoveries %v, want as many recoveries as fallbacks", i, fb, rec)
 		}
@@ -438,6 +438,11 @@ func FuzzConfig(f *testing.F) {
 			t.Fatalf("defaults not applied: %+v", d)
 		}
 	})
+}
+
+func metricValue(t *testing.T, g prometheus.Gatherer, name string) float64 {
+	t.Helper()
+	return metrictest.Sum(t, g, name, nil)
 }
 
 func TestContract(t *testing.T) {
