@@ -21,9 +21,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"go.uber.org/goleak"
-
-	"github.com/veerhq/veer/internal/metrictest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -377,10 +376,32 @@ func (s notifyStore) want(t *testing.T, w string) {
 // the given label values (in label-name order), or -1 if absent.
 func counter(t *testing.T, g prometheus.Gatherer, name string, labels map[string]string) float64 {
 	t.Helper()
-	if v, ok := metrictest.Lookup(t, g, name, labels); ok {
-		return v
+	mfs, err := g.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	metric:
+		for _, m := range mf.GetMetric() {
+			for _, lp := range m.GetLabel() {
+				if v, ok := labels[lp.GetName()]; ok && v != lp.GetValue() {
+					continue metric
+				}
+			}
+			return value(m)
+		}
 	}
 	return -1
+}
+
+func value(m *dto.Metric) float64 {
+	if c := m.GetCounter(); c != nil {
+		return c.GetValue()
+	}
+	return m.GetGauge().GetValue()
 }
 
 // logRecorder is a slog.Handler keeping the records it sees.
