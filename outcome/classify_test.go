@@ -208,7 +208,14 @@ func TestClassifyRealErrors(t *testing.T) {
 			return clientVia("", time.Second).Do(req)
 		}, outcome.ClientCanceled},
 		{"TLS bad certificate", func(t *testing.T) (*http.Response, error) {
-			return clientVia("", time.Second).Get(tlsSrv.URL)
+			// A generous handshake timeout: the certificate error is the
+			// point, not the (separately tested) timeout.
+			return clientVia("", 30*time.Second).Get(tlsSrv.URL)
+		}, outcome.TLSHandshake},
+		{"TLS handshake timeout (no ServerHello)", func(t *testing.T) (*http.Response, error) {
+			// TCP connects, the ClientHello is never answered: the request
+			// was never sent, so this is no response timeout.
+			return clientVia("", 300*time.Millisecond).Get("https://" + silentServer(t) + "/")
 		}, outcome.TLSHandshake},
 		{"TLS server name mismatch", func(t *testing.T) (*http.Response, error) {
 			c := tlsSrv.Client()
