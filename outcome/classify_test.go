@@ -170,6 +170,12 @@ func statusServer(t *testing.T, code int, retryAfter string) string {
 	return s.URL
 }
 
+// status returns a test step that GETs from a server answering code (and
+// Retry-After retryAfter when not empty).
+func status(code int, retryAfter string) func(t *testing.T) (*http.Response, error) {
+	return func(t *testing.T) (*http.Response, error) { return http.Get(statusServer(t, code, retryAfter)) }
+}
+
 func TestClassifyRealErrors(t *testing.T) {
 	tlsSrv := httptest.NewUnstartedServer(http.NotFoundHandler())
 	tlsSrv.Config.ErrorLog = log.New(io.Discard, "", 0) // handshake failures are the point
@@ -232,21 +238,11 @@ func TestClassifyRealErrors(t *testing.T) {
 		{"DNS timeout", func(t *testing.T) (*http.Response, error) {
 			return clientVia(dnsServer(t, -1), 300*time.Millisecond).Get("http://api.veer.test/")
 		}, outcome.DNSTimeout},
-		{"200", func(t *testing.T) (*http.Response, error) {
-			return http.Get(statusServer(t, 200, ""))
-		}, outcome.Success},
-		{"404", func(t *testing.T) (*http.Response, error) {
-			return http.Get(statusServer(t, 404, ""))
-		}, outcome.ClientError},
-		{"429", func(t *testing.T) (*http.Response, error) {
-			return http.Get(statusServer(t, 429, "2"))
-		}, outcome.Limited},
-		{"500", func(t *testing.T) (*http.Response, error) {
-			return http.Get(statusServer(t, 500, ""))
-		}, outcome.ServerError},
-		{"503", func(t *testing.T) (*http.Response, error) {
-			return http.Get(statusServer(t, 503, "7"))
-		}, outcome.Overloaded},
+		{"200", status(200, ""), outcome.Success},
+		{"404", status(404, ""), outcome.ClientError},
+		{"429", status(429, "2"), outcome.Limited},
+		{"500", status(500, ""), outcome.ServerError},
+		{"503", status(503, "7"), outcome.Overloaded},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
