@@ -69,24 +69,16 @@ type Config struct {
 // Validate reports invalid fields.
 func (c *Config) Validate() error {
 	var errs []error
-	if c.Window < 0 {
-		errs = append(errs, config.Field("window", "must not be negative"))
-	}
 	if c.Buckets < 0 || c.Buckets > MaxBuckets {
 		errs = append(errs, config.Field("buckets", "must be in [0, %d]", MaxBuckets))
 	}
-	if c.MinRequests < 0 {
-		errs = append(errs, config.Field("min_requests", "must not be negative"))
-	}
-	if c.OpenFor < 0 {
-		errs = append(errs, config.Field("open_for", "must not be negative"))
-	}
-	if c.MaxProbes < 0 {
-		errs = append(errs, config.Field("max_probes", "must not be negative"))
-	}
-	if c.ProbeSuccesses < 0 {
-		errs = append(errs, config.Field("probe_successes", "must not be negative"))
-	}
+	errs = append(errs,
+		config.NotNegative("window", c.Window),
+		config.NotNegative("min_requests", c.MinRequests),
+		config.NotNegative("open_for", c.OpenFor),
+		config.NotNegative("max_probes", c.MaxProbes),
+		config.NotNegative("probe_successes", c.ProbeSuccesses),
+	)
 	if len(c.Levels) > MaxLevels {
 		errs = append(errs, config.Field("levels", "at most %d levels", MaxLevels))
 	}

@@ -18,6 +18,7 @@ package config
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -50,6 +51,17 @@ type FieldError struct {
 // Field returns a FieldError for path with a formatted message.
 func Field(path, format string, args ...any) *FieldError {
 	return &FieldError{Field: path, Err: fmt.Errorf(format, args...)}
+}
+
+// NotNegative returns a FieldError for field when v is negative, else nil,
+// so that a Validate lists such checks in one append (errors.Join drops the
+// nils): errs = append(errs, config.NotNegative("window", c.Window), ...).
+func NotNegative[T cmp.Ordered](field string, v T) error {
+	var zero T
+	if v < zero {
+		return Field(field, "must not be negative")
+	}
+	return nil
 }
 
 // In prefixes the field path of every FieldError inside err with prefix, so a

@@ -144,3 +144,18 @@ func TestFields(t *testing.T) {
 		t.Fatalf("Fields(nil) = %v", got)
 	}
 }
+
+func TestNotNegative(t *testing.T) {
+	if err := config.NotNegative("window", -time.Second); err == nil || err.Error() != "window: must not be negative" {
+		t.Fatalf("NotNegative(-1s) = %v", err)
+	}
+	if err := config.NotNegative("window", 0*time.Second); err != nil {
+		t.Fatalf("NotNegative(0) = %#v, want a nil error", err)
+	}
+	if err := config.NotNegative("ratio", 0.5); err != nil {
+		t.Fatalf("NotNegative(0.5) = %#v, want a nil error", err)
+	}
+	if got := config.Fields(errors.Join(config.NotNegative("a", 1), config.NotNegative("b", -1))); len(got) != 1 || got[0] != "b" {
+		t.Fatalf("joined = %v, want [b]", got)
+	}
+}

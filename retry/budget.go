@@ -51,9 +51,7 @@ func (c *BudgetConfig) Validate() error {
 	if !(c.Ratio >= 0 && c.Ratio <= MaxBudgetRatio) {
 		errs = append(errs, config.Field("ratio", "must be in [0, %d], got %v", MaxBudgetRatio, c.Ratio))
 	}
-	if c.MinRetries < 0 {
-		errs = append(errs, config.Field("min_retries", "must not be negative"))
-	}
+	errs = append(errs, config.NotNegative("min_retries", c.MinRetries))
 	if c.Interval < 0 || (c.Interval > 0 && c.Interval < MinBudgetInterval) {
 		errs = append(errs, config.Field("interval", "must be 0 (default) or at least %v, got %v", MinBudgetInterval, c.Interval))
 	}

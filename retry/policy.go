@@ -64,18 +64,14 @@ func (p *Config) Validate() error {
 	if p.MaxAttempts == -1 && p.Deadline <= 0 {
 		errs = append(errs, config.Field("max_attempts", "-1 (no limit) needs a deadline"))
 	}
-	if p.Initial < 0 {
-		errs = append(errs, config.Field("initial", "must not be negative"))
-	}
 	if p.Multiplier != 0 && !(p.Multiplier >= 1 && p.Multiplier <= 100) {
 		errs = append(errs, config.Field("multiplier", "must be in [1, 100], got %v", p.Multiplier))
 	}
-	if p.MaxWait < 0 {
-		errs = append(errs, config.Field("max_wait", "must not be negative"))
-	}
-	if p.Deadline < 0 {
-		errs = append(errs, config.Field("deadline", "must not be negative"))
-	}
+	errs = append(errs,
+		config.NotNegative("initial", p.Initial),
+		config.NotNegative("max_wait", p.MaxWait),
+		config.NotNegative("deadline", p.Deadline),
+	)
 	return errors.Join(errs...)
 }
 
