@@ -132,6 +132,12 @@ func FuzzParse(f *testing.F) {
 				t.Fatalf("Parse accepted a config that fails Validate: %v", verr)
 			}
 		}
+		// Locate reads the same untrusted bytes: it must not panic and
+		// must keep the field it was given.
+		lerr := config.Locate(config.Field("endpoints[0].target", "x"), "fuzz.yaml", data)
+		if got := config.Fields(lerr); len(got) != 1 || got[0] != "endpoints[0].target" {
+			t.Fatalf("Locate lost the field: %v", lerr)
+		}
 	})
 }
 
