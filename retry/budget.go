@@ -17,8 +17,10 @@ const (
 	DefaultBudgetInterval   = 10 * time.Second
 	// MaxBudgetRatio bounds BudgetConfig.Ratio.
 	MaxBudgetRatio = 10
-	// MinBudgetInterval bounds BudgetConfig.Interval from below: each of
-	// the window's buckets must span at least a nanosecond.
+	// MinBudgetInterval bounds BudgetConfig.Interval from below. A shorter
+	// window cannot mean what it says (its ten buckets would be under
+	// 100 ns wide; under 10 ns it once divided by zero): it is a unit
+	// mistake in the file (10 for 10s), so it is refused.
 	MinBudgetInterval = time.Microsecond
 )
 
