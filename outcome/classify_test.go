@@ -67,14 +67,16 @@ func fullBacklog(t *testing.T) string {
 	return addr
 }
 
-// silentServer accepts connections and never answers.
-func silentServer(t *testing.T) string {
+// tcpServer listens on a loopback port and hands each accepted connection
+// to handle, on the accept goroutine; cleanup stops accepting, waits, and
+// closes the connections handle kept open.
+func tcpServer(t *testing.T, handle func(c net.Conn) (keep bool)) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var conns []net.Conn
+	var kept []net.Conn
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -83,42 +85,35 @@ func silentServer(t *testing.T) string {
 			if err != nil {
 				return
 			}
-			conns = append(conns, c)
+			if handle(c) {
+				kept = append(kept, c)
+			}
 		}
 	}()
 	t.Cleanup(func() {
 		ln.Close()
 		<-done
-		for _, c := range conns {
+		for _, c := range kept {
 			c.Close()
 		}
 	})
 	return ln.Addr().String()
 }
 
+// silentServer accepts connections and never answers.
+func silentServer(t *testing.T) string {
+	return tcpServer(t, func(net.Conn) bool { return true })
+}
+
 // resetServer accepts, reads the request, and closes with RST.
 func resetServer(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			buf := make([]byte, 4096)
-			_, _ = c.Read(buf)
-			_ = c.(*net.TCPConn).SetLinger(0)
-			c.Close()
-		}
-	}()
-	t.Cleanup(func() { ln.Close(); <-done })
-	return ln.Addr().String()
+	return tcpServer(t, func(c net.Conn) bool {
+		buf := make([]byte, 4096)
+		_, _ = c.Read(buf)
+		_ = c.(*net.TCPConn).SetLinger(0)
+		c.Close()
+		return false
+	})
 }
 
 // dnsServer runs a real DNS server on loopback UDP answering every query
