@@ -92,8 +92,8 @@ func File[T any](path string, opts Options, apply func(T) error) (*Watcher[T], e
 	if err != nil {
 		return nil, err
 	}
-	if opts.Debounce < 0 {
-		return nil, config.Field("debounce", "must not be negative")
+	if err := config.NotNegative("debounce", opts.Debounce); err != nil {
+		return nil, err
 	}
 	if opts.Debounce == 0 {
 		opts.Debounce = DefaultDebounce
