@@ -151,9 +151,9 @@ func asDNSError(err error, de **net.DNSError) bool {
 // with the private DNS over UDP, and over UDP and TCP raced.
 func TestLastmileResolver(t *testing.T) {
 	s := startServer(t, parseConfig(t, testZone), Options{})
-	for _, step := range []lastmile.Step{lastmile.StepPrivateUDP, lastmile.StepPrivateRace} {
+	for _, step := range []lastmile.ResolverStep{lastmile.StepPrivateUDP, lastmile.StepPrivateRace} {
 		r, err := lastmile.NewResolver(lastmile.DNSConfig{
-			Order:          []lastmile.Step{step},
+			Order:          []lastmile.ResolverStep{step},
 			PrivateServers: []string{s.Addr().String()},
 			Timeout:        5 * time.Second,
 		}, lastmile.Options{Registerer: prometheus.NewRegistry(), Logger: obs.Discard})

@@ -194,7 +194,7 @@ func TestLastmileDoH(t *testing.T) {
 	defer tr.CloseIdleConnections()
 	for _, method := range []string{"GET", "POST"} {
 		r, err := lastmile.NewResolver(lastmile.DNSConfig{
-			Order: []lastmile.Step{lastmile.StepDoH}, DoHURL: e.doh.URL(), DoHMethod: method, Timeout: 10 * time.Second,
+			Order: []lastmile.ResolverStep{lastmile.StepDoH}, DoHURL: e.doh.URL(), DoHMethod: method, Timeout: 10 * time.Second,
 		}, lastmile.Options{DoHClient: &http.Client{Transport: tr}, Registerer: prometheus.NewRegistry(), Logger: obs.Discard})
 		if err != nil {
 			t.Fatal(err)
