@@ -8,6 +8,7 @@ need=()
 # command -> Debian package
 declare -A pkgs=(
   [redis-server]=redis-server
+  [etcd]=etcd-server
 )
 for cmd in "${!pkgs[@]}"; do
   command -v "$cmd" >/dev/null 2>&1 || need+=("${pkgs[$cmd]}")

@@ -20,6 +20,7 @@ var Table = map[string]int{
 	"internal/layers":  0,
 	// L1 shared infrastructure
 	"config": 1,
+	"store":  1,
 	// L2 algorithms (ARCHITECTURE.md's L1)
 	"failover": 2,
 	"lastmile": 2,
@@ -28,6 +29,7 @@ var Table = map[string]int{
 	"breaker":  2,
 	"retry":    2,
 	"cache":    2,
+	"routing":  2,
 	// L3 services
 	"gateway": 3,
 	"control": 3,
