@@ -1,0 +1,186 @@
+package control
+
+import (
+	"context"
+	"crypto/ed25519"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+
+	"github.com/veerhq/veer/clock"
+	"github.com/veerhq/veer/config"
+	"github.com/veerhq/veer/obs"
+	"github.com/veerhq/veer/store"
+	"github.com/veerhq/veer/store/storeetcd"
+)
+
+// ErrNotReady: no routing table has been loaded yet.
+var ErrNotReady = errors.New("control: no routing table yet")
+
+// Service is one control-plane instance: it follows the store, compiles
+// the routing documents into a Snapshot, and serves the public API
+// (routing, scheduling) and the admin API.
+type Service struct {
+	cfg        Config
+	st         store.Store
+	ownStore   bool
+	key        ed25519.PrivateKey
+	tokens     *tokens
+	adminToken bool // generated on this start
+	clk        clock.Clock
+	log        *slog.Logger
+	m          *metrics
+	onSnapshot func(*Snapshot)
+	recent     recent
+
+	snap   atomic.Pointer[Snapshot]
+	access atomic.Pointer[accessSnap]
+	docs   atomic.Pointer[store.Snapshot]
+	ready  chan struct{}
+	once   sync.Once
+
+	mu      sync.Mutex
+	cancel  context.CancelFunc
+	done    chan struct{}
+	servers []func() error
+}
+
+// New opens the store (embedded in DataDir unless Etcd is configured, or
+// opts.Store) and loads or creates the signing key and the admin token.
+// A corrupt embedded store is an error naming the file.
+func New(cfg Config, opts Options) (*Service, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, config.Field("data_dir", "%v", err)
+	}
+	s := &Service{cfg: cfg, clk: clock.Or(opts.Clock), log: obs.LoggerOr(opts.Logger), ready: make(chan struct{})}
+	s.m = newMetrics(opts.Registerer)
+	var err error
+	if s.key, _, err = loadOrCreateSigningKey(cfg.SigningKeyFile); err != nil {
+		return nil, err
+	}
+	admin, created, err := loadOrCreateAdminToken(cfg.AdminTokenFile)
+	if err != nil {
+		return nil, err
+	}
+	s.adminToken = created
+	s.tokens = newTokens(admin, cfg.Tokens)
+	switch {
+	case opts.Store != nil:
+		s.st = opts.Store
+	case len(cfg.Etcd.Endpoints) > 0:
+		st, err := storeetcd.New(cfg.Etcd, storeetcd.Options{Clock: opts.Clock})
+		if err != nil {
+			return nil, err
+		}
+		s.st, s.ownStore = st, true
+	default:
+		st, err := store.Open(filepath.Join(cfg.DataDir, "store.db"), store.BoltOptions{Clock: opts.Clock})
+		if err != nil {
+			return nil, err
+		}
+		s.st, s.ownStore = st, true
+	}
+	return s, nil
+}
+
+// SetOnSnapshot registers a function told of every published Snapshot
+// (measurements, tests); call it before Start.
+func (s *Service) SetOnSnapshot(f func(*Snapshot)) { s.onSnapshot = f }
+
+// Store is the service's store.
+func (s *Service) Store() store.Store { return s.st }
+
+// PublicKey is the key answers are signed with (routing.Config.PublicKeys
+// takes PublicKeyString of it).
+func (s *Service) PublicKey() ed25519.PublicKey { return s.key.Public().(ed25519.PublicKey) }
+
+// AdminTokenFile returns the admin token's path and whether this start
+// created it.
+func (s *Service) AdminTokenFile() (string, bool) { return s.cfg.AdminTokenFile, s.adminToken }
+
+// Snapshot is the current compiled rule set, nil before the first table.
+func (s *Service) Snapshot() *Snapshot { return s.snap.Load() }
+
+// Ready is closed once the first snapshot of the store has been applied.
+func (s *Service) Ready() <-chan struct{} { return s.ready }
+
+// follow keeps the snapshots in step with the store until ctx ends.
+func (s *Service) follow(ctx context.Context) {
+	store.Follow(ctx, s.st, "", store.FollowOptions{Clock: s.clk, OnReset: func(err error) {
+		s.m.resets.Inc()
+		s.log.Warn("control: store watch reset; re-listing, answers continue from the last snapshot", "err", err)
+	}}, s.apply)
+}
+
+// apply compiles the documents of one store snapshot.
+func (s *Service) apply(sn *store.Snapshot) {
+	s.docs.Store(sn)
+	defer s.once.Do(func() { close(s.ready) })
+	if err := s.applyAccess(sn); err != nil {
+		s.m.snapshots.WithLabelValues("invalid").Inc()
+		s.log.Error("control: invalid access document in the store; keeping the previous one", "err", err)
+	}
+	td, ok := sn.Docs[KeyTable]
+	if !ok {
+		s.snap.Store(nil)
+		return
+	}
+	st, em := sn.Docs[KeyState], sn.Docs[KeyEmergency]
+	version := max(td.Revision, st.Revision, em.Revision)
+	if cur := s.snap.Load(); cur != nil && cur.version == version {
+		return
+	}
+	var t Table
+	var state State
+	var emerg Emergency
+	err := config.Parse(td.Value, KeyTable, &t)
+	if err == nil && st.Value != nil {
+		err = config.Parse(st.Value, KeyState, &state)
+	}
+	if err == nil && em.Value != nil {
+		err = config.Parse(em.Value, KeyEmergency, &emerg)
+	}
+	if err != nil {
+		s.m.snapshots.WithLabelValues("invalid").Inc()
+		s.log.Error("control: invalid routing document in the store; keeping the previous snapshot", "err", err)
+		return
+	}
+	snap := Compile(&t, &state, &emerg, version, s.key)
+	s.snap.Store(snap)
+	s.m.snapshots.WithLabelValues("applied").Inc()
+	s.m.applied.SetToCurrentTime()
+	if s.onSnapshot != nil {
+		s.onSnapshot(snap)
+	}
+}
+
+// Close stops the listeners and the store watch, and closes a store the
+// service opened.
+func (s *Service) Close() error {
+	s.mu.Lock()
+	cancel, done, servers := s.cancel, s.done, s.servers
+	s.cancel, s.servers = nil, nil
+	s.mu.Unlock()
+	var errs []error
+	for _, stop := range servers {
+		errs = append(errs, stop())
+	}
+	if cancel != nil {
+		cancel()
+		<-done
+	}
+	if s.ownStore {
+		errs = append(errs, s.st.Close())
+	}
+	return errors.Join(errs...)
+}
+
+func (s *Service) String() string { return fmt.Sprintf("control(%s)", s.cfg.DataDir) }
