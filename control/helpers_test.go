@@ -27,13 +27,18 @@ func TestMain(m *testing.M) {
 	)
 }
 
+type applied struct {
+	rev  int64
+	snap *control.Snapshot
+}
+
 // env is one running control instance on loopback.
 type env struct {
 	t     *testing.T
 	svc   *control.Service
 	addrs control.Addrs
 	token string
-	snaps chan *control.Snapshot
+	snaps chan applied
 	dir   string
 }
 
@@ -47,8 +52,8 @@ func start(t *testing.T, cfg control.Config, opts control.Options) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &env{t: t, svc: svc, snaps: make(chan *control.Snapshot, 1000), dir: cfg.DataDir}
-	svc.SetOnSnapshot(func(s *control.Snapshot) { e.snaps <- s })
+	e := &env{t: t, svc: svc, snaps: make(chan applied, 1000), dir: cfg.DataDir}
+	svc.SetOnApply(func(rev int64, s *control.Snapshot) { e.snaps <- applied{rev, s} })
 	e.addrs, err = svc.Start()
 	if err != nil {
 		t.Fatal(err)
@@ -69,9 +74,9 @@ func (e *env) waitVersion(v int64) *control.Snapshot {
 	timeout := time.After(10 * time.Second)
 	for {
 		select {
-		case s := <-e.snaps:
-			if s.Version() >= v {
-				return s
+		case a := <-e.snaps:
+			if a.rev >= v {
+				return a.snap
 			}
 		case <-timeout:
 			e.t.Fatalf("no snapshot at version %d within 10s", v)

@@ -34,7 +34,7 @@ type Service struct {
 	clk        clock.Clock
 	log        *slog.Logger
 	m          *metrics
-	onSnapshot func(*Snapshot)
+	onApply    func(int64, *Snapshot)
 	recent     recent
 
 	snap   atomic.Pointer[Snapshot]
@@ -91,9 +91,10 @@ func New(cfg Config, opts Options) (*Service, error) {
 	return s, nil
 }
 
-// SetOnSnapshot registers a function told of every published Snapshot
-// (measurements, tests); call it before Start.
-func (s *Service) SetOnSnapshot(f func(*Snapshot)) { s.onSnapshot = f }
+// SetOnApply registers a function told, after each store change was
+// applied, the store revision and the routing Snapshot then current (nil
+// without a table); for measurements and tests. Call it before Start.
+func (s *Service) SetOnApply(f func(rev int64, snap *Snapshot)) { s.onApply = f }
 
 // Store is the service's store.
 func (s *Service) Store() store.Store { return s.st }
@@ -123,7 +124,12 @@ func (s *Service) follow(ctx context.Context) {
 // apply compiles the documents of one store snapshot.
 func (s *Service) apply(sn *store.Snapshot) {
 	s.docs.Store(sn)
-	defer s.once.Do(func() { close(s.ready) })
+	defer func() {
+		s.once.Do(func() { close(s.ready) })
+		if s.onApply != nil {
+			s.onApply(sn.Revision, s.snap.Load())
+		}
+	}()
 	if err := s.applyAccess(sn); err != nil {
 		s.m.snapshots.WithLabelValues("invalid").Inc()
 		s.log.Error("control: invalid access document in the store; keeping the previous one", "err", err)
@@ -157,9 +163,6 @@ func (s *Service) apply(sn *store.Snapshot) {
 	s.snap.Store(snap)
 	s.m.snapshots.WithLabelValues("applied").Inc()
 	s.m.applied.SetToCurrentTime()
-	if s.onSnapshot != nil {
-		s.onSnapshot(snap)
-	}
 }
 
 // Close stops the listeners and the store watch, and closes a store the
