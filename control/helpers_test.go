@@ -17,6 +17,7 @@ import (
 
 	"github.com/veerhq/veer/control"
 	"github.com/veerhq/veer/store"
+	"github.com/veerhq/veer/store/storebolt"
 )
 
 func TestMain(m *testing.M) {
@@ -146,7 +147,7 @@ func table() *control.Table {
 func insecureTLS() *tls.Config { return &tls.Config{InsecureSkipVerify: true} } // self-signed test certificate
 
 func openBolt(t *testing.T) store.Store {
-	s, err := store.Open(filepath.Join(t.TempDir(), "s.db"), store.BoltOptions{})
+	s, err := storebolt.Open(filepath.Join(t.TempDir(), "s.db"), storebolt.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/veerhq/veer/config"
 	"github.com/veerhq/veer/obs"
 	"github.com/veerhq/veer/store"
+	"github.com/veerhq/veer/store/storebolt"
 	"github.com/veerhq/veer/store/storeetcd"
 )
 
@@ -82,7 +83,7 @@ func New(cfg Config, opts Options) (*Service, error) {
 		}
 		s.st, s.ownStore = st, true
 	default:
-		st, err := store.Open(filepath.Join(cfg.DataDir, "store.db"), store.BoltOptions{Clock: opts.Clock})
+		st, err := storebolt.Open(filepath.Join(cfg.DataDir, "store.db"), storebolt.Options{Clock: opts.Clock})
 		if err != nil {
 			return nil, err
 		}

@@ -15,8 +15,8 @@
 // "wap" domain). It returns an error only for an invalid Config: the app
 // always gets domains to use.
 //
-// Failure mode: the state file is written atomically (temporary file,
-// fsync, rename); a corrupt, unverifiable or unknown-version file is logged
-// as a warning and ignored. routing imports neither failover nor lastmile
+// Failure mode: the state file is written atomically (internal/atomicfile:
+// temporary file, fsync, rename, directory fsync); a corrupt, unverifiable
+// or unknown-version file is logged as a warning and ignored. routing imports neither failover nor lastmile
 // (same layer): the app wires them.
 package routing

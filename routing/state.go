@@ -5,8 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"path/filepath"
 	"time"
+
+	"github.com/veerhq/veer/internal/atomicfile"
 )
 
 // stateVersion is the state file's format version.
@@ -25,32 +26,13 @@ type persisted struct {
 	received time.Time
 }
 
-// save writes the state file atomically: a temporary file in the same
-// directory, fsync, rename.
+// save writes the state file atomically and durably (internal/atomicfile).
 func save(path string, body []byte, now time.Time) error {
 	raw, err := json.Marshal(stateFile{Version: stateVersion, Received: now.UTC(), Body: body})
 	if err != nil {
 		return err
 	}
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return err
-	}
-	name := f.Name()
-	_, err = f.Write(raw)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(name, path)
-	}
-	if err != nil {
-		os.Remove(name)
-	}
-	return err
+	return atomicfile.Write(path, raw)
 }
 
 // load reads and re-verifies the state file.

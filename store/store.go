@@ -1,8 +1,9 @@
 // Package store holds veer's versioned documents (routing rules, site and
 // cluster state, access nodes, criticality tables, limits) behind one small
 // interface, Store, with two backends: an embedded one (bbolt in the data
-// directory, this package's Open) for one machine, and etcd
-// (store/storeetcd) for several control-plane instances.
+// directory, store/storebolt) for one machine, and etcd (store/storeetcd)
+// for several control-plane instances. This package itself depends on
+// neither.
 //
 // Contract. A document is a key (a path such as "routing/table") and an
 // opaque value. Every write gives it a new per-key Version (1, 2, 3 …, never

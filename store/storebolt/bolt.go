@@ -1,4 +1,14 @@
-package store
+// Package storebolt is the embedded store.Store: one bbolt file in the data
+// directory, for a control plane on one machine (`veer control` with zero
+// config). Watches are served from a log of recent revisions kept in the
+// file (Options.LogRetain); a watch from an older revision is Reset with
+// store.ErrCompacted.
+//
+// Failure mode: a file that exists but is not a valid veer store (garbage,
+// zeroed pages, another program's bbolt file) is refused at Open with
+// store.ErrCorrupt naming the file; it is never replaced by an empty store.
+// A file locked by another process fails Open after 2 s.
+package storebolt
 
 import (
 	"bytes"
@@ -14,10 +24,11 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/veerhq/veer/clock"
+	"github.com/veerhq/veer/store"
 )
 
 // DefaultLogRetain is how many revisions the embedded store keeps for
-// Watch; a watch from an older revision is Reset with ErrCompacted.
+// Watch; a watch from an older revision is Reset with store.ErrCompacted.
 const DefaultLogRetain = 10000
 
 // formatMark identifies a veer store file; a bbolt file without it is not
@@ -34,8 +45,8 @@ var (
 	kComp = []byte("compacted")
 )
 
-// BoltOptions tune the embedded store; the zero value works.
-type BoltOptions struct {
+// Options tune the embedded store; the zero value works.
+type Options struct {
 	// Clock stamps history entries; default clock.Real.
 	Clock clock.Clock
 	// LogRetain is how many revisions are kept for Watch; default
@@ -43,9 +54,9 @@ type BoltOptions struct {
 	LogRetain int
 }
 
-// Bolt is the embedded Store: one bbolt file, one process. Watches are
+// Store is the embedded store.Store: one bbolt file, one process. Watches are
 // served from a log of recent revisions kept in the file.
-type Bolt struct {
+type Store struct {
 	db     *bolt.DB
 	clk    clock.Clock
 	retain uint64
@@ -57,12 +68,12 @@ type Bolt struct {
 	wg      sync.WaitGroup
 }
 
-var _ Store = (*Bolt)(nil)
+var _ store.Store = (*Store)(nil)
 
 // Open opens or creates the embedded store file at path. A file that exists
-// but is not a valid veer store is refused with ErrCorrupt: a control plane
+// but is not a valid veer store is refused with store.ErrCorrupt: a control plane
 // must never start on an empty store by accident.
-func Open(path string, opts BoltOptions) (*Bolt, error) {
+func Open(path string, opts Options) (*Store, error) {
 	fi, statErr := os.Stat(path)
 	existed := statErr == nil && fi.Size() > 0
 	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 2 * time.Second})
@@ -71,7 +82,7 @@ func Open(path string, opts BoltOptions) (*Bolt, error) {
 			return nil, fmt.Errorf("store: %s is locked by another process: %w", path, err)
 		}
 		if existed {
-			return nil, fmt.Errorf("%w: %s: %v (move it away to start empty, or restore a backup)", ErrCorrupt, path, err)
+			return nil, fmt.Errorf("%w: %s: %v (move it away to start empty, or restore a backup)", store.ErrCorrupt, path, err)
 		}
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
 	}
@@ -79,7 +90,7 @@ func Open(path string, opts BoltOptions) (*Bolt, error) {
 		meta := tx.Bucket(bMeta)
 		if meta == nil {
 			if existed && hasBuckets(tx) {
-				return fmt.Errorf("%w: %s: a bbolt file without veer's format mark", ErrCorrupt, path)
+				return fmt.Errorf("%w: %s: a bbolt file without veer's format mark", store.ErrCorrupt, path)
 			}
 			for _, b := range [][]byte{bMeta, bDocs, bHist, bLog} {
 				if _, err := tx.CreateBucketIfNotExists(b); err != nil {
@@ -89,11 +100,11 @@ func Open(path string, opts BoltOptions) (*Bolt, error) {
 			return tx.Bucket(bMeta).Put(kFmt, []byte(formatMark))
 		}
 		if f := meta.Get(kFmt); string(f) != formatMark {
-			return fmt.Errorf("%w: %s: format %q, want %q", ErrCorrupt, path, f, formatMark)
+			return fmt.Errorf("%w: %s: format %q, want %q", store.ErrCorrupt, path, f, formatMark)
 		}
 		for _, b := range [][]byte{bDocs, bHist, bLog} {
 			if tx.Bucket(b) == nil {
-				return fmt.Errorf("%w: %s: bucket %s missing", ErrCorrupt, path, b)
+				return fmt.Errorf("%w: %s: bucket %s missing", store.ErrCorrupt, path, b)
 			}
 		}
 		return nil
@@ -102,7 +113,7 @@ func Open(path string, opts BoltOptions) (*Bolt, error) {
 		db.Close()
 		return nil, err
 	}
-	s := &Bolt{db: db, clk: clock.Or(opts.Clock), retain: DefaultLogRetain,
+	s := &Store{db: db, clk: clock.Or(opts.Clock), retain: DefaultLogRetain,
 		subs: map[chan struct{}]struct{}{}, closing: make(chan struct{})}
 	if opts.LogRetain > 0 {
 		s.retain = uint64(opts.LogRetain)
@@ -133,11 +144,11 @@ type logEntry struct {
 	Value   []byte `json:"d,omitempty"`
 }
 
-func (s *Bolt) live() error {
+func (s *Store) live() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		return ErrClosed
+		return store.ErrClosed
 	}
 	return nil
 }
@@ -149,37 +160,37 @@ func readDoc(tx *bolt.Tx, key string) (stored, bool, error) {
 	}
 	var d stored
 	if err := json.Unmarshal(raw, &d); err != nil {
-		return stored{}, false, fmt.Errorf("%w: document %q: %v", ErrCorrupt, key, err)
+		return stored{}, false, fmt.Errorf("%w: document %q: %v", store.ErrCorrupt, key, err)
 	}
 	return d, true, nil
 }
 
 // Get implements Store.
-func (s *Bolt) Get(ctx context.Context, key string) (Doc, error) {
+func (s *Store) Get(ctx context.Context, key string) (store.Doc, error) {
 	if err := s.live(); err != nil {
-		return Doc{}, err
+		return store.Doc{}, err
 	}
-	var out Doc
+	var out store.Doc
 	err := s.db.View(func(tx *bolt.Tx) error {
 		d, ok, err := readDoc(tx, key)
 		if err != nil {
 			return err
 		}
 		if !ok {
-			return fmt.Errorf("%w: %s", ErrNotFound, key)
+			return fmt.Errorf("%w: %s", store.ErrNotFound, key)
 		}
-		out = Doc{Key: key, Value: d.Value, Version: d.Version, Revision: d.Revision}
+		out = store.Doc{Key: key, Value: d.Value, Version: d.Version, Revision: d.Revision}
 		return nil
 	})
 	return out, err
 }
 
 // List implements Store.
-func (s *Bolt) List(ctx context.Context, prefix string) ([]Doc, int64, error) {
+func (s *Store) List(ctx context.Context, prefix string) ([]store.Doc, int64, error) {
 	if err := s.live(); err != nil {
 		return nil, 0, err
 	}
-	var out []Doc
+	var out []store.Doc
 	var rev int64
 	err := s.db.View(func(tx *bolt.Tx) error {
 		rev = int64(revOf(tx))
@@ -188,9 +199,9 @@ func (s *Bolt) List(ctx context.Context, prefix string) ([]Doc, int64, error) {
 		for k, v := c.Seek(p); k != nil && bytes.HasPrefix(k, p); k, v = c.Next() {
 			var d stored
 			if err := json.Unmarshal(v, &d); err != nil {
-				return fmt.Errorf("%w: document %q: %v", ErrCorrupt, k, err)
+				return fmt.Errorf("%w: document %q: %v", store.ErrCorrupt, k, err)
 			}
-			out = append(out, Doc{Key: string(k), Value: d.Value, Version: d.Version, Revision: d.Revision})
+			out = append(out, store.Doc{Key: string(k), Value: d.Value, Version: d.Version, Revision: d.Revision})
 		}
 		return nil
 	})
@@ -205,12 +216,12 @@ func revOf(tx *bolt.Tx) uint64 {
 }
 
 // Put implements Store.
-func (s *Bolt) Put(ctx context.Context, key string, value []byte, w Write) (Doc, error) {
-	if err := CheckKey(key); err != nil {
-		return Doc{}, err
+func (s *Store) Put(ctx context.Context, key string, value []byte, w store.Write) (store.Doc, error) {
+	if err := store.CheckKey(key); err != nil {
+		return store.Doc{}, err
 	}
-	if err := CheckValue(value); err != nil {
-		return Doc{}, err
+	if err := store.CheckValue(value); err != nil {
+		return store.Doc{}, err
 	}
 	if value == nil {
 		value = []byte{}
@@ -221,26 +232,26 @@ func (s *Bolt) Put(ctx context.Context, key string, value []byte, w Write) (Doc,
 		return next, nil
 	})
 	if err != nil {
-		return Doc{}, err
+		return store.Doc{}, err
 	}
-	return Doc{Key: key, Value: value, Version: next.Version, Revision: next.Revision}, nil
+	return store.Doc{Key: key, Value: value, Version: next.Version, Revision: next.Revision}, nil
 }
 
 // Delete implements Store.
-func (s *Bolt) Delete(ctx context.Context, key string, w Write) error {
-	if err := CheckKey(key); err != nil {
+func (s *Store) Delete(ctx context.Context, key string, w store.Write) error {
+	if err := store.CheckKey(key); err != nil {
 		return err
 	}
 	return s.write(key, w, func(cur stored, exists bool) (*stored, error) {
 		if !exists {
-			return nil, fmt.Errorf("%w: %s", ErrNotFound, key)
+			return nil, fmt.Errorf("%w: %s", store.ErrNotFound, key)
 		}
 		return nil, nil
 	})
 }
 
 // write runs one change in a transaction: next == nil deletes.
-func (s *Bolt) write(key string, w Write, change func(cur stored, exists bool) (*stored, error)) error {
+func (s *Store) write(key string, w store.Write, change func(cur stored, exists bool) (*stored, error)) error {
 	if err := s.live(); err != nil {
 		return err
 	}
@@ -253,7 +264,7 @@ func (s *Bolt) write(key string, w Write, change func(cur stored, exists bool) (
 		if exists {
 			curV = cur.Version
 		}
-		if err := CheckExpect(key, w, curV); err != nil {
+		if err := store.CheckExpect(key, w, curV); err != nil {
 			return err
 		}
 		next, err := change(cur, exists)
@@ -262,7 +273,7 @@ func (s *Bolt) write(key string, w Write, change func(cur stored, exists bool) (
 		}
 		rev := revOf(tx) + 1
 		version := lastVersion(tx, key) + 1
-		ch := Change{Key: key, Version: version, Revision: int64(rev), Time: s.clk.Now().UTC(),
+		ch := store.Change{Key: key, Version: version, Revision: int64(rev), Time: s.clk.Now().UTC(),
 			Author: w.Author, Reason: w.Reason}
 		if exists {
 			ch.Before = cur.Value
@@ -300,7 +311,7 @@ func (s *Bolt) write(key string, w Write, change func(cur stored, exists bool) (
 
 // trim drops log entries older than the retention and records the
 // compaction point.
-func (s *Bolt) trim(tx *bolt.Tx, rev uint64) error {
+func (s *Store) trim(tx *bolt.Tx, rev uint64) error {
 	if rev <= s.retain {
 		return nil
 	}
@@ -343,18 +354,18 @@ func putJSON(b *bolt.Bucket, k []byte, v any) error {
 }
 
 // History implements Store.
-func (s *Bolt) History(ctx context.Context, prefix string, limit int) ([]Change, error) {
+func (s *Store) History(ctx context.Context, prefix string, limit int) ([]store.Change, error) {
 	if err := s.live(); err != nil {
 		return nil, err
 	}
-	var out []Change
+	var out []store.Change
 	err := s.db.View(func(tx *bolt.Tx) error {
 		c := tx.Bucket(bHist).Cursor()
 		p := []byte(prefix)
 		for k, v := c.Seek(p); k != nil && bytes.HasPrefix(k, p); k, v = c.Next() {
-			var ch Change
+			var ch store.Change
 			if err := json.Unmarshal(v, &ch); err != nil {
-				return fmt.Errorf("%w: history %q: %v", ErrCorrupt, k, err)
+				return fmt.Errorf("%w: history %q: %v", store.ErrCorrupt, k, err)
 			}
 			out = append(out, ch)
 		}
@@ -368,7 +379,7 @@ func (s *Bolt) History(ctx context.Context, prefix string, limit int) ([]Change,
 }
 
 // Close implements Store.
-func (s *Bolt) Close() error {
+func (s *Store) Close() error {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()

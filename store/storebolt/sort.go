@@ -1,10 +1,14 @@
-package store
+package storebolt
 
-import "slices"
+import (
+	"slices"
+
+	"github.com/veerhq/veer/store"
+)
 
 // sortNewestFirst orders changes by revision, newest first.
-func sortNewestFirst(cs []Change) {
-	slices.SortFunc(cs, func(a, b Change) int {
+func sortNewestFirst(cs []store.Change) {
+	slices.SortFunc(cs, func(a, b store.Change) int {
 		switch {
 		case a.Revision > b.Revision:
 			return -1

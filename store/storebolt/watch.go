@@ -1,4 +1,4 @@
-package store
+package storebolt
 
 import (
 	"context"
@@ -8,10 +8,12 @@ import (
 	"strings"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/veerhq/veer/store"
 )
 
 // notify wakes every watch after a commit.
-func (s *Bolt) notify() {
+func (s *Store) notify() {
 	s.mu.Lock()
 	for c := range s.subs {
 		select {
@@ -24,13 +26,13 @@ func (s *Bolt) notify() {
 
 // Watch implements Store. Events are read from the revision log, so a watch
 // that starts at an old revision first replays what it missed.
-func (s *Bolt) Watch(ctx context.Context, prefix string, from int64) <-chan Event {
-	out := make(chan Event, 64)
+func (s *Store) Watch(ctx context.Context, prefix string, from int64) <-chan store.Event {
+	out := make(chan store.Event, 64)
 	wake := make(chan struct{}, 1)
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		out <- Event{Type: Reset, Err: ErrClosed}
+		out <- store.Event{Type: store.Reset, Err: store.ErrClosed}
 		close(out)
 		return out
 	}
@@ -53,7 +55,7 @@ func (s *Bolt) Watch(ctx context.Context, prefix string, from int64) <-chan Even
 			evs, n, err := s.readLog(prefix, next)
 			if err != nil {
 				select {
-				case out <- Event{Type: Reset, Err: err}:
+				case out <- store.Event{Type: store.Reset, Err: err}:
 				case <-ctx.Done():
 				}
 				return
@@ -82,20 +84,20 @@ func (s *Bolt) Watch(ctx context.Context, prefix string, from int64) <-chan Even
 	return out
 }
 
-func (s *Bolt) sendReset(ctx context.Context, out chan<- Event) {
+func (s *Store) sendReset(ctx context.Context, out chan<- store.Event) {
 	select {
-	case out <- Event{Type: Reset, Err: ErrClosed}:
+	case out <- store.Event{Type: store.Reset, Err: store.ErrClosed}:
 	case <-ctx.Done():
 	}
 }
 
 // readLog returns the events under prefix from revision next on, and the
 // revision to continue from.
-func (s *Bolt) readLog(prefix string, next uint64) ([]Event, uint64, error) {
-	var evs []Event
+func (s *Store) readLog(prefix string, next uint64) ([]store.Event, uint64, error) {
+	var evs []store.Event
 	err := s.db.View(func(tx *bolt.Tx) error {
 		if v := tx.Bucket(bMeta).Get(kComp); len(v) == 8 && next <= binary.BigEndian.Uint64(v) {
-			return fmt.Errorf("%w: revision %d, oldest kept %d", ErrCompacted, next, binary.BigEndian.Uint64(v)+1)
+			return fmt.Errorf("%w: revision %d, oldest kept %d", store.ErrCompacted, next, binary.BigEndian.Uint64(v)+1)
 		}
 		c := tx.Bucket(bLog).Cursor()
 		for k, v := c.Seek(u64(next)); k != nil; k, v = c.Next() {
@@ -103,14 +105,14 @@ func (s *Bolt) readLog(prefix string, next uint64) ([]Event, uint64, error) {
 			next = rev + 1
 			var le logEntry
 			if err := json.Unmarshal(v, &le); err != nil {
-				return fmt.Errorf("%w: log revision %d: %v", ErrCorrupt, rev, err)
+				return fmt.Errorf("%w: log revision %d: %v", store.ErrCorrupt, rev, err)
 			}
 			if !strings.HasPrefix(le.Key, prefix) {
 				continue
 			}
-			e := Event{Type: Put, Doc: Doc{Key: le.Key, Value: le.Value, Version: le.Version, Revision: int64(rev)}}
+			e := store.Event{Type: store.Put, Doc: store.Doc{Key: le.Key, Value: le.Value, Version: le.Version, Revision: int64(rev)}}
 			if le.Deleted {
-				e.Type, e.Doc.Value = Delete, nil
+				e.Type, e.Doc.Value = store.Delete, nil
 			}
 			evs = append(evs, e)
 		}

@@ -1,4 +1,4 @@
-package store_test
+package storebolt_test
 
 import (
 	"context"
@@ -10,13 +10,14 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/veerhq/veer/store"
+	"github.com/veerhq/veer/store/storebolt"
 	"github.com/veerhq/veer/store/storetest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func openBolt(t *testing.T) store.Store {
-	s, err := store.Open(filepath.Join(t.TempDir(), "veer.db"), store.BoltOptions{})
+	s, err := storebolt.Open(filepath.Join(t.TempDir(), "veer.db"), storebolt.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -28,7 +29,7 @@ func TestBoltContract(t *testing.T) { storetest.Run(t, openBolt) }
 
 func TestBoltReopenKeepsEverything(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "veer.db")
-	s, err := store.Open(path, store.BoltOptions{})
+	s, err := storebolt.Open(path, storebolt.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,7 +38,7 @@ func TestBoltReopenKeepsEverything(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.Close()
-	s, err = store.Open(path, store.BoltOptions{})
+	s, err = storebolt.Open(path, storebolt.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,12 +58,12 @@ func TestBoltCorruptFileRefused(t *testing.T) {
 	if err := os.WriteFile(garbage, []byte("this is not a bbolt file, it is a text file of some length...."), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := store.Open(garbage, store.BoltOptions{}); !errors.Is(err, store.ErrCorrupt) {
+	if _, err := storebolt.Open(garbage, storebolt.Options{}); !errors.Is(err, store.ErrCorrupt) {
 		t.Fatalf("garbage file: %v, want ErrCorrupt", err)
 	}
 	// A valid store whose first pages are overwritten.
 	path := filepath.Join(dir, "veer.db")
-	s, err := store.Open(path, store.BoltOptions{})
+	s, err := storebolt.Open(path, storebolt.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,13 +79,13 @@ func TestBoltCorruptFileRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.Close()
-	if _, err := store.Open(path, store.BoltOptions{}); !errors.Is(err, store.ErrCorrupt) {
+	if _, err := storebolt.Open(path, storebolt.Options{}); !errors.Is(err, store.ErrCorrupt) {
 		t.Fatalf("zeroed meta pages: %v, want ErrCorrupt", err)
 	}
 }
 
 func TestBoltWatchCompacted(t *testing.T) {
-	s, err := store.Open(filepath.Join(t.TempDir(), "veer.db"), store.BoltOptions{LogRetain: 3})
+	s, err := storebolt.Open(filepath.Join(t.TempDir(), "veer.db"), storebolt.Options{LogRetain: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +107,7 @@ func TestBoltWatchCompacted(t *testing.T) {
 }
 
 func TestBoltCloseResetsWatches(t *testing.T) {
-	s, err := store.Open(filepath.Join(t.TempDir(), "veer.db"), store.BoltOptions{})
+	s, err := storebolt.Open(filepath.Join(t.TempDir(), "veer.db"), storebolt.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
