@@ -4,9 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"strings"
 	"net/netip"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -101,4 +101,3 @@ func TestThreeInstancesOnEtcd(t *testing.T) {
 		t.Fatalf("follower: %s", sn.Docs[control.KeyEmergency].Value)
 	}
 }
-
