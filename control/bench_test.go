@@ -1,49 +1,23 @@
-package control
+package control_test
 
 import (
+	"crypto/ed25519"
 	"fmt"
 	"net/netip"
 	"testing"
-)
 
-// BigTable is the load: 100 rules (50 whitelist rules holding
-// 100 000 device IDs in all, 50 bucket rules scoped to regions) over 20
-// regions and 4 sites.
-func BigTable() *Table {
-	t := &Table{DefaultDomain: "wap.example.com", Salt: "bench"}
-	for i := range 4 {
-		s := Site{Name: fmt.Sprint("s", i), Sibling: fmt.Sprint("s", (i+1)%4)}
-		for c := range 3 {
-			s.Clusters = append(s.Clusters, Cluster{fmt.Sprint("c", c), fmt.Sprintf("c%d.s%d.example.com", c, i)})
-		}
-		t.Sites = append(t.Sites, s)
-	}
-	for i := range 20 {
-		t.Regions = append(t.Regions, Region{Name: fmt.Sprint("r", i), CIDRs: []string{fmt.Sprintf("10.%d.0.0/16", i), fmt.Sprintf("172.16.%d.0/24", i)}, Site: fmt.Sprint("s", i%4)})
-	}
-	t.Regions = append(t.Regions, Region{Name: "loopback", CIDRs: []string{"127.0.0.0/8", "::1/128"}, Site: "s0"})
-	for i := range 50 {
-		r := Rule{Name: fmt.Sprint("wl", i), Site: fmt.Sprint("s", i%4)}
-		for j := range 2000 {
-			r.DeviceIDs = append(r.DeviceIDs, fmt.Sprintf("wl-%d-%d", i, j))
-		}
-		t.Rules = append(t.Rules, r)
-	}
-	for i := range 50 {
-		t.Rules = append(t.Rules, Rule{Name: fmt.Sprint("b", i), Regions: []string{fmt.Sprint("r", i%20)},
-			Bucket: &Bucket{From: float64(i % 10), To: float64(i%10) + 0.5}, Site: fmt.Sprint("s", (i+1)%4)})
-	}
-	return t
-}
+	"github.com/veerhq/veer/control"
+	"github.com/veerhq/veer/control/controltest"
+)
 
 // BenchmarkDecide measures rule evaluation on the compiled snapshot
 // (answers signed on first use, so the loop measures the lookup).
 func BenchmarkDecide(b *testing.B) {
-	t := BigTable()
+	t, lists := controltest.BigTable()
 	if err := t.Validate(); err != nil {
 		b.Fatal(err)
 	}
-	s := Compile(t, &State{}, &Emergency{}, 1, testKey(b))
+	s := control.CompileLists(t, &control.State{}, &control.Emergency{}, lists, 1, benchKey(b))
 	ids := make([]string, 4096)
 	for i := range ids {
 		if i%10 == 0 {
@@ -66,11 +40,22 @@ func BenchmarkDecide(b *testing.B) {
 }
 
 func TestBigTableDecideAllocatesNothing(t *testing.T) {
-	s := Compile(BigTable(), &State{}, &Emergency{}, 1, testKey(t))
+	t0, lists := controltest.BigTable()
+	s := control.CompileLists(t0, &control.State{}, &control.Emergency{}, lists, 1, benchKey(t))
 	a := netip.MustParseAddr("10.3.1.1")
-	s.Body(a, "wl-7-5", "")
+	if r := s.Decide(a, "wl-7-5", "").Rule; r != "whitelist:wl7" {
+		t.Fatalf("wl-7-5 decided by %s", r)
+	}
 	s.Body(a, "device-1", "")
 	if n := testing.AllocsPerRun(1000, func() { s.Body(a, "wl-7-5", ""); s.Body(a, "device-1", "") }); n != 0 {
 		t.Fatalf("%v allocations per decision", n)
 	}
+}
+
+func benchKey(t testing.TB) ed25519.PrivateKey {
+	_, k, err := ed25519.GenerateKey(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
 }

@@ -10,17 +10,102 @@ import (
 	"github.com/veerhq/veer/routing"
 )
 
+// base is the part of a snapshot compiled from the table and the
+// whitelists alone (the expensive part: the ID indexes). Snapshots that
+// differ only in state or emergency share it; it is never modified.
+type base struct {
+	baseVersion baseID // the inputs' identity (Service only)
+	table       *Table
+	ttl         int
+	salt        string
+	prefixes    []regionPrefix // longest first
+	regions     []cRegion
+	defaultSite int
+	rules       []cRule
+	devices     map[string][]int32 // whitelist rule indices, in order
+	customers   map[string][]int32
+	buckets     []int32 // bucket rule indices, in order
+	labels      []string
+	maxClusters int
+	siteIdx     map[string]int
+	regIdx      map[string]int
+}
+
 // Compile builds a Snapshot from the routing documents at version. t must
 // have passed Validate; names in st and em that the table does not know are
 // ignored.
 func Compile(t *Table, st *State, em *Emergency, version int64, key ed25519.PrivateKey) *Snapshot {
-	s := &Snapshot{version: version, ttl: cmp.Or(t.TTLSeconds, DefaultAnswerTTL), salt: t.Salt, key: key,
-		devices: map[string][]int32{}, customers: map[string][]int32{}, defaultSite: -1}
-	siteIdx := map[string]int{}
+	return CompileLists(t, st, em, nil, version, key)
+}
+
+// CompileLists is Compile with the Whitelist documents rules name in List,
+// by name.
+func CompileLists(t *Table, st *State, em *Emergency, lists map[string]*Whitelist, version int64, key ed25519.PrivateKey) *Snapshot {
+	return compileBase(t, lists).overlay(st, em, version, key)
+}
+
+func compileBase(t *Table, lists map[string]*Whitelist) *base {
+	b := &base{table: t, ttl: cmp.Or(t.TTLSeconds, DefaultAnswerTTL), salt: t.Salt,
+		devices: map[string][]int32{}, customers: map[string][]int32{}, defaultSite: -1,
+		siteIdx: map[string]int{}, regIdx: map[string]int{}}
 	for i, site := range t.Sites {
-		siteIdx[site.Name] = i
-		s.maxClusters = max(s.maxClusters, len(site.Clusters))
+		b.siteIdx[site.Name] = i
+		b.maxClusters = max(b.maxClusters, len(site.Clusters))
 	}
+	for i, r := range t.Regions {
+		b.regIdx[r.Name] = i
+		for _, c := range r.CIDRs {
+			p, _ := netip.ParsePrefix(c)
+			b.prefixes = append(b.prefixes, regionPrefix{p.Masked(), i})
+		}
+	}
+	slices.SortStableFunc(b.prefixes, func(x, y regionPrefix) int { return y.p.Bits() - x.p.Bits() })
+	index := func(m map[string][]int32, ids []string, i int32) {
+		for _, id := range ids {
+			if ix := m[id]; len(ix) == 0 || ix[len(ix)-1] != i {
+				m[id] = append(ix, i)
+			}
+		}
+	}
+	for i, r := range t.Rules {
+		cr := cRule{name: r.Name, site: b.siteIdx[r.Site], label: len(b.labels)}
+		if len(r.Regions) > 0 {
+			cr.regions = make([]bool, len(t.Regions))
+			for _, g := range r.Regions {
+				cr.regions[b.regIdx[g]] = true
+			}
+		}
+		if bk := r.Bucket; bk != nil {
+			b.labels = append(b.labels, "bucket:"+r.Name)
+			cr.byCustomer = bk.By == "customer"
+			cr.from, cr.to = slot(bk.From), slot(bk.To)
+			b.buckets = append(b.buckets, int32(i))
+		} else {
+			b.labels = append(b.labels, "whitelist:"+r.Name)
+			index(b.devices, r.DeviceIDs, int32(i))
+			index(b.customers, r.CustomerIDs, int32(i))
+			if l := lists[r.List]; r.List != "" && l != nil {
+				index(b.devices, l.DeviceIDs, int32(i))
+				index(b.customers, l.CustomerIDs, int32(i))
+			}
+		}
+		b.rules = append(b.rules, cr)
+	}
+	for _, r := range t.Regions {
+		b.regions = append(b.regions, cRegion{name: r.Name, site: b.siteIdx[r.Site], label: len(b.labels)})
+		b.labels = append(b.labels, "region:"+r.Name)
+	}
+	b.labels = append(b.labels, "default_site")
+	if t.DefaultSite != "" {
+		b.defaultSite = b.siteIdx[t.DefaultSite]
+	}
+	return b
+}
+
+// overlay applies the playbook state and the emergency overrides.
+func (b *base) overlay(st *State, em *Emergency, version int64, key ed25519.PrivateKey) *Snapshot {
+	t := b.table
+	s := &Snapshot{base: b, version: version, key: key, labels: slices.Clip(b.labels)}
 	down := map[string]bool{}
 	if st != nil {
 		for _, n := range st.SitesDown {
@@ -34,7 +119,7 @@ func Compile(t *Table, st *State, em *Emergency, version int64, key ed25519.Priv
 	for i, site := range t.Sites {
 		cs := &s.sites[i]
 		cs.name, cs.sibling = site.Name, -1
-		if j, ok := siteIdx[site.Sibling]; ok {
+		if j, ok := b.siteIdx[site.Sibling]; ok {
 			cs.sibling = j
 		}
 		for _, c := range site.Clusters {
@@ -64,69 +149,28 @@ func Compile(t *Table, st *State, em *Emergency, version int64, key ed25519.Priv
 			s.sites[i].eff = sib
 		}
 	}
-	regIdx := map[string]int{}
-	for i, r := range t.Regions {
-		regIdx[r.Name] = i
-		for _, c := range r.CIDRs {
-			p, _ := netip.ParsePrefix(c)
-			s.prefixes = append(s.prefixes, regionPrefix{p.Masked(), i})
-		}
-	}
-	slices.SortStableFunc(s.prefixes, func(a, b regionPrefix) int { return b.p.Bits() - a.p.Bits() })
-	for i, r := range t.Rules {
-		cr := cRule{name: r.Name, site: siteIdx[r.Site], label: len(s.labels)}
-		if len(r.Regions) > 0 {
-			cr.regions = make([]bool, len(t.Regions))
-			for _, g := range r.Regions {
-				cr.regions[regIdx[g]] = true
-			}
-		}
-		if b := r.Bucket; b != nil {
-			s.labels = append(s.labels, "bucket:"+r.Name)
-			cr.byCustomer = b.By == "customer"
-			cr.from, cr.to = slot(b.From), slot(b.To)
-			s.buckets = append(s.buckets, int32(i))
-		} else {
-			s.labels = append(s.labels, "whitelist:"+r.Name)
-			for _, id := range r.DeviceIDs {
-				s.devices[id] = append(s.devices[id], int32(i))
-			}
-			for _, id := range r.CustomerIDs {
-				s.customers[id] = append(s.customers[id], int32(i))
-			}
-		}
-		s.rules = append(s.rules, cr)
-	}
-	for _, r := range t.Regions {
-		s.regions = append(s.regions, cRegion{name: r.Name, site: siteIdx[r.Site], label: len(s.labels)})
-		s.labels = append(s.labels, "region:"+r.Name)
-	}
-	s.labels = append(s.labels, "default_site")
-	if t.DefaultSite != "" {
-		s.defaultSite = siteIdx[t.DefaultSite]
-	}
-	s.defaultAnswer = s.sign(routing.Answer{Primary: t.DefaultDomain, Backups: []string{}, TTLSeconds: s.ttl, Rule: "default", Version: version})
+	s.defaultAnswer = s.sign(routing.Answer{Primary: t.DefaultDomain, Backups: []string{}, TTLSeconds: b.ttl, Rule: "default", Version: version})
 	s.emRegion = make([]*cOverride, len(t.Regions))
 	if em != nil {
 		if em.Global != nil {
-			s.emGlobal = s.compileOverride("emergency:global", *em.Global, siteIdx)
+			s.emGlobal = s.compileOverride("emergency:global", *em.Global)
 		}
 		for name, o := range em.Regions {
-			if i, ok := regIdx[name]; ok {
-				s.emRegion[i] = s.compileOverride("emergency:"+name, o, siteIdx)
+			if i, ok := b.regIdx[name]; ok {
+				s.emRegion[i] = s.compileOverride("emergency:"+name, o)
 			}
 		}
 	}
-	s.answers = make([]atomic.Pointer[signed], len(s.labels)*len(s.sites)*max(s.maxClusters, 1))
+	s.answers = make([]atomic.Pointer[signed], len(s.labels)*len(s.sites)*max(b.maxClusters, 1))
 	return s
 }
 
-func (s *Snapshot) compileOverride(label string, o Override, siteIdx map[string]int) *cOverride {
+func (s *Snapshot) compileOverride(label string, o Override) *cOverride {
 	if o.Primary != "" {
 		return &cOverride{site: -1, answer: s.sign(routing.Answer{Primary: o.Primary, Backups: slices.Clone(o.Backups),
 			TTLSeconds: s.ttl, Rule: label, Version: s.version})}
 	}
-	i, ok := siteIdx[o.Site]
+	i, ok := s.siteIdx[o.Site]
 	if !ok {
 		return nil
 	}

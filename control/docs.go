@@ -37,7 +37,11 @@ func ValidateDocument(key string, data []byte) (any, error) {
 	case KeyLimits:
 		v = new(limit.Config)
 	default:
-		return nil, fmt.Errorf("unknown document %q; known: %s", key, strings.Join(Documents, ", "))
+		name, ok := strings.CutPrefix(key, KeyWhitelists)
+		if !ok || name == "" || strings.Contains(name, "/") {
+			return nil, fmt.Errorf("unknown document %q; known: %s, %s<name>", key, strings.Join(Documents, ", "), KeyWhitelists)
+		}
+		v = new(Whitelist)
 	}
 	if err := config.Parse(data, key, v); err != nil {
 		return nil, err

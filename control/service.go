@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -37,6 +38,7 @@ type Service struct {
 	m          *metrics
 	onApply    func(int64, *Snapshot)
 	recent     recent
+	parsed     parseCache
 
 	snap   atomic.Pointer[Snapshot]
 	access atomic.Pointer[accessSnap]
@@ -135,32 +137,27 @@ func (s *Service) apply(sn *store.Snapshot) {
 		s.m.snapshots.WithLabelValues("invalid").Inc()
 		s.log.Error("control: invalid access document in the store; keeping the previous one", "err", err)
 	}
-	td, ok := sn.Docs[KeyTable]
-	if !ok {
-		s.snap.Store(nil)
-		return
-	}
-	st, em := sn.Docs[KeyState], sn.Docs[KeyEmergency]
-	version := max(td.Revision, st.Revision, em.Revision)
-	if cur := s.snap.Load(); cur != nil && cur.version == version {
-		return
-	}
-	var t Table
-	var state State
-	var emerg Emergency
-	err := config.Parse(td.Value, KeyTable, &t)
-	if err == nil && st.Value != nil {
-		err = config.Parse(st.Value, KeyState, &state)
-	}
-	if err == nil && em.Value != nil {
-		err = config.Parse(em.Value, KeyEmergency, &emerg)
-	}
+	in, err := parseRouting(sn, &s.parsed)
 	if err != nil {
 		s.m.snapshots.WithLabelValues("invalid").Inc()
 		s.log.Error("control: invalid routing document in the store; keeping the previous snapshot", "err", err)
 		return
 	}
-	snap := Compile(&t, &state, &emerg, version, s.key)
+	if in.table == nil {
+		s.snap.Store(nil)
+		return
+	}
+	if cur := s.snap.Load(); cur != nil && cur.version == in.version {
+		return
+	}
+	var b *base
+	if cur := s.snap.Load(); cur != nil && cur.baseVersion == in.baseVersion {
+		b = cur.base // only state or emergency changed: keep the ID indexes
+	} else {
+		b = compileBase(in.table, in.lists)
+		b.baseVersion = in.baseVersion
+	}
+	snap := b.overlay(in.state, in.emergency, in.version, s.key)
 	s.snap.Store(snap)
 	s.m.snapshots.WithLabelValues("applied").Inc()
 	s.m.applied.SetToCurrentTime()
@@ -188,3 +185,89 @@ func (s *Service) Close() error {
 }
 
 func (s *Service) String() string { return fmt.Sprintf("control(%s)", s.cfg.DataDir) }
+
+// routingInputs are the parsed routing documents of one store snapshot.
+type routingInputs struct {
+	table     *Table
+	state     *State
+	emergency *Emergency
+	lists     map[string]*Whitelist
+	// version is the latest revision among the routing documents.
+	version int64
+	// baseVersion identifies the table and whitelists: the latest revision
+	// among them and their number (a deletion lowers the number, an
+	// addition raises the revision).
+	baseVersion baseID
+}
+
+type baseID struct {
+	rev int64
+	n   int
+}
+
+// parseCache keeps decoded documents by key and revision, so that a change
+// to one document does not decode the others again.
+type parseCache struct {
+	mu sync.Mutex
+	m  map[string]parsedDoc
+}
+
+type parsedDoc struct {
+	rev int64
+	v   any
+}
+
+// get decodes d into a new T, or returns the value decoded for the same
+// revision before.
+func cached[T any](c *parseCache, d store.Doc) (*T, error) {
+	if c != nil {
+		c.mu.Lock()
+		p, ok := c.m[d.Key]
+		c.mu.Unlock()
+		if v, isT := p.v.(*T); ok && isT && p.rev == d.Revision {
+			return v, nil
+		}
+	}
+	v := new(T)
+	if err := config.Parse(d.Value, d.Key, v); err != nil {
+		return nil, err
+	}
+	if c != nil {
+		c.mu.Lock()
+		if c.m == nil {
+			c.m = map[string]parsedDoc{}
+		}
+		c.m[d.Key] = parsedDoc{d.Revision, v}
+		c.mu.Unlock()
+	}
+	return v, nil
+}
+
+// parseRouting decodes the routing documents (table nil when there is
+// none).
+func parseRouting(sn *store.Snapshot, c *parseCache) (routingInputs, error) {
+	in := routingInputs{state: new(State), emergency: new(Emergency), lists: map[string]*Whitelist{}}
+	for key, d := range sn.Docs {
+		if !strings.HasPrefix(key, "routing/") {
+			continue
+		}
+		in.version = max(in.version, d.Revision)
+		var err error
+		switch {
+		case key == KeyTable:
+			in.baseVersion = baseID{max(in.baseVersion.rev, d.Revision), in.baseVersion.n + 1}
+			in.table, err = cached[Table](c, d)
+		case key == KeyState:
+			in.state, err = cached[State](c, d)
+		case key == KeyEmergency:
+			in.emergency, err = cached[Emergency](c, d)
+		case strings.HasPrefix(key, KeyWhitelists):
+			in.baseVersion = baseID{max(in.baseVersion.rev, d.Revision), in.baseVersion.n + 1}
+			in.lists[strings.TrimPrefix(key, KeyWhitelists)], err = cached[Whitelist](c, d)
+		}
+		if err != nil {
+			return in, err
+		}
+	}
+	return in, nil
+}

@@ -13,21 +13,12 @@ import (
 // locks. A new Snapshot is compiled on every change of the routing
 // documents and published through an atomic pointer.
 type Snapshot struct {
+	*base
 	version       int64
-	ttl           int
-	salt          string
-	prefixes      []regionPrefix // longest first
-	regions       []cRegion
-	defaultSite   int
 	sites         []cSite
-	rules         []cRule
-	devices       map[string][]int32 // whitelist rule indices, in order
-	customers     map[string][]int32
-	buckets       []int32 // bucket rule indices, in order
 	emGlobal      *cOverride
-	emRegion      []*cOverride // per region
-	labels        []string
-	maxClusters   int
+	emRegion      []*cOverride             // per region
+	labels        []string                 // base labels, then the overrides'
 	answers       []atomic.Pointer[signed] // (label*len(sites)+site)*maxClusters+cluster
 	defaultAnswer *signed
 	key           ed25519.PrivateKey

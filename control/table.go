@@ -3,6 +3,7 @@ package control
 import (
 	"fmt"
 	"net/netip"
+	"strings"
 
 	"github.com/veerhq/veer/config"
 )
@@ -17,6 +18,8 @@ const (
 	KeyEmergency = "routing/emergency"
 	// KeyAccess holds the scheduling API's Access nodes.
 	KeyAccess = "access/nodes"
+	// KeyWhitelists prefixes the Whitelist documents named by rules.
+	KeyWhitelists = "routing/whitelists/"
 	// KeyCriticality holds the criticality table published to gateways
 	// (shed.Config's shape).
 	KeyCriticality = "gateway/criticality"
@@ -83,16 +86,20 @@ type Cluster struct {
 	Domain string `json:"domain" yaml:"domain"`
 }
 
-// Rule sends matching users to Site. Exactly one of the whitelist (DeviceIDs
-// and/or CustomerIDs) or Bucket is set.
+// Rule sends matching users to Site. A rule is either a whitelist
+// (DeviceIDs, CustomerIDs and/or the named List) or a Bucket.
 type Rule struct {
 	Name string `json:"name" yaml:"name"`
 	// Regions scope the rule; empty: every region.
 	Regions     []string `json:"regions,omitempty" yaml:"regions,omitempty"`
 	DeviceIDs   []string `json:"device_ids,omitempty" yaml:"device_ids,omitempty"`
 	CustomerIDs []string `json:"customer_ids,omitempty" yaml:"customer_ids,omitempty"`
-	Bucket      *Bucket  `json:"bucket,omitempty" yaml:"bucket,omitempty"`
-	Site        string   `json:"site" yaml:"site"`
+	// List names a Whitelist document, KeyWhitelists+List: large lists
+	// live there (each document under the admin API's 1 MiB), so that the
+	// table stays small. A list that does not exist matches nobody.
+	List   string  `json:"list,omitempty" yaml:"list,omitempty"`
+	Bucket *Bucket `json:"bucket,omitempty" yaml:"bucket,omitempty"`
+	Site   string  `json:"site" yaml:"site"`
 }
 
 // Bucket selects the users whose salted hash falls in [From, To) percent of
@@ -181,7 +188,10 @@ func (r Rule) validate(sites, regions map[string]bool) error {
 			return config.Field(fmt.Sprintf("regions[%d]", j), "%q: no such region", g)
 		}
 	}
-	list := len(r.DeviceIDs)+len(r.CustomerIDs) > 0
+	if r.List != "" && (strings.ContainsAny(r.List, "/ ") || len(r.List) > 128) {
+		return config.Field("list", "%q: want a name without / or spaces", r.List)
+	}
+	list := len(r.DeviceIDs)+len(r.CustomerIDs) > 0 || r.List != ""
 	if list == (r.Bucket != nil) {
 		return config.Field("bucket", "set either bucket or device_ids/customer_ids")
 	}
@@ -208,6 +218,24 @@ func validDomain(d string) bool {
 		}
 	}
 	return true
+}
+
+// Whitelist is a document of IDs (KeyWhitelists+name) for a rule's List.
+type Whitelist struct {
+	DeviceIDs   []string `json:"device_ids,omitempty" yaml:"device_ids,omitempty"`
+	CustomerIDs []string `json:"customer_ids,omitempty" yaml:"customer_ids,omitempty"`
+}
+
+// Validate names the bad field.
+func (w *Whitelist) Validate() error {
+	for f, ids := range map[string][]string{"device_ids": w.DeviceIDs, "customer_ids": w.CustomerIDs} {
+		for i, id := range ids {
+			if id == "" || len(id) > maxIDLen {
+				return config.Field(fmt.Sprintf("%s[%d]", f, i), "want 1..%d bytes", maxIDLen)
+			}
+		}
+	}
+	return nil
 }
 
 // State is the playbook state (document KeyState): what operators marked

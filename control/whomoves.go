@@ -2,14 +2,14 @@ package control
 
 import (
 	"fmt"
+	"maps"
 	"net/http"
 	"net/netip"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
-
-	"github.com/veerhq/veer/config"
 )
 
 // Dry-run sample bounds.
@@ -108,57 +108,47 @@ func (rc *recent) list() []Probe {
 }
 
 // table returns the routing table in the latest store snapshot.
-func (s *Service) table() *Table {
-	t, _, _ := s.current()
-	return t
-}
+func (s *Service) table() *Table { return s.current().table }
 
 // current parses the routing documents of the latest store snapshot.
-func (s *Service) current() (*Table, *State, *Emergency) {
+func (s *Service) current() routingInputs {
 	sn := s.docs.Load()
 	if sn == nil {
-		return nil, nil, nil
+		return routingInputs{state: new(State), emergency: new(Emergency)}
 	}
-	var t *Table
-	st, em := new(State), new(Emergency)
-	if d, ok := sn.Docs[KeyTable]; ok {
-		t = new(Table)
-		if config.Parse(d.Value, KeyTable, t) != nil {
-			t = nil
-		}
+	in, err := parseRouting(sn, &s.parsed)
+	if err != nil {
+		return routingInputs{state: new(State), emergency: new(Emergency)}
 	}
-	if d, ok := sn.Docs[KeyState]; ok {
-		config.Parse(d.Value, KeyState, st)
-	}
-	if d, ok := sn.Docs[KeyEmergency]; ok {
-		config.Parse(d.Value, KeyEmergency, em)
-	}
-	return t, st, em
+	return in
 }
 
 // dryRun answers PUT ?dry_run=true: for routing documents, who would move
 // (?sample=N synthetic IDs, or ?sample=recent for recently seen devices);
 // for others, that the document validates.
 func (s *Service) dryRun(w http.ResponseWriter, r *http.Request, key string, doc any) {
-	t, st, em := s.current()
-	nt, nst, nem := t, st, em
+	cur := s.current()
+	next := cur
 	switch d := doc.(type) {
 	case *Table:
-		nt = d
+		next.table = d
 	case *State:
-		nst = d
+		next.state = d
 	case *Emergency:
-		nem = d
+		next.emergency = d
+	case *Whitelist:
+		next.lists = maps.Clone(cur.lists)
+		next.lists[strings.TrimPrefix(key, KeyWhitelists)] = d
 	default:
 		writeJSON(w, http.StatusOK, map[string]any{"valid": true, "key": key})
 		return
 	}
-	if nt == nil {
+	if next.table == nil {
 		httpError(w, http.StatusConflict, "no routing table yet: nothing to compare with")
 		return
 	}
-	if t == nil {
-		t = nt
+	if cur.table == nil {
+		cur.table = next.table
 	}
 	var probes []Probe
 	source := "synthetic"
@@ -175,9 +165,10 @@ func (s *Service) dryRun(w http.ResponseWriter, r *http.Request, key string, doc
 			}
 			n = v
 		}
-		probes = SyntheticProbes(nt, n)
+		probes = SyntheticProbes(next.table, n)
 	}
-	rep := WhoMoves(Compile(t, st, em, 0, s.key), Compile(nt, nst, nem, 0, s.key), probes)
+	rep := WhoMoves(CompileLists(cur.table, cur.state, cur.emergency, cur.lists, 0, s.key),
+		CompileLists(next.table, next.state, next.emergency, next.lists, 0, s.key), probes)
 	rep.Source = source
 	writeJSON(w, http.StatusOK, rep)
 }

@@ -94,5 +94,6 @@ var HeavyAllowed = map[string][]string{
 	"store/storeetcd/etcdtest": {"etcd", "grpc"},
 	// the control plane is a service: HTTP/3 for its public API, both store
 	// backends, lastmile's scheduling schema (which pulls DNS), metrics
-	"control": {"prometheus", "quic-go", "miekg/dns", "bbolt", "etcd", "grpc"},
+	"control":             {"prometheus", "quic-go", "miekg/dns", "bbolt", "etcd", "grpc"},
+	"control/controltest": {"prometheus", "quic-go", "miekg/dns", "bbolt", "etcd", "grpc"}, // fixtures over control
 }
