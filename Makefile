@@ -72,7 +72,7 @@ cover:
 	$(GO) tool cover -func=cover.out | tail -1
 
 clean:
-	rm -rf bin cover.out bench.txt bench-guard.txt bench-guard.md
+	rm -rf bin cover.out bench.txt bench-guard.txt bench-guard.md bench-control.md
 
 ## sim-figures: every bundled simulator scenario as Markdown, with charts in sim-out/.
 .PHONY: sim-figures
@@ -92,3 +92,10 @@ bench-shed:
 .PHONY: lastmile-experiment
 lastmile-experiment:
 	cd bench && $(GO) run ./cmd/lastmilebench -n 1000 -mix default -seed 1
+
+## bench-control: `veer control` figures (docs/control.md): answers per server CPU-second under hey
+## against a static handler, 5 interleaved rounds; override propagation over 3 instances on etcd.
+.PHONY: bench-control
+bench-control: deps
+	cd bench && $(GO) run ./cmd/controlbench -mode load -rounds 5 | tee ../bench-control.md
+	cd bench && $(GO) run ./cmd/controlbench -mode propagation -changes 100 | tee -a ../bench-control.md

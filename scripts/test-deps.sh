@@ -9,6 +9,7 @@ need=()
 declare -A pkgs=(
   [redis-server]=redis-server
   [etcd]=etcd-server
+  [hey]=hey
 )
 for cmd in "${!pkgs[@]}"; do
   command -v "$cmd" >/dev/null 2>&1 || need+=("${pkgs[$cmd]}")
