@@ -134,8 +134,18 @@ func load(rounds, n, c int) error {
 		}
 	}
 	med := func(xs []float64) float64 { s := slices.Clone(xs); slices.Sort(s); return s[len(s)/2] }
-	fmt.Printf("\nmedian answers per CPU-second: veer bucket/region %.0f, veer whitelist %.0f, static %.0f; veer/static %.2f\n",
-		med(res["veer bucket/region"]), med(res["veer whitelist"]), med(res["static"]), med(res["veer bucket/region"])/med(res["static"]))
+	ratio := func(k string) []float64 {
+		var out []float64
+		for i := range res[k] {
+			out = append(out, res[k][i]/res["static"][i])
+		}
+		return out
+	}
+	rb, rw := ratio("veer bucket/region"), ratio("veer whitelist")
+	fmt.Printf("\nmedian answers per CPU-second: veer bucket/region %.0f, veer whitelist %.0f, static %.0f\n",
+		med(res["veer bucket/region"]), med(res["veer whitelist"]), med(res["static"]))
+	fmt.Printf("per-round ratio to static (same round): bucket/region %.2f (%.2f-%.2f), whitelist %.2f (%.2f-%.2f)\n",
+		med(rb), slices.Min(rb), slices.Max(rb), med(rw), slices.Min(rw), slices.Max(rw))
 	return nil
 }
 
