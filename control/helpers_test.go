@@ -2,13 +2,11 @@ package control_test
 
 import (
 	"bytes"
-	"context"
 	"crypto/tls"
 	"encoding/json"
 	"io"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -16,8 +14,6 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/veerhq/veer/control"
-	"github.com/veerhq/veer/store"
-	"github.com/veerhq/veer/store/storebolt"
 )
 
 func TestMain(m *testing.M) {
@@ -145,14 +141,3 @@ func table() *control.Table {
 }
 
 func insecureTLS() *tls.Config { return &tls.Config{InsecureSkipVerify: true} } // self-signed test certificate
-
-func openBolt(t *testing.T) store.Store {
-	s, err := storebolt.Open(filepath.Join(t.TempDir(), "s.db"), storebolt.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	return s
-}
-
-var _ = context.Background

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/quic-go/quic-go/http3"
-	"golang.org/x/net/http2"
 
 	"github.com/veerhq/veer/clock"
 	"github.com/veerhq/veer/control"
@@ -27,7 +26,8 @@ func TestBootstrapEndToEnd(t *testing.T) {
 	state := filepath.Join(t.TempDir(), "route.json")
 	clk := clock.NewManual(time.Now())
 	h1 := &http.Client{Transport: &http.Transport{}}
-	h2 := &http.Client{Transport: &http2.Transport{TLSClientConfig: insecureTLS()}}
+	h2t := &http.Transport{TLSClientConfig: insecureTLS(), ForceAttemptHTTP2: true}
+	h2 := &http.Client{Transport: h2t}
 	h3t := &http3.Transport{TLSClientConfig: insecureTLS()}
 	h3 := &http.Client{Transport: h3t}
 	defer h1.CloseIdleConnections()

@@ -237,7 +237,7 @@ func hashID(salt, id string) uint64 {
 	for i := 0; i < len(salt); i++ {
 		h = (h ^ uint64(salt[i])) * 1099511628211
 	}
-	h = (h ^ 0) * 1099511628211
+	h *= 1099511628211 // the NUL separator: h ^ 0 == h
 	for i := 0; i < len(id); i++ {
 		h = (h ^ uint64(id[i])) * 1099511628211
 	}

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
 
 	"github.com/veerhq/veer/clock"
 	"github.com/veerhq/veer/store"
@@ -78,7 +79,7 @@ func Open(path string, opts Options) (*Store, error) {
 	existed := statErr == nil && fi.Size() > 0
 	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 2 * time.Second})
 	if err != nil {
-		if errors.Is(err, bolt.ErrTimeout) {
+		if errors.Is(err, berrors.ErrTimeout) {
 			return nil, fmt.Errorf("store: %s is locked by another process: %w", path, err)
 		}
 		if existed {

@@ -90,7 +90,6 @@ func propagation(changes int) error {
 	sn := &seen{at: map[int]map[int64]time.Time{}}
 	sn.cond = sync.NewCond(&sn.mu)
 	local := mustAddr("127.0.0.1")
-	var svcs []*control.Service
 	var admins []string
 	for i := range 3 {
 		svc, err := control.New(control.Config{DataDir: filepath.Join(dir, fmt.Sprint("i", i)), Listen: "127.0.0.1:0", AdminListen: "127.0.0.1:0",
@@ -110,7 +109,6 @@ func propagation(changes int) error {
 			return err
 		}
 		defer svc.Close()
-		svcs = append(svcs, svc)
 		admins = append(admins, "http://"+a.Admin)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
