@@ -205,3 +205,13 @@ func TestTableValidateNamesField(t *testing.T) {
 		}
 	}
 }
+
+// TestBucketHashIsStable pins the bucket hash: a user's slot must not move
+// between releases (changing hashID would move every bucketed user).
+func TestBucketHashIsStable(t *testing.T) {
+	got := []uint64{hashID("s1", "device-1") % Slots, hashID("", "42") % Slots, hashID("bank-2026", "c-7") % Slots}
+	want := []uint64{808, 4911, 1639}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("slots %v, pinned %v", got, want)
+	}
+}
