@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/veerhq/veer/config"
 	"github.com/veerhq/veer/control"
 	"github.com/veerhq/veer/store"
 )
@@ -216,5 +217,23 @@ func TestZeroConfigAndCorruptStore(t *testing.T) {
 	_, err = control.New(control.Config{DataDir: dir}, control.Options{})
 	if !errors.Is(err, store.ErrCorrupt) || !strings.Contains(err.Error(), "store.db") {
 		t.Fatalf("corrupt store: %v, want ErrCorrupt naming the file", err)
+	}
+}
+
+func TestConfigValidateNamesFieldAndLine(t *testing.T) {
+	cases := map[string]string{
+		"listen: nope\n":     "x.yaml:1: listen:",
+		"cert_file: a.crt\n": "x.yaml:1: cert_file:",
+		"tokens:\n  - {name: n, role: root, sha256: " + sum("x") + "}\n": "x.yaml:2: tokens[0].role:",
+		"trusted_proxies: [10.0.0.0/99]\n":                               "x.yaml:1: trusted_proxies[0]:",
+		"etcd:\n  endpoints: [127.0.0.1:2379]\n":                         "x.yaml:2: etcd.endpoints[0]:",
+		"listen: 127.0.0.1:1\nbogus: 1\n":                                "bogus",
+	}
+	for in, want := range cases {
+		var c control.Config
+		err := config.Parse([]byte(in), "x.yaml", &c)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: %v, want %q", in, err, want)
+		}
 	}
 }

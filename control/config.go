@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"path/filepath"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -57,6 +58,11 @@ type Config struct {
 	AdminTokenFile string `json:"admin_token_file,omitempty" yaml:"admin_token_file,omitempty"`
 	// Tokens are further API tokens, by the SHA-256 of the secret.
 	Tokens []Token `json:"tokens,omitempty" yaml:"tokens,omitempty"`
+	// TrustedProxies are CIDRs of load balancers in front of the public
+	// API: for a connection from one of them, the client's address (its
+	// region) is the right-most X-Forwarded-For address outside them.
+	// Default none: the connection's address.
+	TrustedProxies []string `json:"trusted_proxies,omitempty" yaml:"trusted_proxies,omitempty"`
 	// Etcd, if its endpoints are set, selects the etcd backend instead of
 	// the embedded store.
 	Etcd storeetcd.Config `json:"etcd,omitempty" yaml:"etcd,omitempty"`
@@ -80,6 +86,11 @@ func (c *Config) Validate() error {
 		}
 		if _, _, err := net.SplitHostPort(a); err != nil {
 			return config.Field(f, "%q: %v", a, err)
+		}
+	}
+	for i, p := range c.TrustedProxies {
+		if _, err := netip.ParsePrefix(p); err != nil {
+			return config.Field(fmt.Sprintf("trusted_proxies[%d]", i), "%q: %v", p, err)
 		}
 	}
 	if (c.CertFile == "") != (c.KeyFile == "") {

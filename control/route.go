@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"strings"
 
 	"github.com/veerhq/veer/routing"
 )
@@ -37,7 +38,7 @@ func (s *Service) serveRoute(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusServiceUnavailable, ErrNotReady.Error())
 		return
 	}
-	addr := remoteAddr(r)
+	addr := clientAddr(r, s.trusted)
 	a := snap.decide(addr, req.DeviceID, req.CustomerID)
 	s.m.count(a.Rule)
 	s.recent.add(Probe{Addr: addr, DeviceID: req.DeviceID, CustomerID: req.CustomerID})
@@ -64,14 +65,47 @@ func ParseRouteRequest(body []byte) (routing.Request, error) {
 	return req, nil
 }
 
-// remoteAddr is the client's address from the connection.
-func remoteAddr(r *http.Request) netip.Addr {
+// connAddr is the address of the request's connection.
+func connAddr(r *http.Request) netip.Addr {
 	if ap, err := netip.ParseAddrPort(r.RemoteAddr); err == nil {
-		return ap.Addr()
+		return ap.Addr().Unmap()
 	}
 	host, _, _ := net.SplitHostPort(r.RemoteAddr)
 	a, _ := netip.ParseAddr(host)
+	return a.Unmap()
+}
+
+// clientAddr is the client's address: the connection's, or, when the
+// connection comes from a trusted proxy, the right-most address of
+// X-Forwarded-For that is not a trusted proxy.
+func clientAddr(r *http.Request, trusted []netip.Prefix) netip.Addr {
+	a := connAddr(r)
+	if !inAny(trusted, a) {
+		return a
+	}
+	xff := r.Header.Values("X-Forwarded-For")
+	for i := len(xff) - 1; i >= 0; i-- {
+		parts := strings.Split(xff[i], ",")
+		for j := len(parts) - 1; j >= 0; j-- {
+			h, err := netip.ParseAddr(strings.TrimSpace(parts[j]))
+			if err != nil {
+				return a // malformed: do not guess
+			}
+			if h = h.Unmap(); !inAny(trusted, h) {
+				return h
+			}
+		}
+	}
 	return a
+}
+
+func inAny(ps []netip.Prefix, a netip.Addr) bool {
+	for _, p := range ps {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
 }
 
 // httpError writes a JSON error.

@@ -164,7 +164,7 @@ func (s *Service) serveSchedule(w http.ResponseWriter, r *http.Request) {
 	}
 	region := ""
 	if snap := s.snap.Load(); snap != nil {
-		region = snap.Region(remoteAddr(r))
+		region = snap.Region(clientAddr(r, s.trusted))
 	}
 	nodes := as.nodes(region, req.Domain)
 	if len(nodes) == 0 {

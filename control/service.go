@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -39,6 +40,7 @@ type Service struct {
 	onApply    func(int64, *Snapshot)
 	recent     recent
 	parsed     parseCache
+	trusted    []netip.Prefix
 
 	snap   atomic.Pointer[Snapshot]
 	access atomic.Pointer[accessSnap]
@@ -65,6 +67,9 @@ func New(cfg Config, opts Options) (*Service, error) {
 	}
 	s := &Service{cfg: cfg, clk: clock.Or(opts.Clock), log: obs.LoggerOr(opts.Logger), ready: make(chan struct{})}
 	s.m = newMetrics(opts.Registerer)
+	for _, p := range cfg.TrustedProxies {
+		s.trusted = append(s.trusted, netip.MustParsePrefix(p).Masked()) // validated
+	}
 	var err error
 	if s.key, _, err = loadOrCreateSigningKey(cfg.SigningKeyFile); err != nil {
 		return nil, err

@@ -3,6 +3,7 @@ package control
 import (
 	"crypto/ed25519"
 	"fmt"
+	"net/http"
 	"net/netip"
 	"testing"
 
@@ -213,5 +214,32 @@ func TestBucketHashIsStable(t *testing.T) {
 	want := []uint64{808, 4911, 1639}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("slots %v, pinned %v", got, want)
+	}
+}
+
+func TestClientAddr(t *testing.T) {
+	trusted := []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("::1/128")}
+	cases := []struct {
+		remote string
+		xff    []string
+		want   string
+	}{
+		{"192.0.2.1:5000", []string{"198.51.100.9"}, "192.0.2.1"},                          // untrusted peer: header ignored
+		{"10.1.1.1:5000", []string{"198.51.100.9"}, "198.51.100.9"},                        // via the LB
+		{"10.1.1.1:5000", []string{"203.0.113.5, 198.51.100.9, 10.2.2.2"}, "198.51.100.9"}, // right-most untrusted
+		{"10.1.1.1:5000", []string{"203.0.113.5", "10.9.9.9"}, "203.0.113.5"},              // several headers
+		{"10.1.1.1:5000", []string{"junk, 10.9.9.9"}, "10.1.1.1"},                          // malformed: the connection
+		{"10.1.1.1:5000", nil, "10.1.1.1"},
+		{"[::1]:5000", []string{"::ffff:192.0.2.7"}, "192.0.2.7"},
+	}
+	for _, c := range cases {
+		r, _ := http.NewRequest("POST", "/v1/route", nil)
+		r.RemoteAddr = c.remote
+		for _, v := range c.xff {
+			r.Header.Add("X-Forwarded-For", v)
+		}
+		if got := clientAddr(r, trusted); got.String() != c.want {
+			t.Errorf("%s %v: %s, want %s", c.remote, c.xff, got, c.want)
+		}
 	}
 }
