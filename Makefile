@@ -80,6 +80,16 @@ sim-figures:
 	mkdir -p sim-out
 	$(GO) run ./cmd/veer sim --scenario all --format markdown --plots sim-out | tee sim-out/results.md
 
+## sim-real: the scenarios of sim/testdata/real on the real Mahimahi drives, which stay
+## outside the repository (TRACES=folder, default ../shared/traces), into sim-out/real/.
+TRACES ?= ../shared/traces
+.PHONY: sim-real
+sim-real:
+	@test -f $(TRACES)/ATT-LTE-driving.down || { echo "real drives not found in $(TRACES): make sim-real TRACES=/path/to/traces"; exit 1; }
+	mkdir -p sim-out/real
+	for f in sim/testdata/real/*.yaml; do sed "s|TRACES/|$(abspath $(TRACES))/|" $$f > sim-out/real/$$(basename $$f); done
+	$(GO) run ./cmd/veer sim --scenario $$(ls sim-out/real/*.yaml | paste -sd, -) --format markdown --plots sim-out/real | tee sim-out/real/results.md
+
 ## bench-shed: side-by-side overload bench of shed vs peers (docs/shed.md); a few
 ## minutes, not part of `make test`. SHEDBENCH_FLAGS="-format json -rounds 5" etc.
 .PHONY: bench-shed
