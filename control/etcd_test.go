@@ -26,7 +26,7 @@ func TestThreeInstancesOnEtcd(t *testing.T) {
 	var es []*env
 	for range 3 {
 		es = append(es, start(t, control.Config{
-			Etcd:           storeetcd.Config{Endpoints: []string{srv.URL}, RequestTimeout: 500 * time.Millisecond},
+			Etcd:           storeetcd.Config{Endpoints: []string{srv.URL}, RequestTimeout: 2 * time.Second},
 			SigningKeyFile: filepath.Join(shared, "routing.key"),
 			AdminTokenFile: filepath.Join(shared, "admin.token"),
 		}, control.Options{}))
@@ -38,6 +38,9 @@ func TestThreeInstancesOnEtcd(t *testing.T) {
 	}
 	override := func(e *env, domain string) int64 {
 		r := e.admin("POST", "/v1/admin/playbook", e.token, []byte(`{"action":"emergency_set","override":{"primary":"`+domain+`"}}`))
+		for try := 0; r.code == 503 && try < 5; try++ { // etcd's client still reconnecting after the restart
+			r = e.admin("POST", "/v1/admin/playbook", e.token, []byte(`{"action":"emergency_set","override":{"primary":"`+domain+`"}}`))
+		}
 		if r.code != 200 {
 			t.Fatalf("override %s: %d %s", domain, r.code, r.body)
 		}
