@@ -72,7 +72,7 @@ cover:
 	$(GO) tool cover -func=cover.out | tail -1
 
 clean:
-	rm -rf bin cover.out bench.txt bench-guard.txt bench-guard.md bench-dns.md
+	rm -rf bin cover.out bench.txt bench-guard.txt bench-guard.md bench-dns.md bench-control.md
 
 ## sim-figures: every bundled simulator scenario as Markdown, with charts in sim-out/.
 .PHONY: sim-figures
@@ -113,3 +113,10 @@ bench-dns: deps build
 .PHONY: lastmile-rtt
 lastmile-rtt:
 	cd bench && $(GO) run ./cmd/lastmilertt -n 40 -rtt 50ms,150ms,300ms -loss 0,0.01,0.05
+
+## bench-control: `veer control` figures (docs/control.md): answers per server CPU-second under hey
+## against a static handler, 5 interleaved rounds; override propagation over 3 instances on etcd.
+.PHONY: bench-control
+bench-control: deps
+	cd bench && $(GO) run ./cmd/controlbench -mode load -rounds 5 | tee ../bench-control.md
+	cd bench && $(GO) run ./cmd/controlbench -mode propagation -changes 100 | tee -a ../bench-control.md

@@ -13,6 +13,8 @@ declare -A pkgs=(
   [nsd]=nsd
   [knotd]=knot
   [dnsperf]=dnsperf
+  [etcd]=etcd-server
+  [hey]=hey
 )
 for cmd in "${!pkgs[@]}"; do
   command -v "$cmd" >/dev/null 2>&1 || need+=("${pkgs[$cmd]}")

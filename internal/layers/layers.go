@@ -29,6 +29,7 @@ var Table = map[string]int{
 	"internal/atomicfile": 0, // durable file replacement for failover and lastmile
 	// L1 shared infrastructure
 	"config": 1,
+	"store":  1,
 	// L2 algorithms (ARCHITECTURE.md's L1)
 	"failover": 2,
 	"lastmile": 2,
@@ -37,6 +38,7 @@ var Table = map[string]int{
 	"breaker":  2,
 	"retry":    2,
 	"cache":    2,
+	"routing":  2,
 	// L3 services
 	"gateway":   3,
 	"control":   3,
@@ -92,4 +94,11 @@ var HeavyAllowed = map[string][]string{
 	"dnsserver/doh":              {"prometheus", "miekg/dns", "quic-go"},  // DoH over HTTP/3
 	"dnsserver/dnsfile":          {"prometheus", "miekg/dns", "fsnotify"}, // the watched data file
 	"dnsserver/internal/dnstest": {"quic-go", "miekg/dns"},                // test certificates from lastmile/lmtest
+	"store/storebolt":            {"bbolt"},
+	"store/storeetcd":            {"etcd", "grpc"},
+	"store/storeetcd/etcdtest":   {"etcd", "grpc"},
+	// the control plane is a service: HTTP/3 for its public API, both store
+	// backends, lastmile's scheduling schema (which pulls DNS), metrics
+	"control":             {"prometheus", "quic-go", "miekg/dns", "bbolt", "etcd", "grpc"},
+	"control/controltest": {"prometheus", "quic-go", "miekg/dns", "bbolt", "etcd", "grpc"}, // fixtures over control
 }

@@ -1,0 +1,92 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// TestControlServeAndCLI runs `veer control --config` and drives it with the
+// CLI subcommands over its admin API.
+func TestControlServeAndCLI(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "control.yaml")
+	os.WriteFile(cfg, []byte("data_dir: "+dir+"/data\nlisten: 127.0.0.1:0\nadmin_listen: 127.0.0.1:0\n"), 0o600)
+	ctx, cancel := context.WithCancel(context.Background())
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		root := newRoot()
+		root.SetOut(pw)
+		root.SetErr(pw)
+		root.SetArgs([]string{"control", "--config", cfg})
+		done <- root.ExecuteContext(ctx)
+		pw.Close()
+	}()
+	var admin, tokenFile string
+	sc := bufio.NewScanner(pr)
+	re := regexp.MustCompile(`admin API (http://\S+); admin token in (\S+) \(created now\)`)
+	for sc.Scan() {
+		if m := re.FindStringSubmatch(sc.Text()); m != nil {
+			admin, tokenFile = m[1], m[2]
+			break
+		}
+	}
+	go io.Copy(io.Discard, pr)
+	if admin == "" {
+		t.Fatalf("no admin address printed (%v)", <-done)
+	}
+	fi, err := os.Stat(tokenFile)
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("token file %s: %v %v", tokenFile, err, fi)
+	}
+	table := filepath.Join(dir, "table.yaml")
+	os.WriteFile(table, []byte(`default_domain: wap.example.com
+regions: [{name: local, cidrs: [127.0.0.0/8], site: a}]
+sites:
+  - {name: a, sibling: b, clusters: [{name: a1, domain: a1.example.com}]}
+  - {name: b, sibling: a, clusters: [{name: b1, domain: b1.example.com}]}
+`), 0o600)
+	cli := func(args ...string) (string, error) {
+		return run(t, append(append([]string{"control"}, args...), "--server", admin, "--token-file", tokenFile)...)
+	}
+	steps := []struct {
+		args []string
+		want string
+		fail bool
+	}{
+		{[]string{"whoami"}, `"role": "admin"`, false},
+		{[]string{"put", "routing/table", table, "--reason", "first"}, `"version": 1`, false},
+		{[]string{"put", "routing/table", table, "--if-match", "5"}, "409", true},
+		{[]string{"put", "routing/table", table, "--dry-run", "--sample", "1000"}, `"moved": 0`, false},
+		{[]string{"playbook", "site_down", "--site", "a", "--reason", "fire"}, `"key": "routing/state"`, false},
+		{[]string{"playbook", "emergency_set", "--to-domain", "sorry.example.com"}, `"key": "routing/emergency"`, false},
+		{[]string{"get", "routing/state"}, `"sites_down":["a"]`, false},
+		{[]string{"history", "routing/state"}, `"reason": "site_down: fire"`, false},
+		{[]string{"rollback", "routing/table", "1", "--reason", "undo"}, `"version": 2`, false},
+		{[]string{"audit", "--limit", "1"}, `rollback to version 1: undo`, false},
+		{[]string{"playbook", "nuke"}, "400", true},
+	}
+	for _, st := range steps {
+		out, err := cli(st.args...)
+		if (err != nil) != st.fail || !strings.Contains(out+errString(err), st.want) {
+			t.Fatalf("veer control %v: %v\n%s\nwant %q", st.args, err, out, st.want)
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
