@@ -47,8 +47,8 @@ func TestScheduleWithLastmileClient(t *testing.T) {
 	pool.AppendCertsFromPEM(pem)
 	port := e.addrs.Public[strings.LastIndex(e.addrs.Public, ":")+1:]
 	lm, err := lastmile.New(lastmile.Config{
-		Steps:     []lastmile.Step{lastmile.StepScheduler},
-		DNS:       lastmile.DNSConfig{Order: []lastmile.Step{lastmile.StepBootstrap}, Bootstrap: map[string][]string{"localhost": {"127.0.0.1"}}},
+		Steps:     []lastmile.RouteStep{lastmile.StepScheduler},
+		DNS:       lastmile.DNSConfig{Order: []lastmile.ResolverStep{lastmile.StepBootstrap}, Bootstrap: map[string][]string{"localhost": {"127.0.0.1"}}},
 		Scheduler: lastmile.SchedulerConfig{URL: "https://localhost:" + port + "/v1/schedule"},
 	}, lastmile.Options{RootCAs: pool})
 	if err != nil {
