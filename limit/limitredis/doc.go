@@ -12,6 +12,12 @@
 // made synchronously so that a released slot is free for the very next
 // decision.
 //
+// Redis keys: Prefix + "r:" (a GCRA key) or "c:" (a lease set) + the
+// length of the dimension's name + ":" + name + ":" + the request's key,
+// e.g. "veer:limit:r:6:tenant:acme". The length prefix makes the encoding
+// unambiguous: no choice of dimension names and keys (which come from
+// request headers) can make two dimensions share a bucket.
+//
 // Fallback: when a Redis call fails (refused, reset, timeout after
 // Config.Timeout), the request and every request after it are decided by a
 // local limit.Limiter holding Config's limits divided by Config.Instances,

@@ -108,6 +108,10 @@ type Limiter struct {
 
 	fallback atomic.Bool
 
+	// rprefix[i], cprefix[i]: the Redis key of dimension i's key k is
+	// rprefix[i]+k (rate) or cprefix[i]+k (concurrency); see redisPrefixes.
+	rprefix, cprefix []string
+
 	mu     sync.Mutex
 	leases map[string][]string // lease id -> concurrency keys
 
@@ -116,6 +120,9 @@ type Limiter struct {
 }
 
 var _ limit.Admitter = (*Limiter)(nil)
+
+// ErrNoClient is returned by New when it is given no Redis client.
+var ErrNoClient = errors.New("limitredis: nil Redis client")
 
 // New returns a Limiter using rdb and starts its probe/renewal goroutine;
 // Close stops it.
@@ -135,6 +142,7 @@ func New(cfg Config, rdb redis.UniversalClient, opts Options) (*Limiter, error) 
 		id: hex.EncodeToString(idb[:]), m: newMetrics(opts.Registerer), onFB: opts.OnFallback,
 		leases: map[string][]string{}, stop: make(chan struct{}),
 	}
+	l.rprefix, l.cprefix = redisPrefixes(cfg.Prefix, cfg.Limits.Dimensions)
 	l.m.state.Set(0)
 	l.wg.Add(1)
 	go l.loop()
@@ -208,11 +216,11 @@ func (l *Limiter) admitRedis(ctx context.Context, keys []string) (limit.Result, 
 			if burst <= 0 {
 				burst = max(1, int(lim.Rate+0.999999))
 			}
-			rkeys = append(rkeys, l.cfg.Prefix+"r:"+d.Name+":"+keys[i])
+			rkeys = append(rkeys, l.rprefix[i]+keys[i])
 			args = append(args, t, t*int64(burst), i)
 		}
 		if lim.Concurrency > 0 {
-			ckeys = append(ckeys, l.cfg.Prefix+"c:"+d.Name+":"+keys[i])
+			ckeys = append(ckeys, l.cprefix[i]+keys[i])
 			cargs = append(cargs, lim.Concurrency, i)
 		}
 	}
@@ -255,6 +263,21 @@ func (l *Limiter) admitRedis(ctx context.Context, keys []string) (limit.Result, 
 	}
 	l.m.rejected.WithLabelValues(res.Dimension, res.Reason.String()).Inc()
 	return res, nil
+}
+
+// redisPrefixes returns the Redis key prefixes of each dimension:
+// prefix + "r:" (rate) or "c:" (concurrency) + the length of the dimension's
+// name in decimal + ":" + name + ":". The length makes the encoding
+// unambiguous: dimension "t" with key "a:b" is "r:1:t:a:b" and dimension
+// "t:a" with key "b" is "r:3:t:a:b", so two dimensions (two tenants' keys)
+// can never share a bucket, whatever characters names and keys contain.
+func redisPrefixes(prefix string, dims []limit.Dimension) (r, c []string) {
+	for _, d := range dims {
+		mid := strconv.Itoa(len(d.Name)) + ":" + d.Name + ":"
+		r = append(r, prefix+"r:"+mid)
+		c = append(c, prefix+"c:"+mid)
+	}
+	return r, c
 }
 
 // testHookAdmitted, when set by a test, receives the Redis server time (µs)

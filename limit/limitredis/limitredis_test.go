@@ -154,7 +154,7 @@ func TestSharedRateAccuracy(t *testing.T) {
 	// this busy machine just before they stop): the tokens left in the
 	// bucket at the last admission, read from the key's final theoretical
 	// arrival time. Tokens lost in the middle of the run are not excused.
-	tatFinal, err := client(t, srv.Addr()).Get(context.Background(), "veer:limit:r:tenant:acme").Int64()
+	tatFinal, err := client(t, srv.Addr()).Get(context.Background(), "veer:limit:r:6:tenant:acme").Int64()
 	if err != nil {
 		t.Fatal(err)
 	}
