@@ -2,11 +2,29 @@ package limitredis
 
 import (
 	"context"
+	"errors"
 	"testing"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/veerhq/veer/internal/redistest"
 	"github.com/veerhq/veer/limit"
 )
+
+// TestNewRejectsNilClient: issue 19 defect 3. A nil client used to be
+// accepted and the first Admit panicked.
+func TestNewRejectsNilClient(t *testing.T) {
+	var typedNil *redis.Client
+	for _, rdb := range []redis.UniversalClient{nil, typedNil} {
+		l, err := New(Config{}, rdb, Options{})
+		if l != nil {
+			l.Close()
+		}
+		if !errors.Is(err, ErrNoClient) {
+			t.Fatalf("New with client %#v: %v, want ErrNoClient", rdb, err)
+		}
+	}
+}
 
 // TestDimensionsNeverShareKeys: issue 19 defect 1. Keys used to be prefix
 // + dimension + ":" + key, so dimension "t" with key "a:b" and dimension

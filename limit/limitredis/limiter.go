@@ -125,8 +125,26 @@ var _ limit.Admitter = (*Limiter)(nil)
 var ErrNoClient = errors.New("limitredis: nil Redis client")
 
 // New returns a Limiter using rdb and starts its probe/renewal goroutine;
+// isNil reports a nil client, also a typed nil pointer in the interface.
+func isNil(rdb redis.UniversalClient) bool {
+	switch c := rdb.(type) {
+	case nil:
+		return true
+	case *redis.Client:
+		return c == nil
+	case *redis.ClusterClient:
+		return c == nil
+	case *redis.Ring:
+		return c == nil
+	}
+	return false
+}
+
 // Close stops it.
 func New(cfg Config, rdb redis.UniversalClient, opts Options) (*Limiter, error) {
+	if isNil(rdb) {
+		return nil, ErrNoClient
+	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
