@@ -3,7 +3,10 @@ package limitredis
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strconv"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -56,4 +59,80 @@ func TestDimensionsNeverShareKeys(t *testing.T) {
 	}
 	first.Permit.Release()
 	second.Permit.Release()
+}
+
+// TestPrecisionAtHighRates: issue 19 defect 4. The emission interval was
+// truncated to whole microseconds (+11% over the limit at 150 000/s, rates
+// above 1e6/s capped). The script is fed the same request times as an
+// exact GCRA (integer arithmetic in units of 1/rate ns), twice the limit's
+// rate for 20 000 requests; the admitted counts must agree within 0.1%.
+func TestPrecisionAtHighRates(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := client(t, srv.Addr(), 5*time.Second)
+	ctx := context.Background()
+	if err := admitScript.Load(ctx, rdb).Err(); err != nil {
+		t.Fatal(err)
+	}
+	const n = 20000
+	const base = int64(1_764_570_000_123_456_789) // ns since the epoch, with sub-second digits
+	for _, tc := range []struct {
+		rate, burst int64
+	}{
+		{30_000, 1}, {60_000, 10}, {150_000, 1}, {1_000_000, 1}, {3_000_000, 100}, {300_000_000, 1}, {1_000_000_000, 5},
+	} {
+		name := fmt.Sprintf("rate=%d,burst=%d", tc.rate, tc.burst)
+		l, _ := newLimiter(t, Config{Prefix: name + ":", Timeout: 5 * time.Second, Limits: limit.Config{Dimensions: []limit.Dimension{
+			{Name: "tenant", Default: limit.Limits{Rate: float64(tc.rate), Burst: int(tc.burst)}},
+		}}}, srv.Addr(), Options{})
+		times := make([]int64, n) // ns after base: twice the rate
+		for i := range times {
+			times[i] = int64(i) * 1e9 / (2 * tc.rate)
+		}
+		want := exactGCRA(tc.rate, tc.burst, times)
+		got := 0
+		for i := 0; i < n; {
+			pipe := rdb.Pipeline()
+			var cmds []*redis.Cmd
+			for j := 0; j < 1000 && i < n; i, j = i+1, j+1 {
+				req, _ := l.prepare([]string{"acme"}, strconv.FormatInt(base+times[i], 10))
+				cmds = append(cmds, admitScript.EvalSha(ctx, pipe, req.keys, req.args...))
+			}
+			if _, err := pipe.Exec(ctx); err != nil {
+				t.Fatal(err)
+			}
+			for _, c := range cmds {
+				v, err := c.Int64Slice()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if v[0] == 1 {
+					got++
+				}
+			}
+		}
+		t.Logf("%s: admitted %d, exact GCRA %d (%+.3f%%)", name, got, want, 100*float64(got-want)/float64(want))
+		if d := got - want; d > want/1000+1 || -d > want/1000+1 {
+			t.Errorf("%s: admitted %d of %d requests, exact GCRA admits %d", name, got, n, want)
+		}
+	}
+}
+
+// exactGCRA counts the admissions of a GCRA with the given rate (per
+// second) and burst for requests at times (ns), in integer arithmetic: time
+// is counted in units of 1/rate ns, so the emission interval is exactly 1e9
+// units.
+func exactGCRA(rate, burst int64, times []int64) int {
+	const T = int64(1e9)
+	tau := burst * T
+	var tat int64
+	admitted := 0
+	for _, ns := range times {
+		now := ns * rate
+		nt := max(tat, now) + T
+		if nt-now <= tau {
+			tat = nt
+			admitted++
+		}
+	}
+	return admitted
 }

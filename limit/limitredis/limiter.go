@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"log/slog"
+	"math"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -213,9 +214,24 @@ func (l *Limiter) enterFallback(err error) {
 }
 
 func (l *Limiter) admitRedis(ctx context.Context, keys []string) (limit.Result, error) {
+	return l.admitRedisAt(ctx, keys, "")
+}
+
+// request is one decision's script call.
+type request struct {
+	keys  []string // GCRA keys, then lease sets
+	args  []any
+	ckeys []string // the lease sets
+	lease string   // lease id, "" without concurrency limits
+}
+
+// prepare builds the script call deciding keys at Redis's TIME, or at now
+// (ns since the Unix epoch, decimal) when a test gives it. ok is false when
+// no dimension limits the request.
+func (l *Limiter) prepare(keys []string, now string) (req request, ok bool) {
 	dims := l.cfg.Limits.Dimensions
-	var rkeys, ckeys []string
-	args := make([]any, 4, 4+3*len(dims))
+	var rkeys []string
+	args := make([]any, 5, 5+3*len(dims))
 	var cargs []any
 	for i, d := range dims {
 		if i >= len(keys) || keys[i] == "" {
@@ -226,34 +242,41 @@ func (l *Limiter) admitRedis(ctx context.Context, keys []string) (limit.Result, 
 			lim = o
 		}
 		if lim.Rate > 0 {
-			t := int64(1e6 / lim.Rate)
-			if t < 1 {
-				t = 1
-			}
+			t := 1e9 / lim.Rate
 			burst := lim.Burst
 			if burst <= 0 {
-				burst = max(1, int(lim.Rate+0.999999))
+				burst = max(1, int(math.Ceil(lim.Rate)))
 			}
 			rkeys = append(rkeys, l.rprefix[i]+keys[i])
-			args = append(args, t, t*int64(burst), i)
+			args = append(args, strconv.FormatFloat(t, 'g', -1, 64), strconv.FormatFloat(t*float64(burst), 'g', -1, 64), i)
 		}
 		if lim.Concurrency > 0 {
-			ckeys = append(ckeys, l.cprefix[i]+keys[i])
+			req.ckeys = append(req.ckeys, l.cprefix[i]+keys[i])
 			cargs = append(cargs, lim.Concurrency, i)
 		}
 	}
-	if len(rkeys) == 0 && len(ckeys) == 0 {
+	if len(rkeys) == 0 && len(req.ckeys) == 0 {
+		return req, false
+	}
+	if len(req.ckeys) > 0 {
+		req.lease = l.id + ":" + strconv.FormatUint(l.seq.Add(1), 36)
+	}
+	args[0], args[1], args[2], args[3], args[4] = len(rkeys), len(req.ckeys), req.lease, l.cfg.LeaseTTL.Microseconds(), now
+	req.args = append(args, cargs...)
+	req.keys = append(rkeys, req.ckeys...)
+	return req, true
+}
+
+func (l *Limiter) admitRedisAt(ctx context.Context, keys []string, now string) (limit.Result, error) {
+	dims := l.cfg.Limits.Dimensions
+	req, ok := l.prepare(keys, now)
+	if !ok {
 		return limit.Result{Allowed: true}, nil
 	}
-	lease := ""
-	if len(ckeys) > 0 {
-		lease = l.id + ":" + strconv.FormatUint(l.seq.Add(1), 36)
-	}
-	args[0], args[1], args[2], args[3] = len(rkeys), len(ckeys), lease, l.cfg.LeaseTTL.Microseconds()
-	args = append(args, cargs...)
+	lease, ckeys := req.lease, req.ckeys
 	ctx, cancel := context.WithTimeout(ctx, l.cfg.Timeout)
 	defer cancel()
-	v, err := admitScript.Run(ctx, l.rdb, append(rkeys, ckeys...), args...).Int64Slice()
+	v, err := admitScript.Run(ctx, l.rdb, req.keys, req.args...).Int64Slice()
 	if err != nil {
 		return limit.Result{}, err
 	}
@@ -274,7 +297,7 @@ func (l *Limiter) admitRedis(ctx context.Context, keys []string) (limit.Result, 
 		return limit.Result{Allowed: true, Permit: p}, nil
 	}
 	dim := int(v[1])
-	res := limit.Result{Dimension: dims[dim].Name, Key: keys[dim], Reason: limit.Rate, RetryAfter: time.Duration(v[2]) * time.Microsecond}
+	res := limit.Result{Dimension: dims[dim].Name, Key: keys[dim], Reason: limit.Rate, RetryAfter: time.Duration(v[2])}
 	if v[2] < 0 {
 		res.Reason = limit.Concurrency
 		res.RetryAfter = l.cfg.Limits.ConcurrencyRetryAfter
