@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/veerhq/veer/clock"
 	"github.com/veerhq/veer/internal/redistest"
 	"github.com/veerhq/veer/limit"
 )
@@ -135,4 +138,61 @@ func exactGCRA(rate, burst int64, times []int64) int {
 		}
 	}
 	return admitted
+}
+
+// TestLeaseRenewalSchedule: issue 19 defect 2. Leases must be renewed every
+// LeaseTTL/3 whatever the probe interval and however the ticks fall; they
+// used to be renewed only on a tick at least TTL/3 after the last renewal,
+// which skipped every other one (renewals 2/3 of the TTL apart). On a
+// virtual clock, with a probe interval (90 ms) that does not divide TTL/3
+// (100 ms), every renewal must happen exactly on schedule and reach Redis.
+func TestLeaseRenewalSchedule(t *testing.T) {
+	srv := redistest.Start(t)
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	clk := clock.NewManual(t0)
+	var mu sync.Mutex
+	var renewals []time.Duration
+	testHookRenewed = func(now time.Time) {
+		mu.Lock()
+		renewals = append(renewals, now.Sub(t0))
+		mu.Unlock()
+	}
+	defer func() { testHookRenewed = nil }()
+	const ttl = 300 * time.Millisecond
+	l, _ := newLimiter(t, Config{Timeout: 5 * time.Second, LeaseTTL: ttl, ProbeInterval: 90 * time.Millisecond, Limits: limit.Config{Dimensions: []limit.Dimension{
+		{Name: "function", Default: limit.Limits{Concurrency: 2}},
+	}}}, srv.Addr(), Options{Clock: clk})
+	r := l.Admit(context.Background(), []string{"resize"})
+	if !r.Allowed {
+		t.Fatal("rejected")
+	}
+	defer r.Permit.Release()
+	rdb := client(t, srv.Addr())
+	set := l.cprefix[0] + "resize"
+	score := func() float64 {
+		t.Helper()
+		zs, err := rdb.ZRangeWithScores(context.Background(), set, 0, -1).Result()
+		if err != nil || len(zs) != 1 {
+			t.Fatalf("lease set %q: %v %v, want one lease", set, zs, err)
+		}
+		return zs[0].Score
+	}
+	before := score()
+	for range 300 { // 3 s of virtual time
+		clk.Advance(10 * time.Millisecond)
+	}
+	l.Close() // no renewal runs after Close returns
+	mu.Lock()
+	got := slices.Clone(renewals)
+	mu.Unlock()
+	var want []time.Duration
+	for k := 1; k <= 30; k++ {
+		want = append(want, time.Duration(k)*ttl/3)
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("renewals at %v,\nwant every TTL/3: %v", got, want)
+	}
+	if after := score(); after <= before {
+		t.Fatalf("lease expiry %v not pushed past %v: the renewals did not reach Redis", after, before)
+	}
 }

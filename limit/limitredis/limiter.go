@@ -116,8 +116,7 @@ type Limiter struct {
 	mu     sync.Mutex
 	leases map[string][]string // lease id -> concurrency keys
 
-	stop chan struct{}
-	wg   sync.WaitGroup
+	bg background
 }
 
 var _ limit.Admitter = (*Limiter)(nil)
@@ -159,24 +158,12 @@ func New(cfg Config, rdb redis.UniversalClient, opts Options) (*Limiter, error) 
 	l := &Limiter{
 		cfg: cfg, rdb: rdb, local: local, log: obs.LoggerOr(opts.Logger), clk: clock.Or(opts.Clock),
 		id: hex.EncodeToString(idb[:]), m: newMetrics(opts.Registerer), onFB: opts.OnFallback,
-		leases: map[string][]string{}, stop: make(chan struct{}),
+		leases: map[string][]string{},
 	}
 	l.rprefix, l.cprefix = redisPrefixes(cfg.Prefix, cfg.Limits.Dimensions)
 	l.m.state.Set(0)
-	l.wg.Add(1)
-	go l.loop()
+	l.startBackground()
 	return l, nil
-}
-
-// Close stops the background goroutine. Leases still held expire by TTL.
-func (l *Limiter) Close() error {
-	select {
-	case <-l.stop:
-	default:
-		close(l.stop)
-	}
-	l.wg.Wait()
-	return nil
 }
 
 // InFallback reports whether decisions are local now.
@@ -341,67 +328,6 @@ func (l *Limiter) release(lease string) {
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		// The lease expires by TTL.
-		l.m.errors.Inc()
-	}
-}
-
-func (l *Limiter) loop() {
-	defer l.wg.Done()
-	every := min(l.cfg.ProbeInterval, l.cfg.LeaseTTL/3)
-	tk := l.clk.NewTicker(every)
-	defer tk.Stop()
-	lastRenew := l.clk.Now()
-	for {
-		select {
-		case <-l.stop:
-			return
-		case now := <-tk.C():
-			if l.fallback.Load() {
-				l.probe()
-			}
-			if now.Sub(lastRenew) >= l.cfg.LeaseTTL/3 {
-				lastRenew = now
-				l.renew()
-			}
-		}
-	}
-}
-
-func (l *Limiter) probe() {
-	ctx, cancel := context.WithTimeout(context.Background(), l.cfg.Timeout)
-	defer cancel()
-	if err := l.rdb.Ping(ctx).Err(); err != nil {
-		return
-	}
-	if l.fallback.CompareAndSwap(true, false) {
-		l.m.state.Set(0)
-		l.m.recoveries.Inc()
-		l.log.Info("limitredis: Redis is back; deciding through Redis again")
-		if l.onFB != nil {
-			l.onFB(false)
-		}
-	}
-}
-
-func (l *Limiter) renew() {
-	l.mu.Lock()
-	if len(l.leases) == 0 {
-		l.mu.Unlock()
-		return
-	}
-	var keys []string
-	var args []any
-	args = append(args, l.cfg.LeaseTTL.Microseconds())
-	for lease, ks := range l.leases {
-		for _, k := range ks {
-			keys = append(keys, k)
-			args = append(args, lease)
-		}
-	}
-	l.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), l.cfg.Timeout)
-	defer cancel()
-	if err := renewScript.Run(ctx, l.rdb, keys, args...).Err(); err != nil && !errors.Is(err, redis.Nil) {
 		l.m.errors.Inc()
 	}
 }
