@@ -97,7 +97,8 @@ func TestPrecisionAtHighRates(t *testing.T) {
 			pipe := rdb.Pipeline()
 			var cmds []*redis.Cmd
 			for j := 0; j < 1000 && i < n; i, j = i+1, j+1 {
-				req, _ := l.prepare([]string{"acme"}, strconv.FormatInt(base+times[i], 10))
+				var req request
+				l.prepare(&req, []string{"acme"}, strconv.FormatInt(base+times[i], 10))
 				cmds = append(cmds, admitScript.EvalSha(ctx, pipe, req.keys, req.args...))
 			}
 			if _, err := pipe.Exec(ctx); err != nil {
@@ -168,7 +169,7 @@ func TestLeaseRenewalSchedule(t *testing.T) {
 	}
 	defer r.Permit.Release()
 	rdb := client(t, srv.Addr())
-	set := l.cprefix[0] + "resize"
+	set := l.dims[0].cprefix + "resize"
 	score := func() float64 {
 		t.Helper()
 		zs, err := rdb.ZRangeWithScores(context.Background(), set, 0, -1).Result()

@@ -501,3 +501,24 @@ func BenchmarkAdmit(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkAdmitParallel is 16 goroutines deciding at once: the decisions
+// that arrive together go to Redis in one pipeline.
+func BenchmarkAdmitParallel(b *testing.B) {
+	srv := redistest.Start(b)
+	l, _ := newLimiter(b, Config{Timeout: time.Second, Limits: limit.Config{Dimensions: []limit.Dimension{
+		{Name: "tenant", Default: limit.Limits{Rate: 1e9, Burst: 1000}},
+	}}}, srv.Addr(), Options{})
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.SetParallelism(8)
+	b.RunParallel(func(pb *testing.PB) {
+		keys := []string{"acme"}
+		for pb.Next() {
+			if r := l.Admit(ctx, keys); !r.Allowed {
+				b.Error("rejected")
+				return
+			}
+		}
+	})
+}

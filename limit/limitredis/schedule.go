@@ -85,8 +85,10 @@ func (l *Limiter) probeTick() {
 }
 
 // Close stops the renewal and the probe and waits for a running one to
-// finish; no Redis call is made for them after Close returns. Leases still
-// held expire by their TTL.
+// finish (no Redis call is made for them after Close returns), and stops
+// the batching goroutines once the decisions queued are sent. Admit still
+// works after Close, one round trip per decision. Leases still held expire
+// by their TTL.
 func (l *Limiter) Close() error {
 	b := &l.bg
 	b.mu.Lock()
@@ -97,6 +99,7 @@ func (l *Limiter) Close() error {
 	}
 	b.mu.Unlock()
 	b.running.Wait()
+	l.stopFlushers()
 	return nil
 }
 

@@ -1,0 +1,242 @@
+package limitredis
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Batching: decisions (and lease releases) that arrive while earlier ones
+// are on the wire are queued and sent together, as one pipeline of script
+// calls in one round trip, by a few flusher goroutines. A lone decision
+// goes out at once; under load each round trip carries every decision that
+// arrived meanwhile, so Redis and the client make one read and one write
+// per batch instead of per decision.
+const (
+	// flushers is the number of batches in flight at once.
+	flushers = 4
+	// maxBatch bounds the calls of one pipeline.
+	maxBatch = 256
+)
+
+// call states.
+const (
+	waiting int32 = iota
+	delivered
+	abandoned
+)
+
+// call is one decision or release in a batch.
+type call struct {
+	req     request
+	release bool // ZREM req.ckeys' lease instead of deciding
+	enq     time.Time
+	reply   [3]int64
+	err     error
+	state   atomic.Int32
+	noWait  bool // nobody waits: the flusher recycles it
+	done    chan struct{}
+	cmd     redis.Cmder
+}
+
+var callPool = sync.Pool{New: func() any { return &call{done: make(chan struct{}, 1)} }}
+
+func getCall() *call {
+	c := callPool.Get().(*call)
+	c.state.Store(waiting)
+	c.err, c.release, c.noWait, c.cmd = nil, false, false, nil
+	return c
+}
+
+func putCall(c *call) {
+	c.cmd = nil
+	callPool.Put(c)
+}
+
+type batcher struct {
+	mu     sync.Mutex
+	cond   sync.Cond
+	queue  []*call
+	closed bool
+	wg     sync.WaitGroup
+}
+
+func (l *Limiter) startFlushers() {
+	b := &l.batch
+	b.cond.L = &b.mu
+	for range flushers {
+		b.wg.Go(l.flusher)
+	}
+}
+
+// stopFlushers lets the flushers send what is queued, then stops them;
+// calls made afterwards are sent by their caller, one by one.
+func (l *Limiter) stopFlushers() {
+	b := &l.batch
+	b.mu.Lock()
+	b.closed = true
+	b.cond.Broadcast()
+	b.mu.Unlock()
+	b.wg.Wait()
+}
+
+// submit queues c for the flushers and waits for its reply or for ctx.
+// It reports false when ctx ended first: c is abandoned, and the flusher
+// undoes its effect (a lease) and recycles it.
+func (l *Limiter) submit(ctx context.Context, c *call) bool {
+	b := &l.batch
+	noWait := c.noWait
+	c.enq = time.Now()
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		l.exec([]*call{c})
+		l.deliver(c)
+	} else {
+		b.queue = append(b.queue, c)
+		b.cond.Signal()
+		b.mu.Unlock()
+	}
+	if noWait {
+		return true
+	}
+	select {
+	case <-c.done:
+		return true
+	case <-ctx.Done():
+		if c.state.CompareAndSwap(waiting, abandoned) {
+			return false
+		}
+		<-c.done
+		return true
+	}
+}
+
+func (l *Limiter) flusher() {
+	b := &l.batch
+	batch := make([]*call, 0, maxBatch)
+	for {
+		b.mu.Lock()
+		for len(b.queue) == 0 && !b.closed {
+			b.cond.Wait()
+		}
+		if len(b.queue) == 0 {
+			b.mu.Unlock()
+			return
+		}
+		n := min(len(b.queue), maxBatch)
+		batch = append(batch[:0], b.queue[:n]...)
+		rest := copy(b.queue, b.queue[n:])
+		clear(b.queue[rest:])
+		b.queue = b.queue[:rest]
+		if rest > 0 {
+			b.cond.Signal()
+		}
+		b.mu.Unlock()
+		l.m.batch.Observe(float64(len(batch)))
+		l.exec(batch)
+		for i, c := range batch {
+			l.deliver(c)
+			batch[i] = nil
+		}
+	}
+}
+
+var errStale = errors.New("limitredis: no answer within the decision timeout")
+
+// exec sends the calls as one pipeline. Its deadline is the oldest call's
+// arrival plus Config.Timeout, so that time spent queued counts; calls
+// already past it, or arriving while in fallback, fail without a round
+// trip.
+func (l *Limiter) exec(calls []*call) {
+	deadline := calls[0].enq.Add(l.cfg.Timeout)
+	if l.fallback.Load() || !time.Now().Before(deadline) {
+		for _, c := range calls {
+			c.err = errStale
+		}
+		return
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
+	pipe := l.rdb.Pipeline()
+	for _, c := range calls {
+		if c.release {
+			for _, k := range c.req.ckeys {
+				c.cmd = pipe.ZRem(ctx, k, c.req.lease)
+			}
+		} else {
+			c.cmd = admitScript.EvalSha(ctx, pipe, c.req.keys, c.req.args...)
+		}
+	}
+	_, _ = pipe.Exec(ctx)
+	var again []*call
+	for _, c := range calls {
+		if err := c.cmd.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+			again = append(again, c)
+		}
+	}
+	if len(again) > 0 {
+		// Redis lost its script cache (a restart, SCRIPT FLUSH): EVAL
+		// loads it again.
+		pipe = l.rdb.Pipeline()
+		for _, c := range again {
+			c.cmd = admitScript.Eval(ctx, pipe, c.req.keys, c.req.args...)
+		}
+		_, _ = pipe.Exec(ctx)
+	}
+	for _, c := range calls {
+		c.err = c.cmd.Err()
+		if c.err != nil || c.release {
+			continue
+		}
+		c.err = parseReply(c.cmd.(*redis.Cmd).Val(), &c.reply)
+	}
+}
+
+var errReply = errors.New("limitredis: unexpected script reply")
+
+func parseReply(v any, out *[3]int64) error {
+	vs, ok := v.([]any)
+	if !ok || len(vs) != 3 {
+		return errReply
+	}
+	for i, x := range vs {
+		n, ok := x.(int64)
+		if !ok {
+			return errReply
+		}
+		out[i] = n
+	}
+	return nil
+}
+
+// deliver hands c's reply to its waiter, or cleans up after a waiter that
+// gave up: an admission it will never release has its lease released.
+func (l *Limiter) deliver(c *call) {
+	if c.noWait {
+		putCall(c)
+		return
+	}
+	if c.state.CompareAndSwap(waiting, delivered) {
+		c.done <- struct{}{}
+		return
+	}
+	if c.err == nil && !c.release && c.reply[0] == 1 && c.req.lease != "" {
+		l.releaseLease(c.req.lease, c.req.ckeys)
+	}
+	putCall(c)
+}
+
+// releaseLease queues the removal of a lease from its sets, without
+// waiting (a lease that is not removed expires by its TTL).
+func (l *Limiter) releaseLease(lease string, ckeys []string) {
+	r := getCall()
+	r.release, r.noWait = true, true
+	r.req.lease = lease
+	r.req.ckeys = append(r.req.ckeys[:0], ckeys...)
+	l.submit(context.Background(), r)
+}
