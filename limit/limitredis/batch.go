@@ -40,7 +40,7 @@ type call struct {
 	state   atomic.Int32
 	noWait  bool // nobody waits: the flusher recycles it
 	done    chan struct{}
-	cmd     redis.Cmder
+	cmd     redis.Cmder // a release's ZREM
 }
 
 var callPool = sync.Pool{New: func() any { return &call{done: make(chan struct{}, 1)} }}
@@ -148,10 +148,13 @@ func (l *Limiter) flusher() {
 
 var errStale = errors.New("limitredis: no answer within the decision timeout")
 
-// exec sends the calls as one pipeline. Its deadline is the oldest call's
-// arrival plus Config.Timeout, so that time spent queued counts; calls
-// already past it, or arriving while in fallback, fail without a round
-// trip.
+// exec sends the calls in one round trip: the releases (ZREMs) first, so
+// that the slots they free serve the decisions, then every decision in
+// one script call (with Redis Cluster, whose script calls must stay in one
+// hash slot, one script call per decision, pipelined). Its deadline is the
+// oldest call's arrival plus Config.Timeout, so that time spent queued
+// counts; calls already past it, or queued while in fallback, fail without
+// a round trip.
 func (l *Limiter) exec(calls []*call) {
 	deadline := calls[0].enq.Add(l.cfg.Timeout)
 	if l.fallback.Load() || !time.Now().Before(deadline) {
@@ -162,54 +165,89 @@ func (l *Limiter) exec(calls []*call) {
 	}
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
+	_, cluster := l.rdb.(*redis.ClusterClient)
+	var reqs []*request
+	var decs []*call
 	pipe := l.rdb.Pipeline()
 	for _, c := range calls {
 		if c.release {
 			for _, k := range c.req.ckeys {
 				c.cmd = pipe.ZRem(ctx, k, c.req.lease)
 			}
-		} else {
-			c.cmd = admitScript.EvalSha(ctx, pipe, c.req.keys, c.req.args...)
+			continue
+		}
+		decs = append(decs, c)
+		reqs = append(reqs, &c.req)
+	}
+	var cmds []*redis.Cmd
+	var keys []string
+	var args []any
+	script := func(p redis.Pipeliner, eval bool) {
+		cmds = cmds[:0]
+		for i := 0; i < len(reqs); {
+			n := len(reqs) - i
+			if cluster {
+				n = 1
+			}
+			keys, args = l.scriptCall(keys[:0], args[:0], reqs[i:i+n], "")
+			if eval {
+				cmds = append(cmds, admitScript.Eval(ctx, p, keys, args...))
+			} else {
+				cmds = append(cmds, admitScript.EvalSha(ctx, p, keys, args...))
+			}
+			i += n
 		}
 	}
+	script(pipe, false)
 	_, _ = pipe.Exec(ctx)
-	var again []*call
-	for _, c := range calls {
-		if err := c.cmd.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-			again = append(again, c)
-		}
-	}
-	if len(again) > 0 {
+	if len(cmds) > 0 && redis.HasErrorPrefix(cmds[0].Err(), "NOSCRIPT") {
 		// Redis lost its script cache (a restart, SCRIPT FLUSH): EVAL
 		// loads it again.
 		pipe = l.rdb.Pipeline()
-		for _, c := range again {
-			c.cmd = admitScript.Eval(ctx, pipe, c.req.keys, c.req.args...)
-		}
+		script(pipe, true)
 		_, _ = pipe.Exec(ctx)
 	}
 	for _, c := range calls {
-		c.err = c.cmd.Err()
-		if c.err != nil || c.release {
-			continue
+		if c.release {
+			c.err = c.cmd.Err()
 		}
-		c.err = parseReply(c.cmd.(*redis.Cmd).Val(), &c.reply)
+	}
+	i := 0
+	for _, cmd := range cmds {
+		n := len(decs) - i
+		if cluster {
+			n = 1
+		}
+		err := cmd.Err()
+		if err == nil {
+			err = parseReply(cmd.Val(), decs[i:i+n])
+		}
+		for _, c := range decs[i : i+n] {
+			c.err = err
+		}
+		i += n
 	}
 }
 
 var errReply = errors.New("limitredis: unexpected script reply")
 
-func parseReply(v any, out *[3]int64) error {
+// parseReply fills the replies of decs from the script's reply.
+func parseReply(v any, decs []*call) error {
 	vs, ok := v.([]any)
-	if !ok || len(vs) != 3 {
+	if !ok || len(vs) != 1+3*len(decs) {
 		return errReply
 	}
-	for i, x := range vs {
-		n, ok := x.(int64)
-		if !ok {
-			return errReply
+	for i, c := range decs {
+		for j := range 3 {
+			n, ok := vs[1+3*i+j].(int64)
+			if !ok {
+				return errReply
+			}
+			c.reply[j] = n
 		}
-		out[i] = n
+		if c.reply[0] == 1 {
+			c.reply[2], _ = vs[0].(int64) // the admission's Redis time, µs
+		}
 	}
 	return nil
 }

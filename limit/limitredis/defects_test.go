@@ -98,8 +98,9 @@ func TestPrecisionAtHighRates(t *testing.T) {
 			var cmds []*redis.Cmd
 			for j := 0; j < 1000 && i < n; i, j = i+1, j+1 {
 				var req request
-				l.prepare(&req, []string{"acme"}, strconv.FormatInt(base+times[i], 10))
-				cmds = append(cmds, admitScript.EvalSha(ctx, pipe, req.keys, req.args...))
+				l.prepare(&req, []string{"acme"})
+				keys, args := l.scriptCall(nil, nil, []*request{&req}, strconv.FormatInt(base+times[i], 10))
+				cmds = append(cmds, admitScript.EvalSha(ctx, pipe, keys, args...))
 			}
 			if _, err := pipe.Exec(ctx); err != nil {
 				t.Fatal(err)
@@ -109,7 +110,7 @@ func TestPrecisionAtHighRates(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if v[0] == 1 {
+				if v[1] == 1 {
 					got++
 				}
 			}

@@ -130,7 +130,7 @@ var testHookAdmitted func(serverMicros int64)
 
 func (l *Limiter) admitRedis(ctx context.Context, keys []string) (limit.Result, error) {
 	c := getCall()
-	if !l.prepare(&c.req, keys, "") {
+	if !l.prepare(&c.req, keys) {
 		putCall(c)
 		return limit.Result{Allowed: true}, nil
 	}

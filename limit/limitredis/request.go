@@ -77,14 +77,11 @@ type request struct {
 	lease string   // lease id, "" without concurrency limits
 }
 
-var noNow any = ""
-
-// prepare fills req with the script call deciding keys at Redis's TIME, or
-// at now (ns since the Unix epoch, decimal) when a test gives it. It
-// reports false when no dimension limits the request.
-func (l *Limiter) prepare(req *request, keys []string, now string) bool {
+// prepare fills req with keys' part of a script call. It reports false
+// when no dimension limits the request.
+func (l *Limiter) prepare(req *request, keys []string) bool {
 	req.keys, req.args, req.cargs, req.lease = req.keys[:0], req.args[:0], req.cargs[:0], ""
-	req.args = append(req.args, 0, 0, noNow, l.ttlArg, noNow)
+	req.args = append(req.args, 0, 0, "")
 	nr := 0
 	for i := range l.dims {
 		if i >= len(keys) || keys[i] == "" {
@@ -120,8 +117,17 @@ func (l *Limiter) prepare(req *request, keys []string, now string) bool {
 		req.args[2] = req.lease
 	}
 	req.args[0], req.args[1] = nr, nc
-	if now != "" {
-		req.args[4] = now
-	}
 	return true
+}
+
+// scriptCall appends to keys and args the script call deciding reqs in
+// order, at Redis's TIME (now "") or at now (ns since the epoch, decimal;
+// tests only).
+func (l *Limiter) scriptCall(keys []string, args []any, reqs []*request, now string) ([]string, []any) {
+	args = append(args, len(reqs), now, l.ttlArg)
+	for _, r := range reqs {
+		keys = append(keys, r.keys...)
+		args = append(args, r.args...)
+	}
+	return keys, args
 }
