@@ -94,7 +94,7 @@ func (l *Limiter) submit(ctx context.Context, c *call) bool {
 	b.mu.Lock()
 	if b.closed {
 		b.mu.Unlock()
-		l.exec([]*call{c})
+		l.exec([]*call{c}, &scratch{})
 		l.deliver(c)
 	} else {
 		b.queue = append(b.queue, c)
@@ -116,9 +116,20 @@ func (l *Limiter) submit(ctx context.Context, c *call) bool {
 	}
 }
 
+// scratch is a flusher's reusable buffers.
+type scratch struct {
+	pipe redis.Pipeliner // reusable: Exec empties it
+	reqs []*request
+	decs []*call
+	cmds []*redis.Cmd
+	keys []string
+	args []any
+}
+
 func (l *Limiter) flusher() {
 	b := &l.batch
 	batch := make([]*call, 0, maxBatch)
+	var sc scratch
 	for {
 		b.mu.Lock()
 		for len(b.queue) == 0 && !b.closed {
@@ -138,7 +149,7 @@ func (l *Limiter) flusher() {
 		}
 		b.mu.Unlock()
 		l.m.batch.Observe(float64(len(batch)))
-		l.exec(batch)
+		l.exec(batch, &sc)
 		for i, c := range batch {
 			l.deliver(c)
 			batch[i] = nil
@@ -155,7 +166,7 @@ var errStale = errors.New("limitredis: no answer within the decision timeout")
 // oldest call's arrival plus Config.Timeout, so that time spent queued
 // counts; calls already past it, or queued while in fallback, fail without
 // a round trip.
-func (l *Limiter) exec(calls []*call) {
+func (l *Limiter) exec(calls []*call, sc *scratch) {
 	deadline := calls[0].enq.Add(l.cfg.Timeout)
 	if l.fallback.Load() || !time.Now().Before(deadline) {
 		for _, c := range calls {
@@ -166,9 +177,16 @@ func (l *Limiter) exec(calls []*call) {
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
 	_, cluster := l.rdb.(*redis.ClusterClient)
-	var reqs []*request
-	var decs []*call
-	pipe := l.rdb.Pipeline()
+	reqs, decs := sc.reqs[:0], sc.decs[:0]
+	defer func() {
+		clear(reqs)
+		clear(decs)
+		sc.reqs, sc.decs = reqs, decs
+	}()
+	if sc.pipe == nil {
+		sc.pipe = l.rdb.Pipeline()
+	}
+	pipe := sc.pipe
 	for _, c := range calls {
 		if c.release {
 			for _, k := range c.req.ckeys {
@@ -179,9 +197,13 @@ func (l *Limiter) exec(calls []*call) {
 		decs = append(decs, c)
 		reqs = append(reqs, &c.req)
 	}
-	var cmds []*redis.Cmd
-	var keys []string
-	var args []any
+	cmds, keys, args := sc.cmds[:0], sc.keys[:0], sc.args[:0]
+	defer func() {
+		clear(cmds)
+		clear(keys)
+		clear(args)
+		sc.cmds, sc.keys, sc.args = cmds, keys, args
+	}()
 	script := func(p redis.Pipeliner, eval bool) {
 		cmds = cmds[:0]
 		for i := 0; i < len(reqs); {
@@ -203,7 +225,6 @@ func (l *Limiter) exec(calls []*call) {
 	if len(cmds) > 0 && redis.HasErrorPrefix(cmds[0].Err(), "NOSCRIPT") {
 		// Redis lost its script cache (a restart, SCRIPT FLUSH): EVAL
 		// loads it again.
-		pipe = l.rdb.Pipeline()
 		script(pipe, true)
 		_, _ = pipe.Exec(ctx)
 	}
