@@ -18,9 +18,10 @@ import (
 
 // Admitter decides admission for one request. keys[i] is the request's key
 // in dimension i of the config; an empty key (or a missing one) skips the
-// dimension. Admit must return promptly: a remote Admitter bounds its wait by
-// ctx and its own timeout, and falls back to a local decision rather than
-// admitting without limit. On Allowed, the caller must call
+// dimension, and keys past the config's dimensions are ignored. Admit must
+// return promptly: a remote Admitter bounds its wait by ctx and its own
+// timeout, and falls back to a local decision rather than admitting
+// without limit. On Allowed, the caller must call
 // Result.Permit.Release once the request has finished.
 type Admitter interface {
 	Admit(ctx context.Context, keys []string) Result

@@ -30,5 +30,5 @@ func ExampleNew() {
 	}
 	defer l.Close()
 	mux := http.NewServeMux()
-	_ = limit.Middleware(l, 1, limit.HeaderKeys("X-Tenant"))(mux)
+	_ = limit.Middleware(l, limit.HeaderKeys("X-Tenant"))(mux)
 }
