@@ -379,4 +379,3 @@ func redisCPU(b *testing.B, srv *redistest.Server) time.Duration {
 	}
 	return d
 }
-
