@@ -226,6 +226,9 @@ func (l *Limiter) exec(calls []*call, sc *scratch) {
 		}
 	}
 	script(pipe, false)
+	if h := testHookSending; h != nil {
+		h(len(calls))
+	}
 	_, _ = pipe.Exec(ctx)
 	if len(cmds) > 0 && redis.HasErrorPrefix(cmds[0].Err(), "NOSCRIPT") {
 		// Redis lost its script cache (a restart, SCRIPT FLUSH): EVAL
@@ -254,6 +257,10 @@ func (l *Limiter) exec(calls []*call, sc *scratch) {
 		i += n
 	}
 }
+
+// testHookSending, when set by a test, is called with the number of calls
+// of each batch just before it is sent.
+var testHookSending func(calls int)
 
 var errReply = errors.New("limitredis: unexpected script reply")
 
