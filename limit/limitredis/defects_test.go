@@ -197,4 +197,31 @@ func TestLeaseRenewalSchedule(t *testing.T) {
 	if after := score(); after <= before {
 		t.Fatalf("lease expiry %v not pushed past %v: the renewals did not reach Redis", after, before)
 	}
+	// Past the lease's first expiry, in Redis's terms, the renewed lease
+	// still holds its slot: one of the two is left.
+	free := 0
+	for range 2 {
+		if decideAt(t, l, rdb, []string{"resize"}, (int64(before)+1)*1000) {
+			free++
+		}
+	}
+	if free != 1 {
+		t.Fatalf("after the lease's first expiry: %d slots free, want 1 (the renewed lease holds the other)", free)
+	}
+}
+
+// decideAt decides keys through l's script at nowNs (ns since the epoch)
+// instead of Redis's TIME, and reports admission.
+func decideAt(t *testing.T, l *Limiter, rdb *redis.Client, keys []string, nowNs int64) bool {
+	t.Helper()
+	var req request
+	if !l.prepare(&req, keys) {
+		t.Fatal("nothing to decide")
+	}
+	k, args := l.scriptCall(nil, nil, []*request{&req}, strconv.FormatInt(nowNs, 10))
+	v, err := admitScript.Run(context.Background(), rdb, k, args...).Int64Slice()
+	if err != nil || len(v) != 4 {
+		t.Fatalf("script: %v %v", v, err)
+	}
+	return v[1] == 1
 }

@@ -240,23 +240,37 @@ func TestConcurrencyLeases(t *testing.T) {
 	if !r.Allowed {
 		t.Fatal("slot not given back by Release")
 	}
-	// Instance a holds two slots for longer than the TTL: its renewals keep
-	// them. Then a "crashes" (stops renewing, never releases): after the
-	// TTL its slots come back.
-	<-time.After(2 * cfg.LeaseTTL)
-	if r := b.Admit(ctx, keys); r.Allowed {
-		t.Fatal("renewed leases of a live instance expired")
-	}
+	r.Permit.Release()
+	// Instance a "crashes" holding two slots (no renewal, no release):
+	// they come back when their TTL has passed in Redis's time. The script
+	// is fed times around the expiry rather than waiting for it.
 	a.Close()
-	<-time.After(cfg.LeaseTTL + 100*time.Millisecond)
-	got := 0
-	for range 3 {
-		if r := b.Admit(ctx, keys); r.Allowed {
-			got++
-		}
+	rdb := client(t, srv.Addr())
+	zs, err := rdb.ZRangeWithScores(ctx, a.dims[0].cprefix+"resize", 0, -1).Result()
+	if err != nil || len(zs) != 2 {
+		t.Fatalf("lease set: %v %v, want a's two leases", zs, err)
 	}
-	if got != 2 {
-		t.Fatalf("after the crashed instance's TTL: %d slots, want its 2", got)
+	first, last := int64(min(zs[0].Score, zs[1].Score)), int64(max(zs[0].Score, zs[1].Score)) // µs since the epoch
+	count := func(us int64) int {
+		got := 0
+		for range 3 {
+			if decideAt(t, b, rdb, keys, us*1000) {
+				got++
+			}
+		}
+		return got
+	}
+	if got := count(first - 1); got != 1 {
+		t.Fatalf("1 µs before the crashed instance's leases expire: %d slots, want the 1 it left", got)
+	}
+	if _, err := rdb.Del(ctx, a.dims[0].cprefix+"resize").Result(); err != nil {
+		t.Fatal(err)
+	}
+	for _, z := range zs { // a's leases again, without those just taken
+		rdb.ZAdd(ctx, a.dims[0].cprefix+"resize", z)
+	}
+	if got := count(last); got != 3 {
+		t.Fatalf("once the crashed instance's leases expired: %d slots, want all 3", got)
 	}
 	if a.InFallback() || b.InFallback() {
 		t.Fatal("a limiter fell back: the test did not exercise Redis")
