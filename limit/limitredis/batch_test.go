@@ -48,7 +48,7 @@ func TestAbandonedCallReleasesLease(t *testing.T) {
 	r.Permit.Release()
 	srv.Resume()
 	l.Close() // sends what is queued, the release included
-	n, err := client(t, srv.Addr()).ZCard(context.Background(), l.dims[0].cprefix+"resize").Result()
+	n, err := client(t, srv.Addr()).ZCard(context.Background(), l.snap.Load().dims[0].cprefix+"resize").Result()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -98,7 +98,7 @@ func TestPrecisionAtHighRates(t *testing.T) {
 			var cmds []*redis.Cmd
 			for j := 0; j < 1000 && i < n; i, j = i+1, j+1 {
 				var req request
-				l.prepare(&req, []string{"acme"})
+				l.prepare(&req, l.snap.Load(), []string{"acme"})
 				keys, args := l.scriptCall(nil, nil, []*request{&req}, strconv.FormatInt(base+times[i], 10))
 				cmds = append(cmds, admitScript.EvalSha(ctx, pipe, keys, args...))
 			}
@@ -170,7 +170,7 @@ func TestLeaseRenewalSchedule(t *testing.T) {
 	}
 	defer r.Permit.Release()
 	rdb := client(t, srv.Addr())
-	set := l.dims[0].cprefix + "resize"
+	set := l.snap.Load().dims[0].cprefix + "resize"
 	score := func() float64 {
 		t.Helper()
 		zs, err := rdb.ZRangeWithScores(context.Background(), set, 0, -1).Result()
@@ -215,7 +215,7 @@ func TestLeaseRenewalSchedule(t *testing.T) {
 func decideAt(t *testing.T, l *Limiter, rdb *redis.Client, keys []string, nowNs int64) bool {
 	t.Helper()
 	var req request
-	if !l.prepare(&req, keys) {
+	if !l.prepare(&req, l.snap.Load(), keys) {
 		t.Fatal("nothing to decide")
 	}
 	k, args := l.scriptCall(nil, nil, []*request{&req}, strconv.FormatInt(nowNs, 10))

@@ -19,8 +19,8 @@ import (
 
 // Limiter is a limit.Admitter backed by Redis with a local fallback.
 type Limiter struct {
-	cfg    Config
-	dims   []dimSpec
+	cfg    Config // the fields Apply cannot change; limits are in snap
+	snap   atomic.Pointer[limits]
 	ttlArg any // Config.LeaseTTL in µs, boxed once
 	rdb    redis.UniversalClient
 	local  *limit.Limiter
@@ -35,6 +35,8 @@ type Limiter struct {
 
 	mu     sync.Mutex
 	leases map[string][]string // lease id -> concurrency keys
+
+	applyMu sync.Mutex // serialises Apply
 
 	batch batcher
 	bg    background
@@ -64,11 +66,12 @@ func New(cfg Config, rdb redis.UniversalClient, opts Options) (*Limiter, error) 
 	var idb [8]byte
 	_, _ = rand.Read(idb[:])
 	l := &Limiter{
-		cfg: cfg, dims: newDimSpecs(cfg.Prefix, cfg.Limits.Dimensions), ttlArg: cfg.LeaseTTL.Microseconds(),
+		cfg: cfg, ttlArg: cfg.LeaseTTL.Microseconds(),
 		rdb: rdb, local: local, log: obs.LoggerOr(opts.Logger), clk: clock.Or(opts.Clock),
 		id: hex.EncodeToString(idb[:]), m: newMetrics(opts.Registerer), onFB: opts.OnFallback,
 		leases: map[string][]string{},
 	}
+	l.snap.Store(newLimits(cfg))
 	l.m.state.Set(0)
 	l.startFlushers()
 	l.startBackground()
@@ -117,7 +120,7 @@ func (l *Limiter) enterFallback(err error) {
 	if l.fallback.CompareAndSwap(false, true) {
 		l.m.state.Set(1)
 		l.m.fallbacks.Inc()
-		l.log.Warn("limitredis: Redis unreachable; deciding locally with limits ÷ instances", "instances", l.cfg.Instances, "err", err)
+		l.log.Warn("limitredis: Redis unreachable; deciding locally with limits ÷ instances", "instances", l.snap.Load().instances, "err", err)
 		if l.onFB != nil {
 			l.onFB(true)
 		}
@@ -130,7 +133,8 @@ var testHookAdmitted func(serverMicros int64)
 
 func (l *Limiter) admitRedis(ctx context.Context, keys []string) (limit.Result, error) {
 	c := getCall()
-	if !l.prepare(&c.req, keys) {
+	lims := l.snap.Load()
+	if !l.prepare(&c.req, lims, keys) {
 		putCall(c)
 		return limit.Result{Allowed: true}, nil
 	}
@@ -156,13 +160,13 @@ func (l *Limiter) admitRedis(ctx context.Context, keys []string) (limit.Result, 
 		return limit.Result{Allowed: true, Permit: p}, nil
 	}
 	dim := int(v[1])
-	if dim < 0 || dim >= len(l.dims) || dim >= len(keys) {
+	if dim < 0 || dim >= len(lims.dims) || dim >= len(keys) {
 		return limit.Result{}, errReply
 	}
-	res := limit.Result{Dimension: l.dims[dim].name, Key: keys[dim], Reason: limit.Rate, RetryAfter: time.Duration(v[2])}
+	res := limit.Result{Dimension: lims.dims[dim].name, Key: keys[dim], Reason: limit.Rate, RetryAfter: time.Duration(v[2])}
 	if v[2] < 0 {
 		res.Reason = limit.Concurrency
-		res.RetryAfter = l.cfg.Limits.ConcurrencyRetryAfter
+		res.RetryAfter = lims.concRetryAfter
 	}
 	l.m.rejected.WithLabelValues(res.Dimension, res.Reason.String()).Inc()
 	return res, nil

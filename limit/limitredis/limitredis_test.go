@@ -246,7 +246,7 @@ func TestConcurrencyLeases(t *testing.T) {
 	// is fed times around the expiry rather than waiting for it.
 	a.Close()
 	rdb := client(t, srv.Addr())
-	zs, err := rdb.ZRangeWithScores(ctx, a.dims[0].cprefix+"resize", 0, -1).Result()
+	zs, err := rdb.ZRangeWithScores(ctx, a.snap.Load().dims[0].cprefix+"resize", 0, -1).Result()
 	if err != nil || len(zs) != 2 {
 		t.Fatalf("lease set: %v %v, want a's two leases", zs, err)
 	}
@@ -263,11 +263,11 @@ func TestConcurrencyLeases(t *testing.T) {
 	if got := count(first - 1); got != 1 {
 		t.Fatalf("1 µs before the crashed instance's leases expire: %d slots, want the 1 it left", got)
 	}
-	if _, err := rdb.Del(ctx, a.dims[0].cprefix+"resize").Result(); err != nil {
+	if _, err := rdb.Del(ctx, a.snap.Load().dims[0].cprefix+"resize").Result(); err != nil {
 		t.Fatal(err)
 	}
 	for _, z := range zs { // a's leases again, without those just taken
-		rdb.ZAdd(ctx, a.dims[0].cprefix+"resize", z)
+		rdb.ZAdd(ctx, a.snap.Load().dims[0].cprefix+"resize", z)
 	}
 	if got := count(last); got != 3 {
 		t.Fatalf("once the crashed instance's leases expired: %d slots, want all 3", got)

@@ -3,6 +3,7 @@ package limitredis
 import (
 	"math"
 	"strconv"
+	"time"
 
 	"github.com/veerhq/veer/limit"
 )
@@ -67,6 +68,17 @@ func newDimSpecs(prefix string, dims []limit.Dimension) []dimSpec {
 	return out
 }
 
+// limits is the snapshot of the limits in force, replaced whole by Apply.
+type limits struct {
+	dims           []dimSpec
+	instances      int
+	concRetryAfter time.Duration
+}
+
+func newLimits(cfg Config) *limits {
+	return &limits{dims: newDimSpecs(cfg.Prefix, cfg.Limits.Dimensions), instances: cfg.Instances, concRetryAfter: cfg.Limits.ConcurrencyRetryAfter}
+}
+
 // request is one decision's script call. Its slices are reused: a request
 // lives in a pooled call.
 type request struct {
@@ -79,15 +91,15 @@ type request struct {
 
 // prepare fills req with keys' part of a script call. It reports false
 // when no dimension limits the request.
-func (l *Limiter) prepare(req *request, keys []string) bool {
+func (l *Limiter) prepare(req *request, lims *limits, keys []string) bool {
 	req.keys, req.args, req.cargs, req.lease = req.keys[:0], req.args[:0], req.cargs[:0], ""
 	req.args = append(req.args, 0, 0, "")
 	nr := 0
-	for i := range l.dims {
+	for i := range lims.dims {
 		if i >= len(keys) || keys[i] == "" {
 			continue
 		}
-		d := &l.dims[i]
+		d := &lims.dims[i]
 		s := &d.def
 		if d.over != nil {
 			if o, ok := d.over[keys[i]]; ok {
