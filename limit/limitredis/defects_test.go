@@ -39,7 +39,7 @@ func TestNewRejectsNilClient(t *testing.T) {
 func TestDimensionsNeverShareKeys(t *testing.T) {
 	srv := redistest.Start(t)
 	one := limit.Limits{Rate: 0.001, Burst: 1, Concurrency: 1}
-	l, _ := newLimiter(t, Config{Limits: limit.Config{Dimensions: []limit.Dimension{
+	l, _ := newLimiter(t, Config{Timeout: 5 * time.Second, Limits: limit.Config{Dimensions: []limit.Dimension{
 		{Name: "t", Default: one},
 		{Name: "t:a", Default: one},
 	}}}, srv.Addr(), Options{})
