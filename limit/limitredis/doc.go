@@ -50,6 +50,10 @@
 // slot (use a Prefix with a {hash tag}); a single Redis or a primary with
 // replicas needs nothing.
 //
+// Apply changes the limits and the number of instances at run time
+// (config/watch calls it on a file change); the Redis connection settings,
+// prefix and timers are fixed at New.
+//
 // Failure mode: while in fallback the instances do not see each other's
 // traffic, so the aggregate admitted rate is at most the shared limit (N
 // instances × limit/N); concurrency slots taken locally are not known to
