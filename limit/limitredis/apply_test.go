@@ -35,7 +35,8 @@ func TestApply(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "prefix") || !strings.Contains(err.Error(), "lease_ttl") {
 		t.Fatalf("Apply with a new prefix and lease_ttl: %v, want an error naming both", err)
 	}
-	if admit("b") && admit("b") {
+	first, second := admit("b"), admit("b")
+	if !first || second {
 		t.Fatal("a refused Apply changed the limits")
 	}
 	invalid := cfg
