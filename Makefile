@@ -55,7 +55,10 @@ bench-failover:
 ## bench-guard: flow control vs peers (x/time/rate, sony/gobreaker, redis_rate), ratios; see docs/guard.md.
 bench-guard: deps
 	cd bench && $(GO) test -run '^$$' -bench . -benchmem -count 5 ./guard/ | tee ../bench-guard.txt
-	cd bench && $(GO) run ./cmd/guardbench -rounds 5 | tee ../bench-guard.md
+	$(GO) test -run '^$$' -bench Admit -benchmem -count 5 ./limit/limitredis/ | tee -a bench-guard.txt
+	cd bench && $(GO) build -o ../bin/guardbench ./cmd/guardbench
+	bin/guardbench -rounds 5 -what local,breaker | tee bench-guard.md
+	taskset -c 1 bin/guardbench -rounds 5 -what redis -redis-cpu 0 | tee -a bench-guard.md
 
 ## fuzz: run every fuzz target briefly (FUZZTIME each).
 fuzz:

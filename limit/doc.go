@@ -23,6 +23,10 @@
 // entry per dimension (counted in veer_limit_key_overflow_total), so a flood
 // of distinct keys can neither exhaust memory nor escape the limits.
 //
+// Precision: the emission interval 1e9/rate is kept in whole nanoseconds,
+// rounded down, so a limit may admit up to rate/1e9 more than its rate
+// (0.1% at 1e6/s, 1% at 1e7/s); limit/limitredis keeps the fraction.
+//
 // Middleware answers 429 through outcome.WriteHTTP; the gRPC interceptor
 // lives in limit/limitgrpc (ResourceExhausted) and the Redis-backed shared
 // limiter in limit/limitredis, so this package depends on neither. Both the

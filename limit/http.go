@@ -6,8 +6,10 @@ import (
 	"github.com/veerhq/veer/outcome"
 )
 
-// KeyFunc fills keys (one slot per configured dimension, all "" on entry)
-// from an HTTP request. It must not retain keys.
+// KeyFunc fills keys from an HTTP request: slot i is the request's key in
+// dimension i of the config. keys has MaxDimensions slots, all "" on entry;
+// an empty slot skips its dimension and slots past the config's dimensions
+// are ignored. It must not retain keys.
 type KeyFunc func(r *http.Request, keys []string)
 
 // HeaderKeys returns a KeyFunc that reads dimension i's key from header
@@ -27,18 +29,15 @@ func HeaderKeys(names ...string) KeyFunc {
 }
 
 // Middleware admits each request through a (a *Limiter or a remote
-// limiter) with the keys from keys, which fills one slot per dimension
-// (dims is their number). A rejected request gets 429 with Retry-After via
-// outcome.WriteHTTP, the reason naming the dimension; an admitted request's
-// permit is released when the handler returns.
-func Middleware(a Admitter, dims int, keys KeyFunc) func(http.Handler) http.Handler {
-	if dims > MaxDimensions {
-		dims = MaxDimensions
-	}
+// limiter) with the keys that keys fills (one slot per dimension of a's
+// config, in order; a knows how many it has). A rejected request gets 429
+// with Retry-After via outcome.WriteHTTP, the reason naming the dimension;
+// an admitted request's permit is released when the handler returns.
+func Middleware(a Admitter, keys KeyFunc) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			var buf [MaxDimensions]string
-			ks := buf[:dims]
+			ks := buf[:]
 			keys(r, ks)
 			res := a.Admit(r.Context(), ks)
 			if !res.Allowed {

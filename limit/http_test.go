@@ -25,7 +25,7 @@ func TestMiddleware(t *testing.T) {
 		{Name: "tenant", Default: Limits{Rate: 0.5, Burst: 2}},
 		{Name: "api", Default: Limits{Concurrency: 10}},
 	}})
-	h := Middleware(l, 2, HeaderKeys("X-Tenant", ""))(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	h := Middleware(l, HeaderKeys("X-Tenant", ""))(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, "ok")
 	}))
 	srv := httptest.NewServer(h)

@@ -54,7 +54,7 @@ func TestServerStackRejectsEachWayOverRealHTTP(t *testing.T) {
 		io.WriteString(w, "trip")
 	})
 	mux.HandleFunc("GET /ok", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
-	handler := limit.BodyLimit(1024, reg)(limit.Middleware(lim, 1, limit.HeaderKeys("X-Tenant"))(s.Middleware(mux)))
+	handler := limit.BodyLimit(1024, reg)(limit.Middleware(lim, limit.HeaderKeys("X-Tenant"))(s.Middleware(mux)))
 	srv := httptest.NewServer(handler)
 	defer srv.Close()
 

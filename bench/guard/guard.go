@@ -7,16 +7,9 @@
 package guard
 
 import (
-	"bufio"
 	"context"
 	"errors"
-	"fmt"
-	"net"
-	"os"
-	"os/exec"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -29,60 +22,6 @@ import (
 	"github.com/veerhq/veer/limit/limitredis"
 )
 
-// Redis is a redis-server started for a benchmark run.
-type Redis struct {
-	Addr string
-	cmd  *exec.Cmd
-	dir  string
-}
-
-// StartRedis starts redis-server on a free loopback port in a temp dir.
-func StartRedis() (*Redis, error) {
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		return nil, fmt.Errorf("redis-server not found (install with `make deps`): %w", err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
-	dir, err := os.MkdirTemp("", "guardbench-redis")
-	if err != nil {
-		return nil, err
-	}
-	cmd := exec.Command(bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--dir", dir,
-		"--save", "", "--appendonly", "no", "--daemonize", "no", "--logfile", "")
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	sc := bufio.NewScanner(out)
-	for sc.Scan() {
-		if strings.Contains(sc.Text(), "Ready to accept connections") {
-			go func() {
-				for sc.Scan() {
-				}
-			}()
-			return &Redis{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), cmd: cmd, dir: dir}, nil
-		}
-	}
-	_ = cmd.Process.Kill()
-	_ = cmd.Wait()
-	return nil, errors.New("redis-server exited before it was ready")
-}
-
-// Stop kills the server and removes its directory.
-func (r *Redis) Stop() {
-	_ = r.cmd.Process.Kill()
-	_ = r.cmd.Wait()
-	os.RemoveAll(r.dir)
-}
-
 // Decider is one distributed-limit contender: one decision for key.
 type Decider func(ctx context.Context, key string) (allowed bool, err error)
 
@@ -91,10 +30,11 @@ func Client(addr string) *redis.Client {
 	return redis.NewClient(&redis.Options{Addr: addr, PoolSize: 64, MaxRetries: 1, ContextTimeoutEnabled: true})
 }
 
-// VeerRedis returns veer's limitredis as a Decider with rate per second.
-func VeerRedis(rdb *redis.Client, rate int) (Decider, func(), error) {
+// VeerRedis returns veer's limitredis as a Decider with rate per second
+// and burst.
+func VeerRedis(rdb *redis.Client, rate, burst int) (Decider, func(), error) {
 	l, err := limitredis.New(limitredis.Config{Timeout: time.Second, Limits: limit.Config{Dimensions: []limit.Dimension{
-		{Name: "tenant", Default: limit.Limits{Rate: float64(rate), Burst: rate}},
+		{Name: "tenant", Default: limit.Limits{Rate: float64(rate), Burst: burst}},
 	}}}, rdb, limitredis.Options{Registerer: prometheus.NewRegistry()})
 	if err != nil {
 		return nil, nil, err
@@ -111,10 +51,11 @@ func VeerRedis(rdb *redis.Client, rate int) (Decider, func(), error) {
 	}, func() { l.Close() }, nil
 }
 
-// RedisRate returns go-redis/redis_rate as a Decider with rate per second.
-func RedisRate(rdb *redis.Client, rate int) Decider {
+// RedisRate returns go-redis/redis_rate as a Decider with rate per second
+// and burst.
+func RedisRate(rdb *redis.Client, rate, burst int) Decider {
 	l := redis_rate.NewLimiter(rdb)
-	lim := redis_rate.PerSecond(rate)
+	lim := redis_rate.Limit{Rate: rate, Burst: burst, Period: time.Second}
 	return func(ctx context.Context, key string) (bool, error) {
 		r, err := l.Allow(ctx, key, lim)
 		if err != nil {
@@ -203,4 +144,40 @@ func summarize(n, errs int64, el time.Duration, lats [][]time.Duration) LoadResu
 		r.P99 = all[len(all)*99/100]
 	}
 	return r
+}
+
+// Admission is a run against a limit that binds.
+type Admission struct {
+	Decisions, Admitted int64
+	Elapsed             time.Duration
+	// Allowed is what the limit allows over Elapsed: burst + rate·Elapsed.
+	Allowed float64
+	// Over is Admitted/Allowed − 1: the over-admission (negative: under).
+	Over float64
+}
+
+// OverAdmission runs workers deciding as fast as they can on one key whose
+// limit (rate per second, burst) is far below the load, for d, and
+// compares the admissions with what the limit allows. The contender's
+// limiter must be fresh for key (a new key per run).
+func OverAdmission(dec Decider, workers int, d time.Duration, key string, rate, burst int) Admission {
+	var n, ok atomic.Int64
+	deadline := time.Now().Add(d)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for range workers {
+		wg.Go(func() {
+			for time.Now().Before(deadline) {
+				a, err := dec(context.Background(), key)
+				n.Add(1)
+				if a && err == nil {
+					ok.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	el := time.Since(start)
+	allowed := float64(burst) + float64(rate)*el.Seconds()
+	return Admission{Decisions: n.Load(), Admitted: ok.Load(), Elapsed: el, Allowed: allowed, Over: float64(ok.Load())/allowed - 1}
 }

@@ -6,9 +6,12 @@ package redistest
 
 import (
 	"bufio"
+	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -51,6 +54,34 @@ func Start(t testing.TB) *Server {
 
 // Addr is host:port of the server.
 func (s *Server) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port)) }
+
+// CPU returns the server's CPU time so far (user + system, from
+// /proc/<pid>/stat, 10 ms resolution), for benchmarks that report the
+// server's cost per operation.
+func (s *Server) CPU() (time.Duration, error) {
+	s.mu.Lock()
+	cmd := s.cmd
+	s.mu.Unlock()
+	if cmd == nil {
+		return 0, errors.New("redistest: server not running")
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(cmd.Process.Pid) + "/stat")
+	if err != nil {
+		return 0, err
+	}
+	// Fields after the command name, which is in parentheses: utime and
+	// stime are fields 14 and 15 of the line, in USER_HZ (100/s) ticks.
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	if len(f) < 13 {
+		return 0, errors.New("redistest: unexpected /proc stat")
+	}
+	ut, err1 := strconv.ParseInt(f[11], 10, 64)
+	st, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err := errors.Join(err1, err2); err != nil {
+		return 0, err
+	}
+	return time.Duration(ut+st) * 10 * time.Millisecond, nil
+}
 
 // Kill stops the server at once (SIGKILL), as a crash would. It is safe to
 // call when the server is not running.

@@ -80,3 +80,14 @@ func TestMissingServerFailsWithPointer(t *testing.T) {
 		t.Fatalf("message %q should point at make deps and scripts/test-deps.sh", f.msg)
 	}
 }
+
+func TestCPU(t *testing.T) {
+	s := Start(t)
+	if d, err := s.CPU(); err != nil || d < 0 {
+		t.Fatalf("CPU of a running server: %v, %v", d, err)
+	}
+	s.Kill()
+	if _, err := s.CPU(); err == nil {
+		t.Fatal("CPU of a killed server: no error")
+	}
+}

@@ -21,8 +21,9 @@ import (
 	"github.com/veerhq/veer/outcome/outcomegrpc"
 )
 
-// KeyFunc fills keys (one slot per dimension, all "" on entry) for a call to
-// fullMethod.
+// KeyFunc fills keys for a call to fullMethod: slot i is the call's key in
+// dimension i of the Admitter's config. keys has limit.MaxDimensions slots,
+// all "" on entry; slots past the config's dimensions are ignored.
 type KeyFunc func(ctx context.Context, fullMethod string, keys []string)
 
 // MetadataKeys returns a KeyFunc reading dimension i from incoming metadata
@@ -46,12 +47,9 @@ func MetadataKeys(names ...string) KeyFunc {
 	}
 }
 
-func admit(ctx context.Context, a limit.Admitter, dims int, kf KeyFunc, method string) (limit.Result, error) {
+func admit(ctx context.Context, a limit.Admitter, kf KeyFunc, method string) (limit.Result, error) {
 	var buf [limit.MaxDimensions]string
-	if dims > limit.MaxDimensions {
-		dims = limit.MaxDimensions
-	}
-	ks := buf[:dims]
+	ks := buf[:]
 	kf(ctx, method, ks)
 	res := a.Admit(ctx, ks)
 	if res.Allowed {
@@ -64,9 +62,9 @@ func admit(ctx context.Context, a limit.Admitter, dims int, kf KeyFunc, method s
 }
 
 // UnaryServerInterceptor limits unary calls.
-func UnaryServerInterceptor(a limit.Admitter, dims int, kf KeyFunc) grpc.UnaryServerInterceptor {
+func UnaryServerInterceptor(a limit.Admitter, kf KeyFunc) grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-		res, err := admit(ctx, a, dims, kf, info.FullMethod)
+		res, err := admit(ctx, a, kf, info.FullMethod)
 		if err != nil {
 			return nil, err
 		}
@@ -77,9 +75,9 @@ func UnaryServerInterceptor(a limit.Admitter, dims int, kf KeyFunc) grpc.UnarySe
 
 // StreamServerInterceptor limits streams; a stream holds its concurrency
 // slots until it ends.
-func StreamServerInterceptor(a limit.Admitter, dims int, kf KeyFunc) grpc.StreamServerInterceptor {
+func StreamServerInterceptor(a limit.Admitter, kf KeyFunc) grpc.StreamServerInterceptor {
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-		res, err := admit(ss.Context(), a, dims, kf, info.FullMethod)
+		res, err := admit(ss.Context(), a, kf, info.FullMethod)
 		if err != nil {
 			return err
 		}

@@ -34,7 +34,7 @@ func TestUnaryResourceExhausted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := grpc.NewServer(grpc.UnaryInterceptor(UnaryServerInterceptor(l, 2, MetadataKeys("tenant", ":method"))))
+	srv := grpc.NewServer(grpc.UnaryInterceptor(UnaryServerInterceptor(l, MetadataKeys("tenant", ":method"))))
 	healthpb.RegisterHealthServer(srv, health.NewServer())
 	go srv.Serve(ln)
 	defer srv.Stop()
@@ -81,7 +81,7 @@ func TestStreamHoldsSlot(t *testing.T) {
 	}
 	released := make(chan struct{}, 4)
 	a := notifying{l, released}
-	srv := grpc.NewServer(grpc.StreamInterceptor(StreamServerInterceptor(a, 1, MetadataKeys(":method"))))
+	srv := grpc.NewServer(grpc.StreamInterceptor(StreamServerInterceptor(a, MetadataKeys(":method"))))
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(srv, hs)
 	go srv.Serve(ln)

@@ -6,120 +6,55 @@ import (
 	"encoding/hex"
 	"errors"
 	"log/slog"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/veerhq/veer/clock"
-	"github.com/veerhq/veer/config"
 	"github.com/veerhq/veer/limit"
 	"github.com/veerhq/veer/obs"
 )
 
-// Config of a shared limiter. The zero value of every field but Limits
-// works.
-type Config struct {
-	// Limits shared by all instances (the whole fleet's limits).
-	Limits limit.Config `yaml:"limits" json:"limits"`
-	// Instances sharing the limits; the local fallback enforces
-	// Limits ÷ Instances. Default 1.
-	Instances int `yaml:"instances" json:"instances"`
-	// Prefix of the Redis keys; default "veer:limit:".
-	Prefix string `yaml:"prefix" json:"prefix"`
-	// Timeout of one Redis decision; default 100ms.
-	Timeout time.Duration `yaml:"timeout" json:"timeout"`
-	// LeaseTTL: a concurrency slot of a crashed instance comes back after
-	// this long; default 30s.
-	LeaseTTL time.Duration `yaml:"lease_ttl" json:"lease_ttl"`
-	// ProbeInterval: how often Redis is probed while in fallback; default
-	// 500ms.
-	ProbeInterval time.Duration `yaml:"probe_interval" json:"probe_interval"`
-}
-
-// Validate reports invalid fields.
-func (c *Config) Validate() error {
-	var errs []error
-	errs = append(errs, config.In("limits", c.Limits.Validate()))
-	if c.Instances < 0 || c.Instances > 100000 {
-		errs = append(errs, config.Field("instances", "must be in [0, 100000]"))
-	}
-	if c.Timeout < 0 {
-		errs = append(errs, config.Field("timeout", "must not be negative"))
-	}
-	if c.LeaseTTL < 0 || (c.LeaseTTL > 0 && c.LeaseTTL < 30*time.Millisecond) {
-		errs = append(errs, config.Field("lease_ttl", "must be at least 30ms"))
-	}
-	if c.ProbeInterval < 0 {
-		errs = append(errs, config.Field("probe_interval", "must not be negative"))
-	}
-	return errors.Join(errs...)
-}
-
-func (c Config) withDefaults() Config {
-	if c.Instances <= 0 {
-		c.Instances = 1
-	}
-	if c.Prefix == "" {
-		c.Prefix = "veer:limit:"
-	}
-	if c.Timeout <= 0 {
-		c.Timeout = 100 * time.Millisecond
-	}
-	if c.LeaseTTL <= 0 {
-		c.LeaseTTL = 30 * time.Second
-	}
-	if c.ProbeInterval <= 0 {
-		c.ProbeInterval = 500 * time.Millisecond
-	}
-	if c.Limits.ConcurrencyRetryAfter <= 0 {
-		c.Limits.ConcurrencyRetryAfter = time.Second
-	}
-	return c
-}
-
-// Options are the non-config dependencies.
-type Options struct {
-	// Clock drives the probe and lease renewal; default clock.Real.
-	Clock clock.Clock
-	// Registerer receives the metrics; default prometheus.DefaultRegisterer.
-	Registerer prometheus.Registerer
-	// Logger receives fallback and recovery; default slog.Default().
-	Logger *slog.Logger
-	// OnFallback, if set, is called with true on each switch to local
-	// limits and with false on each return to Redis. It must not block.
-	OnFallback func(fallback bool)
-}
-
 // Limiter is a limit.Admitter backed by Redis with a local fallback.
 type Limiter struct {
-	cfg   Config
-	rdb   redis.UniversalClient
-	local *limit.Limiter
-	log   *slog.Logger
-	onFB  func(bool)
-	clk   clock.Clock
-	id    string
-	seq   atomic.Uint64
-	m     metrics
+	cfg    Config // the fields Apply cannot change; limits are in snap
+	snap   atomic.Pointer[limits]
+	ttlArg any // Config.LeaseTTL in µs, boxed once
+	rdb    redis.UniversalClient
+	local  *limit.Limiter
+	log    *slog.Logger
+	onFB   func(bool)
+	clk    clock.Clock
+	id     string
+	seq    atomic.Uint64
+	m      metrics
 
 	fallback atomic.Bool
 
 	mu     sync.Mutex
 	leases map[string][]string // lease id -> concurrency keys
 
-	stop chan struct{}
-	wg   sync.WaitGroup
+	applyMu sync.Mutex // serialises Apply
+
+	batch batcher
+	bg    background
 }
 
 var _ limit.Admitter = (*Limiter)(nil)
 
-// New returns a Limiter using rdb and starts its probe/renewal goroutine;
-// Close stops it.
+// ErrNoClient is returned by New when it is given no Redis client.
+var ErrNoClient = errors.New("limitredis: nil Redis client")
+
+// New returns a Limiter deciding through rdb (required: nil is
+// ErrNoClient; an invalid cfg is an error naming the field). It starts the
+// goroutines that batch decisions and schedules the lease renewal and the
+// Redis probe on opts.Clock; Close stops them.
 func New(cfg Config, rdb redis.UniversalClient, opts Options) (*Limiter, error) {
+	if isNil(rdb) {
+		return nil, ErrNoClient
+	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -131,25 +66,31 @@ func New(cfg Config, rdb redis.UniversalClient, opts Options) (*Limiter, error) 
 	var idb [8]byte
 	_, _ = rand.Read(idb[:])
 	l := &Limiter{
-		cfg: cfg, rdb: rdb, local: local, log: obs.LoggerOr(opts.Logger), clk: clock.Or(opts.Clock),
+		cfg: cfg, ttlArg: cfg.LeaseTTL.Microseconds(),
+		rdb: rdb, local: local, log: obs.LoggerOr(opts.Logger), clk: clock.Or(opts.Clock),
 		id: hex.EncodeToString(idb[:]), m: newMetrics(opts.Registerer), onFB: opts.OnFallback,
-		leases: map[string][]string{}, stop: make(chan struct{}),
+		leases: map[string][]string{},
 	}
+	l.snap.Store(newLimits(cfg))
 	l.m.state.Set(0)
-	l.wg.Add(1)
-	go l.loop()
+	l.startFlushers()
+	l.startBackground()
 	return l, nil
 }
 
-// Close stops the background goroutine. Leases still held expire by TTL.
-func (l *Limiter) Close() error {
-	select {
-	case <-l.stop:
-	default:
-		close(l.stop)
+// isNil reports a nil client, also a typed nil pointer in the interface.
+func isNil(rdb redis.UniversalClient) bool {
+	switch c := rdb.(type) {
+	case nil:
+		return true
+	case *redis.Client:
+		return c == nil
+	case *redis.ClusterClient:
+		return c == nil
+	case *redis.Ring:
+		return c == nil
 	}
-	l.wg.Wait()
-	return nil
+	return false
 }
 
 // InFallback reports whether decisions are local now.
@@ -179,88 +120,61 @@ func (l *Limiter) enterFallback(err error) {
 	if l.fallback.CompareAndSwap(false, true) {
 		l.m.state.Set(1)
 		l.m.fallbacks.Inc()
-		l.log.Warn("limitredis: Redis unreachable; deciding locally with limits ÷ instances", "instances", l.cfg.Instances, "err", err)
+		l.log.Warn("limitredis: Redis unreachable; deciding locally with limits ÷ instances", "instances", l.snap.Load().instances, "err", err)
 		if l.onFB != nil {
 			l.onFB(true)
 		}
 	}
 }
 
+// testHookAdmitted, when set by a test, receives the Redis server time (µs)
+// of each admission made through Redis.
+var testHookAdmitted func(serverMicros int64)
+
 func (l *Limiter) admitRedis(ctx context.Context, keys []string) (limit.Result, error) {
-	dims := l.cfg.Limits.Dimensions
-	var rkeys, ckeys []string
-	args := make([]any, 4, 4+3*len(dims))
-	var cargs []any
-	for i, d := range dims {
-		if i >= len(keys) || keys[i] == "" {
-			continue
-		}
-		lim := d.Default
-		if o, ok := d.Overrides[keys[i]]; ok {
-			lim = o
-		}
-		if lim.Rate > 0 {
-			t := int64(1e6 / lim.Rate)
-			if t < 1 {
-				t = 1
-			}
-			burst := lim.Burst
-			if burst <= 0 {
-				burst = max(1, int(lim.Rate+0.999999))
-			}
-			rkeys = append(rkeys, l.cfg.Prefix+"r:"+d.Name+":"+keys[i])
-			args = append(args, t, t*int64(burst), i)
-		}
-		if lim.Concurrency > 0 {
-			ckeys = append(ckeys, l.cfg.Prefix+"c:"+d.Name+":"+keys[i])
-			cargs = append(cargs, lim.Concurrency, i)
-		}
-	}
-	if len(rkeys) == 0 && len(ckeys) == 0 {
+	c := getCall()
+	lims := l.snap.Load()
+	if !l.prepare(&c.req, lims, keys) {
+		putCall(c)
 		return limit.Result{Allowed: true}, nil
 	}
-	lease := ""
-	if len(ckeys) > 0 {
-		lease = l.id + ":" + strconv.FormatUint(l.seq.Add(1), 36)
+	if !l.submit(ctx, c) {
+		return limit.Result{}, ctx.Err()
 	}
-	args[0], args[1], args[2], args[3] = len(rkeys), len(ckeys), lease, l.cfg.LeaseTTL.Microseconds()
-	args = append(args, cargs...)
-	ctx, cancel := context.WithTimeout(ctx, l.cfg.Timeout)
-	defer cancel()
-	v, err := admitScript.Run(ctx, l.rdb, append(rkeys, ckeys...), args...).Int64Slice()
-	if err != nil {
-		return limit.Result{}, err
+	defer putCall(c)
+	if c.err != nil {
+		return limit.Result{}, c.err
 	}
-	if len(v) != 3 {
-		return limit.Result{}, errors.New("limitredis: unexpected script reply")
-	}
+	v := c.reply
 	if v[0] == 1 {
 		if h := testHookAdmitted; h != nil {
 			h(v[2])
 		}
 		var p limit.Permit
-		if lease != "" {
+		if lease := c.req.lease; lease != "" {
 			l.mu.Lock()
-			l.leases[lease] = ckeys
+			l.leases[lease] = append([]string(nil), c.req.ckeys...)
 			l.mu.Unlock()
 			p = p.WithRelease(func() { l.release(lease) })
 		}
 		return limit.Result{Allowed: true, Permit: p}, nil
 	}
 	dim := int(v[1])
-	res := limit.Result{Dimension: dims[dim].Name, Key: keys[dim], Reason: limit.Rate, RetryAfter: time.Duration(v[2]) * time.Microsecond}
+	if dim < 0 || dim >= len(lims.dims) || dim >= len(keys) {
+		return limit.Result{}, errReply
+	}
+	res := limit.Result{Dimension: lims.dims[dim].name, Key: keys[dim], Reason: limit.Rate, RetryAfter: time.Duration(v[2])}
 	if v[2] < 0 {
 		res.Reason = limit.Concurrency
-		res.RetryAfter = l.cfg.Limits.ConcurrencyRetryAfter
+		res.RetryAfter = lims.concRetryAfter
 	}
 	l.m.rejected.WithLabelValues(res.Dimension, res.Reason.String()).Inc()
 	return res, nil
 }
 
-// testHookAdmitted, when set by a test, receives the Redis server time (µs)
-// of each admission made through Redis.
-var testHookAdmitted func(serverMicros int64)
-
+// release gives a lease back: one round trip (batched with the decisions
+// in flight), waited for, so that the slot is free for the very next
+// decision. If Redis does not answer, the lease expires by its TTL.
 func (l *Limiter) release(lease string) {
 	l.mu.Lock()
 	keys := l.leases[lease]
@@ -269,75 +183,13 @@ func (l *Limiter) release(lease string) {
 	if len(keys) == 0 {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), l.cfg.Timeout)
-	defer cancel()
-	pipe := l.rdb.Pipeline()
-	for _, k := range keys {
-		pipe.ZRem(ctx, k, lease)
-	}
-	if _, err := pipe.Exec(ctx); err != nil {
-		// The lease expires by TTL.
+	c := getCall()
+	c.release = true
+	c.req.lease = lease
+	c.req.ckeys = append(c.req.ckeys[:0], keys...)
+	l.submit(context.Background(), c)
+	if c.err != nil {
 		l.m.errors.Inc()
 	}
-}
-
-func (l *Limiter) loop() {
-	defer l.wg.Done()
-	every := min(l.cfg.ProbeInterval, l.cfg.LeaseTTL/3)
-	tk := l.clk.NewTicker(every)
-	defer tk.Stop()
-	lastRenew := l.clk.Now()
-	for {
-		select {
-		case <-l.stop:
-			return
-		case now := <-tk.C():
-			if l.fallback.Load() {
-				l.probe()
-			}
-			if now.Sub(lastRenew) >= l.cfg.LeaseTTL/3 {
-				lastRenew = now
-				l.renew()
-			}
-		}
-	}
-}
-
-func (l *Limiter) probe() {
-	ctx, cancel := context.WithTimeout(context.Background(), l.cfg.Timeout)
-	defer cancel()
-	if err := l.rdb.Ping(ctx).Err(); err != nil {
-		return
-	}
-	if l.fallback.CompareAndSwap(true, false) {
-		l.m.state.Set(0)
-		l.m.recoveries.Inc()
-		l.log.Info("limitredis: Redis is back; deciding through Redis again")
-		if l.onFB != nil {
-			l.onFB(false)
-		}
-	}
-}
-
-func (l *Limiter) renew() {
-	l.mu.Lock()
-	if len(l.leases) == 0 {
-		l.mu.Unlock()
-		return
-	}
-	var keys []string
-	var args []any
-	args = append(args, l.cfg.LeaseTTL.Microseconds())
-	for lease, ks := range l.leases {
-		for _, k := range ks {
-			keys = append(keys, k)
-			args = append(args, lease)
-		}
-	}
-	l.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), l.cfg.Timeout)
-	defer cancel()
-	if err := renewScript.Run(ctx, l.rdb, keys, args...).Err(); err != nil && !errors.Is(err, redis.Nil) {
-		l.m.errors.Inc()
-	}
+	putCall(c)
 }

@@ -4,9 +4,9 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"net"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -120,6 +120,17 @@ func TestSharedRateAccuracy(t *testing.T) {
 			t.Fatal("warm-up rejected")
 		}
 	}
+	// Drain the burst first: a full bucket is where a stall of the hammers
+	// would lose tokens (a bucket that stays full gains nothing), so the
+	// run starts with an empty one, 2 s of stall away from full.
+	for i := 0; ; i++ {
+		if i > 2*burst {
+			t.Fatal("burst never drained")
+		}
+		if r := ls[0].Admit(context.Background(), []string{"acme"}); !r.Allowed {
+			break
+		}
+	}
 	var decisions atomic.Int64
 	// The span measured is that of the admissions themselves, in Redis
 	// server time, so that a stall of the test process at either end does
@@ -150,18 +161,15 @@ func TestSharedRateAccuracy(t *testing.T) {
 			t.Fatal("a limiter fell back during the run")
 		}
 	}
-	// The limit over the span of the admissions is burst + rate·span. The
+	// The limit over the span of the admissions is 1 + rate·span. The
 	// hammers may leave some of it unasked for at the very end (a stall of
 	// this busy machine just before they stop): the tokens left in the
 	// bucket at the last admission, read from the key's final theoretical
 	// arrival time. Tokens lost in the middle of the run are not excused.
-	tatFinal, err := client(t, srv.Addr()).Get(context.Background(), "veer:limit:r:tenant:acme").Int64()
-	if err != nil {
-		t.Fatal(err)
-	}
+	tatFinal := readTAT(t, client(t, srv.Addr()), "veer:limit:r:6:tenant:acme")
 	const T = int64(1e6 / rate)
 	elapsed := float64(last-first) / 1e6
-	limitAll := burst + rate*elapsed
+	limitAll := 1 + rate*elapsed // the token the first admission took, then the rate
 	unused := float64(last+int64(burst)*T-tatFinal) / float64(T)
 	want := limitAll - unused
 	t.Logf("decisions %d (%.0f/s over 4 instances), admitted %d over %.3fs of Redis time; limit %.1f, of which %.1f left unasked at the end; per instance %v",
@@ -233,195 +241,40 @@ func TestConcurrencyLeases(t *testing.T) {
 	if !r.Allowed {
 		t.Fatal("slot not given back by Release")
 	}
-	// Instance a holds two slots for longer than the TTL: its renewals keep
-	// them. Then a "crashes" (stops renewing, never releases): after the
-	// TTL its slots come back.
-	<-time.After(2 * cfg.LeaseTTL)
-	if r := b.Admit(ctx, keys); r.Allowed {
-		t.Fatal("renewed leases of a live instance expired")
-	}
+	r.Permit.Release()
+	// Instance a "crashes" holding two slots (no renewal, no release):
+	// they come back when their TTL has passed in Redis's time. The script
+	// is fed times around the expiry rather than waiting for it.
 	a.Close()
-	<-time.After(cfg.LeaseTTL + 100*time.Millisecond)
-	got := 0
-	for range 3 {
-		if r := b.Admit(ctx, keys); r.Allowed {
-			got++
-		}
+	rdb := client(t, srv.Addr())
+	zs, err := rdb.ZRangeWithScores(ctx, a.snap.Load().dims[0].cprefix+"resize", 0, -1).Result()
+	if err != nil || len(zs) != 2 {
+		t.Fatalf("lease set: %v %v, want a's two leases", zs, err)
 	}
-	if got != 2 {
-		t.Fatalf("after the crashed instance's TTL: %d slots, want its 2", got)
+	first, last := int64(min(zs[0].Score, zs[1].Score)), int64(max(zs[0].Score, zs[1].Score)) // µs since the epoch
+	count := func(us int64) int {
+		got := 0
+		for range 3 {
+			if decideAt(t, b, rdb, keys, us*1000) {
+				got++
+			}
+		}
+		return got
+	}
+	if got := count(first - 1); got != 1 {
+		t.Fatalf("1 µs before the crashed instance's leases expire: %d slots, want the 1 it left", got)
+	}
+	if _, err := rdb.Del(ctx, a.snap.Load().dims[0].cprefix+"resize").Result(); err != nil {
+		t.Fatal(err)
+	}
+	for _, z := range zs { // a's leases again, without those just taken
+		rdb.ZAdd(ctx, a.snap.Load().dims[0].cprefix+"resize", z)
+	}
+	if got := count(last); got != 3 {
+		t.Fatalf("once the crashed instance's leases expired: %d slots, want all 3", got)
 	}
 	if a.InFallback() || b.InFallback() {
 		t.Fatal("a limiter fell back: the test did not exercise Redis")
-	}
-}
-
-func TestFallbackWhenRedisDies(t *testing.T) {
-	srv := redistest.Start(t)
-	fallbackScenario(t, srv, srv.Kill, srv.Restart)
-}
-
-// TestFallbackWhenRedisHangs freezes Redis (SIGSTOP): connections stay
-// open and nothing answers, so only the decision timeout detects it.
-func TestFallbackWhenRedisHangs(t *testing.T) {
-	srv := redistest.Start(t)
-	fallbackScenario(t, srv, srv.Pause, srv.Resume)
-}
-
-// fallbackScenario hammers 4 instances, applies fault after 1 s, checks the
-// fallback and the absence of an unlimited window, then heals Redis and
-// waits for every instance to recover.
-func fallbackScenario(t *testing.T, srv *redistest.Server, fault, heal func()) {
-	const rate, burst = 400.0, 40
-	var mu sync.Mutex
-	var fellBack [4]time.Time // last switch to fallback per instance
-	changed := make(chan bool, 64)
-	cfg := Config{Instances: 4, Timeout: 300 * time.Millisecond, ProbeInterval: 100 * time.Millisecond, Limits: limit.Config{Dimensions: []limit.Dimension{{Name: "tenant", Default: limit.Limits{Rate: rate, Burst: burst}}}}}
-	var ls []*Limiter
-	var regs []*prometheus.Registry
-	for i := range 4 {
-		l, reg := newLimiter(t, cfg, srv.Addr(), Options{OnFallback: func(fb bool) {
-			mu.Lock()
-			if fb {
-				fellBack[i] = time.Now()
-			}
-			mu.Unlock()
-			changed <- fb
-		}})
-		ls = append(ls, l)
-		regs = append(regs, reg)
-	}
-	// Admissions per 100 ms slot of wall time, across the instances, to
-	// show there is no unlimited window.
-	// The fault comes after 1 s and the run ends 2 s after the fault,
-	// however late a busy machine fires the timers. An instance that had
-	// already fallen back (a decision timed out under load before the
-	// fault) is in fallback at the fault: nothing to switch.
-	start := time.Now()
-	var slots [128]atomic.Int64
-	stop := make(chan struct{})
-	var killedAt, stopAt time.Time
-	var wasInFallback [4]bool
-	faulted := make(chan struct{})
-	time.AfterFunc(time.Second, func() {
-		for i, l := range ls {
-			wasInFallback[i] = l.InFallback()
-		}
-		killedAt = time.Now()
-		fault()
-		close(faulted)
-		time.AfterFunc(2*time.Second, func() { stopAt = time.Now(); close(stop) })
-	})
-	hammer(ls, 2, []string{"acme"}, stop, func(_ int, r limit.Result) {
-		if r.Allowed {
-			if s := int(time.Since(start) / (100 * time.Millisecond)); s < len(slots) {
-				slots[s].Add(1)
-			}
-		}
-	})
-	<-faulted
-	if late := time.Since(stopAt); late > time.Second {
-		t.Errorf("the last decision ended %v after the run's end: Admit blocked", late)
-	}
-	mu.Lock()
-	fb := fellBack
-	mu.Unlock()
-	for i, at := range fb {
-		if wasInFallback[i] {
-			continue
-		}
-		if d := at.Sub(killedAt); d < 0 || d > time.Second {
-			t.Errorf("instance %d fell back %v after Redis died, want ≤ 1 s", i, d)
-		}
-	}
-	// Never unlimited: in any 100 ms slot the fleet admits at most the
-	// burst plus 100 ms of rate, with Redis (shared) or without it
-	// (4 × burst/4 plus 4 × rate/4 per instance). The slot of the switch
-	// may hold Redis's admissions and the locals' fresh bursts and rate:
-	// 2 × burst + 2 × 100 ms of rate at worst.
-	maxSlot := int64(0)
-	var total int64
-	for i := range slots {
-		n := slots[i].Load()
-		total += n
-		maxSlot = max(maxSlot, n)
-	}
-	if limitPerSlot := int64(2*burst + 2*rate/10); maxSlot > limitPerSlot {
-		t.Fatalf("a 100 ms slot admitted %d, more than %d", maxSlot, limitPerSlot)
-	}
-	run := stopAt.Sub(start).Seconds()
-	if upper := int64(3*burst + rate*(run+0.2)); total > upper {
-		t.Fatalf("admitted %d in %.1f s, over %d", total, run, upper)
-	}
-	for _, l := range ls {
-		if !l.InFallback() {
-			t.Fatal("instance not in fallback while Redis is down")
-		}
-	}
-	t.Logf("fallback delays after kill: %v; admitted %d; max per 100 ms %d", func() []time.Duration {
-		var ds []time.Duration
-		for _, at := range fb {
-			ds = append(ds, at.Sub(killedAt))
-		}
-		return ds
-	}(), total, maxSlot)
-
-	// Redis returns: every instance recovers through its probe.
-	for len(changed) > 0 {
-		<-changed
-	}
-	heal()
-	timeout := time.NewTimer(10 * time.Second)
-	defer timeout.Stop()
-	for back := 0; back < 4; {
-		select {
-		case v := <-changed:
-			if !v {
-				back++
-			}
-		case <-timeout.C:
-			t.Fatalf("only %d of 4 instances recovered within 10 s", back)
-		}
-	}
-	if r := ls[0].Admit(context.Background(), []string{"acme"}); !r.Allowed {
-		t.Fatal("fresh Redis rejected the first request")
-	}
-	if ls[0].InFallback() {
-		t.Fatal("decision after recovery was local")
-	}
-	for i, reg := range regs {
-		fb, rec := metricValue(t, reg, "veer_limitredis_fallbacks_total"), metricValue(t, reg, "veer_limitredis_recoveries_total")
-		if fb < 1 || rec != fb {
-			t.Errorf("instance %d: fallbacks %v recoveries %v, want as many recoveries as fallbacks", i, fb, rec)
-		}
-		if errs := obs.Lint(reg); len(errs) > 0 {
-			t.Error(errs)
-		}
-	}
-}
-
-func TestFallbackUnreachableFromStart(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	l, reg := newLimiter(t, Config{Instances: 4, Limits: limit.Config{Dimensions: []limit.Dimension{{Name: "tenant", Default: limit.Limits{Rate: 0.01, Burst: 8, Concurrency: 8}}}}}, addr, Options{})
-	got := 0
-	for range 10 {
-		if r := l.Admit(context.Background(), []string{"acme"}); r.Allowed {
-			got++
-		}
-	}
-	if got != 2 {
-		t.Fatalf("admitted %d with Redis down, want 8 ÷ 4 = 2 (never unlimited)", got)
-	}
-	if !l.InFallback() {
-		t.Fatal("not in fallback")
-	}
-	if errs := obs.Lint(reg); len(errs) > 0 {
-		t.Fatal(errs)
 	}
 }
 
@@ -438,6 +291,22 @@ func FuzzConfig(f *testing.F) {
 			t.Fatalf("defaults not applied: %+v", d)
 		}
 	})
+}
+
+// readTAT returns a GCRA key's theoretical arrival time in µs since the
+// epoch (the script stores "<seconds> <nanoseconds>").
+func readTAT(t *testing.T, rdb *redis.Client, key string) int64 {
+	t.Helper()
+	v, err := rdb.Get(context.Background(), key).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sec int64
+	var ns float64
+	if _, err := fmt.Sscanf(v, "%d %g", &sec, &ns); err != nil {
+		t.Fatalf("TAT %q: %v", v, err)
+	}
+	return sec*1e6 + int64(ns/1e3)
 }
 
 func metricValue(t *testing.T, g prometheus.Gatherer, name string) float64 {
@@ -460,20 +329,56 @@ func TestContract(t *testing.T) {
 	})
 }
 
-// BenchmarkAdmit is one decision through a local redis-server (client
-// allocations and round trip); bench/cmd/guardbench compares it with
-// redis_rate.
-func BenchmarkAdmit(b *testing.B) {
+// BenchmarkAdmit is one decision at a time through a local redis-server
+// (client allocations and a round trip each).
+func BenchmarkAdmit(b *testing.B) { benchAdmit(b, 1) }
+
+// BenchmarkAdmitParallel is 16 goroutines deciding at once: the decisions
+// that arrive together go to Redis in one script call.
+func BenchmarkAdmitParallel(b *testing.B) { benchAdmit(b, 8) }
+
+// benchAdmit reports, beside ns/op and allocs/op, the CPU time per decision
+// of this process (client-cpu-ns/op: the limiter, go-redis and the
+// benchmark's goroutines) and of redis-server (redis-cpu-ns/op, 10 ms
+// resolution): on a shared machine these move less than ns/op.
+func benchAdmit(b *testing.B, parallelism int) {
 	srv := redistest.Start(b)
 	l, _ := newLimiter(b, Config{Timeout: time.Second, Limits: limit.Config{Dimensions: []limit.Dimension{
-		{Name: "tenant", Default: limit.Limits{Rate: 1e6, Burst: 1000}},
+		{Name: "tenant", Default: limit.Limits{Rate: 1e9, Burst: 1000}},
 	}}}, srv.Addr(), Options{})
-	keys := []string{"acme"}
 	ctx := context.Background()
-	b.ReportAllocs()
-	for b.Loop() {
-		if r := l.Admit(ctx, keys); !r.Allowed {
-			b.Fatal("rejected")
-		}
+	if r := l.Admit(ctx, []string{"warm-up"}); !r.Allowed {
+		b.Fatal("rejected")
 	}
+	b.ReportAllocs()
+	b.SetParallelism(parallelism)
+	c0, r0 := selfCPU(), redisCPU(b, srv)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		keys := []string{"acme"}
+		for pb.Next() {
+			if r := l.Admit(ctx, keys); !r.Allowed {
+				b.Error("rejected")
+				return
+			}
+		}
+	})
+	b.StopTimer()
+	c1, r1 := selfCPU(), redisCPU(b, srv)
+	b.ReportMetric(float64(c1-c0)/float64(b.N), "client-cpu-ns/op")
+	b.ReportMetric(float64(r1-r0)/float64(b.N), "redis-cpu-ns/op")
+}
+
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+func redisCPU(b *testing.B, srv *redistest.Server) time.Duration {
+	d, err := srv.CPU()
+	if err != nil {
+		b.Fatal(err)
+	}
+	return d
 }

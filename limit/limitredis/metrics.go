@@ -13,6 +13,7 @@ type metrics struct {
 	errors     prometheus.Counter
 	latency    prometheus.Observer
 	rejected   *prometheus.CounterVec
+	batch      prometheus.Observer
 }
 
 func newMetrics(reg prometheus.Registerer) metrics {
@@ -42,5 +43,10 @@ func newMetrics(reg prometheus.Registerer) metrics {
 			Name: "veer_limitredis_rejected_total",
 			Help: "Requests rejected through Redis by dimension and reason.",
 		}, []string{"dimension", "reason"})),
+		batch: obs.Register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "veer_limitredis_batch_requests",
+			Help:    "Decisions and releases sent to Redis in one pipeline (one round trip).",
+			Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128, 256},
+		})),
 	}
 }
