@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/veerhq/veer/clock"
@@ -70,7 +71,7 @@ func Bootstrap(ctx context.Context, cfg Config, req Request, opts Options) (Resu
 			return Result{Answer: p.answer, Source: SourcePersisted, Err: err}, nil
 		}
 	}
-	return Result{Answer: Answer{Primary: cfg.DefaultDomain, Rule: "fallback"}, Source: SourceDefault, Err: err}, nil
+	return Result{Answer: Answer{Primary: cfg.DefaultDomain, Backups: slices.Clone(cfg.DefaultBackups), Rule: "fallback"}, Source: SourceDefault, Err: err}, nil
 }
 
 func ask(ctx context.Context, cfg Config, req Request, client *http.Client, keys []ed25519.PublicKey) ([]byte, Answer, error) {

@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -64,7 +65,7 @@ func TestBootstrapFallbacks(t *testing.T) {
 	var logs bytes.Buffer
 	opts := routing.Options{Clock: clk, Logger: slog.New(slog.NewTextHandler(&logs, nil))}
 	cfg := func(url string) routing.Config {
-		return routing.Config{URL: url, PublicKeys: []string{pub}, DefaultDomain: "wap.example.com", StateFile: filepath.Join(dir, "route.json")}
+		return routing.Config{URL: url, PublicKeys: []string{pub}, DefaultDomain: "wap.example.com", DefaultBackups: []string{"dc2.example.com"}, StateFile: filepath.Join(dir, "route.json")}
 	}
 	ok := service(t, signer(t, priv, answer, nil))
 	forged := service(t, signer(t, other, routing.Answer{Primary: "evil.example.net", TTLSeconds: 600}, nil))
@@ -100,6 +101,15 @@ func TestBootstrapFallbacks(t *testing.T) {
 		}
 		if res.Source != st.source || res.Primary != st.primary {
 			t.Fatalf("%s: source %s primary %s (err %v), want %s %s", st.name, res.Source, res.Primary, res.Err, st.source, st.primary)
+		}
+		// Every source leaves the app a failover.Config it can build: a
+		// primary and at least one backup.
+		wantBackups := answer.Backups
+		if st.source == routing.SourceDefault {
+			wantBackups = []string{"dc2.example.com"}
+		}
+		if !slices.Equal(res.Backups, wantBackups) {
+			t.Fatalf("%s: backups %v, want %v", st.name, res.Backups, wantBackups)
 		}
 		if (res.Source == routing.SourceService) != (res.Err == nil) {
 			t.Fatalf("%s: Err %v with source %s", st.name, res.Err, res.Source)
@@ -159,6 +169,9 @@ func TestConfigValidateNamesField(t *testing.T) {
 		"public_keys[0]": func(c *routing.Config) { c.PublicKeys = []string{"short"} },
 		"default_domain": func(c *routing.Config) { c.DefaultDomain = "" },
 		"timeout":        func(c *routing.Config) { c.Timeout = -1 },
+		"default_backups[1]": func(c *routing.Config) {
+			c.DefaultBackups = []string{"dc2.example.com", "wap.example.com"}
+		},
 	}
 	for field, mut := range cases {
 		c := good

@@ -26,6 +26,10 @@ type Config struct {
 	// DefaultDomain is used when neither the service nor a persisted answer
 	// is available (required).
 	DefaultDomain string `json:"default_domain" yaml:"default_domain"`
+	// DefaultBackups go with DefaultDomain in the fallback answer, so that
+	// the app can still build a failover.Config (which needs a backup);
+	// empty: none.
+	DefaultBackups []string `json:"default_backups,omitempty" yaml:"default_backups,omitempty"`
 	// StateFile persists the last verified answer; empty: none.
 	StateFile string `json:"state_file,omitempty" yaml:"state_file,omitempty"`
 	// Timeout bounds the call; default DefaultTimeout.
@@ -47,6 +51,11 @@ func (c Config) Validate() error {
 	}
 	if !validDomain(c.DefaultDomain) {
 		return config.Field("default_domain", "%q: want a domain", c.DefaultDomain)
+	}
+	for i, b := range c.DefaultBackups {
+		if !validDomain(b) || b == c.DefaultDomain {
+			return config.Field(fmt.Sprintf("default_backups[%d]", i), "%q: want a domain other than default_domain", b)
+		}
 	}
 	if c.Timeout < 0 {
 		return config.Field("timeout", "negative")

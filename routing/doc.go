@@ -4,14 +4,14 @@
 //
 //	res, err := routing.Bootstrap(ctx, cfg, routing.Request{DeviceID: id, App: "bank", Platform: "ios"},
 //		routing.Options{Client: client}) // client may be lastmile's
-//	fcfg.Domains = res.Domains()          // primary first, then backups, for failover.Config
+//	ft, err := failover.NewTransport(failover.Config{Primary: res.Primary, Backups: res.Backups}, lm)
 //
 // Contract: Bootstrap POSTs the Request to Config.URL over the given
 // http.Client, verifies the Ed25519 signature against Config.PublicKeys and
 // returns the answer (Source "service"). When the call fails or the answer
 // does not verify, it returns the last verified answer persisted in
 // Config.StateFile while its TTL lasts (Source "persisted"), else
-// Config.DefaultDomain alone (Source "default", seed 004's fallback to the
+// Config.DefaultDomain with Config.DefaultBackups (Source "default", seed 004's fallback to the
 // "wap" domain). It returns an error only for an invalid Config: the app
 // always gets domains to use.
 //
