@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"io"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
@@ -32,7 +33,9 @@ import (
 // But a client whose pool is bounded and shared by the storm (a proxy with
 // a per-server connection limit, http.Transport's MaxConnsPerHost, a
 // gateway's upstream pool) has every connection busy with a held refusal,
-// and its critical request waits for one to end: up to the hold, per
+// and its critical request waits for one to end (so does one multiplexed
+// on a connection whose stream limit the held refusals fill, when the
+// client waits for a stream rather than open a connection): up to the hold, per
 // request, for as long as the storm lasts. That is why reject_hold is
 // opt-in (docs/shed.md, "Rejection storms").
 func TestHeldRefusalsAndCritical(t *testing.T) {
@@ -42,14 +45,21 @@ func TestHeldRefusalsAndCritical(t *testing.T) {
 		hold       time.Duration
 		h2         bool // TLS with HTTP/2: one connection carries everything
 		sharedPool bool // the storm and the critical requests share a pool of stormConns connections
-		served     bool // critical requests are answered while the storm's refusals are held
+		// strict: the server allows stormConns streams per HTTP/2
+		// connection and the client waits for a stream rather than open
+		// another connection (as a proxy multiplexing onto one
+		// connection does)
+		strict bool
+		served bool // critical requests are answered while the storm's refusals are held
 	}{
-		{"h1 own connections", 100 * time.Millisecond, false, false, true},
-		{"h2 one connection", 100 * time.Millisecond, true, false, true},
-		{"h1 shared bounded pool", 100 * time.Millisecond, false, true, false},
-		{"h1 shared bounded pool, hold off", -1, false, true, true},
-		{"h1 shared bounded pool, zero config", 0, false, true, true},
-		{"h2 shared bounded pool", 100 * time.Millisecond, true, true, true},
+		{"h1 own connections", StormRejectHold, false, false, false, true},
+		{"h2 one connection", StormRejectHold, true, false, false, true},
+		{"h1 shared bounded pool", StormRejectHold, false, true, false, false},
+		{"h1 shared bounded pool, hold off", -1, false, true, false, true},
+		{"h1 shared bounded pool, zero config", 0, false, true, false, true},
+		{"h2 shared bounded pool", StormRejectHold, true, true, false, true},
+		{"h2 shared, strict stream limit", StormRejectHold, true, true, true, false},
+		{"h2 shared, strict stream limit, zero config", 0, true, true, true, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			clk := clock.NewManual(time.Unix(1e9, 0))
@@ -61,8 +71,12 @@ func TestHeldRefusalsAndCritical(t *testing.T) {
 				}
 			}))
 			srv := httptest.NewUnstartedServer(h)
+			srv.Config.ErrorLog = log.New(io.Discard, "", 0) // handshakes cut short by Close
 			if c.h2 {
 				srv.EnableHTTP2 = true
+				if c.strict {
+					srv.Config.HTTP2 = &http.HTTP2Config{MaxConcurrentStreams: stormConns}
+				}
 				srv.StartTLS()
 			} else {
 				srv.Start()
@@ -74,6 +88,7 @@ func TestHeldRefusalsAndCritical(t *testing.T) {
 				if c.h2 {
 					tr.ForceAttemptHTTP2 = true
 					tr.TLSClientConfig = &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"h2"}}
+					tr.HTTP2 = &http.HTTP2Config{StrictMaxConcurrentRequests: c.strict}
 				}
 				return tr
 			}
