@@ -20,8 +20,11 @@ const (
 	DefaultMaxEndpoints = 256
 	DefaultTier         = tier.SheddablePlus
 	DefaultRetryAfter   = time.Second
-	DefaultRejectHold   = 100 * time.Millisecond
 )
+
+// StormRejectHold is the RejectHold to opt in with: a closed-loop client
+// comes back about ten times a second per connection.
+const StormRejectHold = 100 * time.Millisecond
 
 // Config configures a Shedder. The zero value works: every route is its own
 // endpoint with an adaptive limit, a 5 ms target over 100 ms intervals; the
@@ -62,8 +65,13 @@ type Config struct {
 	// written while its endpoint refuses more requests than it admits (a
 	// rejection storm: closed-loop clients that ignore Retry-After retry
 	// at once, and the refusals take the processor; see pace.go). Held
-	// refusals wait between 7/8 of RejectHold and all of it. Default 100ms; a
-	// negative value (e.g. -1ns) answers every refusal at once.
+	// refusals wait between 7/8 of RejectHold and all of it. Default 0:
+	// off, every refusal is answered at once (a negative value too).
+	// Opt-in (StormRejectHold, 100ms, is a good value) only where the
+	// storm's clients do not share a bounded connection pool with critical
+	// traffic: a held refusal keeps its HTTP/1.1 connection busy, and a
+	// proxy or client whose pool the storm fills makes its critical
+	// requests wait for a held refusal to end (pace.go, docs/shed.md).
 	RejectHold time.Duration `yaml:"reject_hold" json:"reject_hold"`
 	// Endpoints holds per-endpoint settings: limit overrides and the
 	// caller → tier table.

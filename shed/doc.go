@@ -42,10 +42,13 @@
 //
 // Rejection storms. Clients that ignore Retry-After retry as soon as they
 // are refused, and on one core the refusals themselves take the processor.
-// While an endpoint refuses more than it admits, an HTTP refusal is held
-// for up to Config.RejectHold (100 ms) before it is written, which bounds a
-// closed-loop client's retry rate by its concurrency; held refusals are
-// bounded (MaxHeld) and allocate nothing (see pace.go).
+// With Config.RejectHold set (opt-in; StormRejectHold, 100 ms), while an
+// endpoint refuses more than it admits, an HTTP refusal is held for up to
+// RejectHold before it is written, which bounds a closed-loop client's
+// retry rate by its concurrency; held refusals are bounded (MaxHeld) and
+// allocate nothing. It is off by default because a held refusal occupies
+// its connection: critical requests that share a bounded connection pool
+// with the storm (a proxy's, a client's) wait for it (see pace.go).
 //
 // Contract: the zero Config works. Middleware has the standard
 // func(http.Handler) http.Handler shape and answers shed requests with 503,

@@ -37,16 +37,32 @@ func TestModelRunQueueOverload(t *testing.T) {
 		load, minGoodput, maxShed float64
 		seed                      uint64
 		runs                      bool // tiers in long runs (arrival time modulo a prime)
+		// poisson: random arrivals (exponential gaps), counted from the
+		// fresh Shedder's first request (no warm-up left out).
+		poisson bool
 	}{
-		{0.75, 0.74, 0, 1, false},
-		{1.25, 0.95, 0.25, 1, false},
-		{1.25, 0.95, 0.25, 2, false},
-		{1.25, 0.95, 0.25, 3, false},
-		{2, 0.95, 0.55, 1, false},
-		{6, 0.90, 0.86, 1, false},
+		{0.75, 0.74, 0, 1, false, false},
+		// Issue 18: a fresh process at 0.75× with Poisson arrivals sheds
+		// nothing in its first second (every row checks it). Over the
+		// whole 3.5 s two seeds of five shed sheddable requests for
+		// overload, later: seed 3 one (0.2%, at 1.45 s), seed 5 twelve
+		// (2.2%, at 2.40-2.45 s: the adaptive limit had grown to 5 in
+		// the calm, so a burst shared the core five ways, the limiter
+		// cut to 1 and the queue stood above the target). Those bounds
+		// are today's figures, not the target (0): see docs/shed.md.
+		{0.75, 0.70, 0, 1, false, true},
+		{0.75, 0.70, 0, 2, false, true},
+		{0.75, 0.70, 0.005, 3, false, true},
+		{0.75, 0.70, 0, 4, false, true},
+		{0.75, 0.70, 0.025, 5, false, true},
+		{1.25, 0.95, 0.25, 1, false, false},
+		{1.25, 0.95, 0.25, 2, false, false},
+		{1.25, 0.95, 0.25, 3, false, false},
+		{2, 0.95, 0.55, 1, false, false},
+		{6, 0.90, 0.86, 1, false, false},
 		// Tiers in runs: today's figure (0.73, 41.6% shed) bounded, the
 		// 0.95 target missed; see the comment above.
-		{1.25, 0.70, 0.45, 1, true},
+		{1.25, 0.70, 0.45, 1, true, false},
 	} {
 		synctest.Test(t, func(t *testing.T) {
 			s, _ := newShedder(t, Config{})
@@ -66,7 +82,14 @@ func TestModelRunQueueOverload(t *testing.T) {
 			var ok, shed, n, critSent, critOK int
 			var wg sync.WaitGroup
 			rate := c.load * 200
-			for at := time.Duration(0); at < 3500*time.Millisecond; at += time.Duration(float64(time.Second) / rate) {
+			var shedFirst int // refusals in the first second (poisson rows)
+			gap := func() time.Duration {
+				if c.poisson {
+					return time.Duration(rng.ExpFloat64() * float64(time.Second) / rate)
+				}
+				return time.Duration(float64(time.Second) / rate)
+			}
+			for at := time.Duration(0); at < 3500*time.Millisecond; at += gap() {
 				time.Sleep(time.Until(start.Add(at)))
 				tr := tier.Sheddable
 				u := rng.Float64()
@@ -79,7 +102,8 @@ func TestModelRunQueueOverload(t *testing.T) {
 				case u < 0.55:
 					tr = tier.SheddablePlus
 				}
-				measured := at >= 500*time.Millisecond
+				measured := c.poisson || at >= 500*time.Millisecond
+				first := at < time.Second
 				wg.Go(func() {
 					ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 					defer cancel()
@@ -105,14 +129,23 @@ func TestModelRunQueueOverload(t *testing.T) {
 						}
 					} else {
 						shed++
+						if first {
+							shedFirst++
+						}
 					}
 				})
 			}
 			wg.Wait()
-			goodput, shedRate := float64(ok)/3/200, float64(shed)/float64(n)
-			t.Logf("runs %v seed %d %.2fx: goodput %.2f of capacity, shed %.1f%%, critical %d/%d", c.runs, c.seed, c.load, goodput, 100*shedRate, critOK, critSent)
-			if goodput < c.minGoodput || shedRate > c.maxShed || critOK != critSent {
-				t.Errorf("%.2fx: goodput %.2f (want ≥ %.2f), shed %.3f (want ≤ %.2f), critical %d/%d", c.load, goodput, c.minGoodput, shedRate, c.maxShed, critOK, critSent)
+			secs := 3.0
+			if c.poisson {
+				secs = 3.5
+			}
+			goodput, shedRate := float64(ok)/secs/200, float64(shed)/float64(n)
+			t.Logf("runs %v poisson %v seed %d %.2fx: goodput %.2f of capacity, shed %.1f%% (%d in the first second), critical %d/%d",
+				c.runs, c.poisson, c.seed, c.load, goodput, 100*shedRate, shedFirst, critOK, critSent)
+			if goodput < c.minGoodput || shedRate > c.maxShed || critOK != critSent || (c.poisson && shedFirst != 0) {
+				t.Errorf("%.2fx: goodput %.2f (want ≥ %.2f), shed %.3f (want ≤ %.3f), %d in the first second (want 0), critical %d/%d",
+					c.load, goodput, c.minGoodput, shedRate, c.maxShed, shedFirst, critOK, critSent)
 			}
 		})
 	}

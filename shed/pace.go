@@ -32,6 +32,19 @@ import (
 // handle does not (it must not block), so a storm refused there is not
 // paced.
 //
+// Opt-in (Config.RejectHold; default off), because of what a held refusal
+// costs critical traffic. The stage, the pacer and net/http's server couple
+// nothing to a held refusal: a critical request on its own connection, or
+// multiplexed on the storm's HTTP/2 connection, is served while every
+// refusal is held. But a held HTTP/1.1 refusal keeps its connection busy,
+// and a client pool that is bounded and shared by the storm and critical
+// traffic (a proxy's per-server connection limit, http.Transport's
+// MaxConnsPerHost, a gateway's upstream pool) then has every connection
+// busy: its critical requests wait for a held refusal to end, up to
+// RejectHold each, for as long as the storm lasts
+// (TestHeldRefusalsAndCritical). The server cannot tell such a pool from
+// many separate clients, so only the operator can say the hold is safe.
+//
 // Trade-offs: a refusal outside a storm is never held, so a well-behaved
 // caller (or a proxy that retries elsewhere) learns of ordinary shedding at
 // once; in a storm it learns up to RejectHold later, which a caller that

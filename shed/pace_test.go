@@ -16,16 +16,18 @@ import (
 // an interval has refused more than it admitted (at least
 // stormMinRejects), a refusal is held between 7/8 of RejectHold and
 // RejectHold; a held refusal ends when its client leaves; beyond MaxHeld
-// refusals are answered at once; with a negative RejectHold never held.
+// refusals are answered at once; with a zero (the default) or negative
+// RejectHold never held.
 func TestRejectionStormIsPaced(t *testing.T) {
 	for _, c := range []struct {
 		name     string
 		hold     time.Duration
 		min, max time.Duration // of a refusal in the storm
 	}{
-		{"default", 0, DefaultRejectHold * 7 / 8, DefaultRejectHold},
+		{"100ms", StormRejectHold, StormRejectHold * 7 / 8, StormRejectHold},
 		{"200ms", 200 * time.Millisecond, 175 * time.Millisecond, 200 * time.Millisecond},
-		{"off", -1, 0, 0},
+		{"default: off", 0, 0, 0},
+		{"negative: off", -1, 0, 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -89,7 +91,7 @@ func TestRejectionStormIsPaced(t *testing.T) {
 				if want := min(c.max, time.Millisecond); took[len(took)-1] != want {
 					t.Errorf("held refusal of a client that left after 1ms ended after %v, want %v", took[len(took)-1], want)
 				}
-				if c.hold < 0 {
+				if c.hold <= 0 {
 					return
 				}
 				// Adapters hold through Hold (an unknown endpoint: at once).

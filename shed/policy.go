@@ -57,10 +57,7 @@ func compile(c *Config, overrides map[tableKey]tier.Tier) *policy {
 	if p.retryAfter <= 0 {
 		p.retryAfter = DefaultRetryAfter
 	}
-	switch {
-	case c.RejectHold == 0:
-		p.rejectHold = DefaultRejectHold
-	case c.RejectHold > 0:
+	if c.RejectHold > 0 {
 		p.rejectHold = c.RejectHold
 	}
 	if !p.defTier.Valid() {

@@ -38,8 +38,8 @@ func TestModelRejectionStorm(t *testing.T) {
 		min       float64 // goodput over capacity
 		maxCrit99 time.Duration
 	}{
-		{"held", 0, 0.85, 100 * time.Millisecond},
-		{"at once", -1, 0.5, 100 * time.Millisecond},
+		{"held", StormRejectHold, 0.85, 100 * time.Millisecond},
+		{"at once", 0, 0.5, 100 * time.Millisecond},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {

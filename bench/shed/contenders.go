@@ -52,10 +52,10 @@ func Wrap(name string, next http.Handler) (http.Handler, func(), error) {
 		return next, func() {}, nil
 	case "static":
 		return staticLimit(StaticLimit, next), func() {}, nil
-	case "veer", "veer-nohold":
+	case "veer", "veer-hold":
 		c := shed.Config{Registerer: prometheus.NewRegistry()}
-		if name == "veer-nohold" {
-			c.RejectHold = -1 // refusals answered at once, even in a storm
+		if name == "veer-hold" {
+			c.RejectHold = shed.StormRejectHold // refusals held in a storm (opt-in)
 		}
 		s, err := shed.New(c)
 		if err != nil {

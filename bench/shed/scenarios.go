@@ -91,7 +91,7 @@ func Scenarios(iters, lightIters int) []Scenario {
 				{Name: "steady", Dur: 4 * time.Second, Streams: s, Measure: true},
 			}
 		}},
-		{Name: "7-storm-closed-128", Handler: cpu, Capacity: "cpu", ExtraContenders: []string{"veer-nohold"},
+		{Name: "7-storm-closed-128", Handler: cpu, Capacity: "cpu", ExtraContenders: []string{"veer-hold"},
 			Phases: func(c float64) []Phase {
 				crit := Stream{Name: "crit", Path: "/a", Rate: 0.1 * c, Mix: []Share{{tier.Critical, 1}}}
 				storm := Stream{Name: "storm", Path: "/a", Workers: StormWorkers, Mix: []Share{{tier.SheddablePlus, 1}}}

@@ -32,7 +32,7 @@ import (
 // share, the storm's 503s per second, and critical success and p99.
 func heyStorm(args []string) error {
 	fs := flag.NewFlagSet("hey", flag.ExitOnError)
-	conts := fs.String("contenders", "none,veer,veer-nohold", "comma-separated contenders")
+	conts := fs.String("contenders", "none,veer,veer-hold", "comma-separated contenders")
 	rounds := fs.Int("rounds", 1, "rounds; contenders alternate order each round")
 	workers := fs.Int("c", bench.StormWorkers, "hey -c of the storm")
 	dur := fs.Duration("z", 4*time.Second, "hey -z of both")

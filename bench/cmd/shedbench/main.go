@@ -5,7 +5,7 @@
 // a table or JSON.
 //
 //	shedbench [-scenarios 1,3] [-contenders veer,none] [-rounds 1] [-format table|json]
-//	shedbench hey [-contenders none,veer,veer-nohold] [-rounds 1] [-c 128] [-z 4s]   (the storm with hey)
+//	shedbench hey [-contenders none,veer,veer-hold] [-rounds 1] [-c 128] [-z 4s]   (the storm with hey)
 //	shedbench rejectcost [-bins old=/path/to/old/shedbench] [-rounds 3]   (server CPU per 503)
 //	shedbench serve ...   (internal: the server process)
 //

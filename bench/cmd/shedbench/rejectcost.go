@@ -27,7 +27,7 @@ import (
 func rejectCost(args []string) error {
 	fs := flag.NewFlagSet("rejectcost", flag.ExitOnError)
 	bins := fs.String("bins", "", "comma-separated other shedbench binaries to compare (label=path)")
-	contender := fs.String("contender", "veer-nohold", "contender of this binary")
+	contender := fs.String("contender", "veer", "contender of this binary")
 	rounds := fs.Int("rounds", 3, "rounds")
 	dur := fs.Duration("dur", 2*time.Second, "refusal phase")
 	_ = fs.Parse(args)
