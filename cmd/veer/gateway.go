@@ -131,4 +131,3 @@ func sharedLimiter(l gateway.Limits) (limit.Admitter, error) {
 		DialTimeout: 200 * time.Millisecond, ReadTimeout: 200 * time.Millisecond, WriteTimeout: 200 * time.Millisecond})
 	return limitredis.New(limitredis.Config{Limits: l.Config, Instances: l.Instances}, rdb, limitredis.Options{})
 }
-
