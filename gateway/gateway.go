@@ -1,9 +1,11 @@
 package gateway
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/netip"
@@ -38,6 +40,9 @@ type Options struct {
 	// config names one (limits.redis); cmd/veer wires limitredis here so
 	// that this package does not import a Redis client. Required then.
 	SharedLimiter func(l Limits) (limit.Admitter, error)
+	// DialContext connects to backends; default a net.Dialer with a 2 s
+	// connect timeout. Tests use in-memory pipes here.
+	DialContext func(ctx context.Context, network, addr string) (net.Conn, error)
 	// HTTP3 starts the HTTP/3 listener (gateway/gatewayh3.Listen); nil:
 	// no HTTP/3 and no Alt-Svc.
 	HTTP3 HTTP3Func
@@ -247,7 +252,7 @@ func (g *Gateway) compile(c *Config) (*table, error) {
 		if pc := prev.clusterNamed(cc.Name); pc != nil && transportEqual(pc.cfg, cc) {
 			cl.transport = pc.transport
 		} else {
-			cl.transport = newTransport(cc)
+			cl.transport = newTransport(cc, g.opts.DialContext)
 		}
 		st := g.cstates[cc.Name]
 		if st == nil {

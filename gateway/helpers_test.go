@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -100,4 +101,70 @@ func rawRequest(t *testing.T, addr, raw string) string {
 	}
 	b, _ := io.ReadAll(c)
 	return string(b)
+}
+
+func obsDiscard() *slog.Logger { return obs.Discard }
+
+// pipeServer serves h over in-memory pipes, for tests inside a synctest
+// bubble (real sockets are not durably blocking there).
+type pipeServer struct {
+	conns chan net.Conn
+	done  chan struct{}
+}
+
+func newPipeServer(t *testing.T, h http.Handler) *pipeServer {
+	p := &pipeServer{conns: make(chan net.Conn), done: make(chan struct{})}
+	srv := &http.Server{Handler: h}
+	go func() { _ = srv.Serve(p) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return p
+}
+
+func (p *pipeServer) dial(ctx context.Context, _, _ string) (net.Conn, error) {
+	a, b := net.Pipe()
+	select {
+	case p.conns <- b:
+		return a, nil
+	case <-p.done:
+		return nil, net.ErrClosed
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+func (p *pipeServer) Accept() (net.Conn, error) {
+	select {
+	case c := <-p.conns:
+		return c, nil
+	case <-p.done:
+		return nil, net.ErrClosed
+	}
+}
+
+func (p *pipeServer) Close() error {
+	select {
+	case <-p.done:
+	default:
+		close(p.done)
+	}
+	return nil
+}
+
+func (p *pipeServer) Addr() net.Addr { return &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 80} }
+
+var testMetrics = newMetrics(prometheus.NewRegistry())
+
+func startGatewayCfg(t *testing.T, cfg Config) (*Gateway, string) {
+	t.Helper()
+	cfg.Listen.Addr = "off"
+	cfg.Listen.Plain = "127.0.0.1:0"
+	g, err := New(cfg, Options{Logger: obs.Discard, Registerer: prometheus.NewRegistry(), Gatherer: prometheus.NewRegistry()})
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	if err := g.Start(); err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	t.Cleanup(func() { _ = g.Close() })
+	return g, "http://" + g.Addrs().Plain
 }

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"crypto/tls"
 	"net"
 	"net/http"
@@ -12,9 +13,12 @@ const DefaultConnectTimeout = 2 * time.Second
 
 // newTransport returns the upstream connection pool of a cluster: one
 // keep-alive pool per backend, HTTP/1.1, h2c or HTTP/2 over TLS.
-func newTransport(c Cluster) *http.Transport {
+func newTransport(c Cluster, dial func(ctx context.Context, network, addr string) (net.Conn, error)) *http.Transport {
+	if dial == nil {
+		dial = (&net.Dialer{Timeout: DefaultConnectTimeout, KeepAlive: 30 * time.Second}).DialContext
+	}
 	t := &http.Transport{
-		DialContext:         (&net.Dialer{Timeout: DefaultConnectTimeout, KeepAlive: 30 * time.Second}).DialContext,
+		DialContext:         dial,
 		MaxIdleConnsPerHost: c.MaxIdlePerBackend,
 		MaxConnsPerHost:     c.MaxConnsPerBackend,
 		IdleConnTimeout:     90 * time.Second,
