@@ -3,7 +3,6 @@ package gateway
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -339,6 +338,3 @@ func transportEqual(a, b Cluster) bool {
 	return a.Protocol == b.Protocol && a.InsecureSkipVerify == b.InsecureSkipVerify &&
 		a.MaxIdlePerBackend == b.MaxIdlePerBackend && a.MaxConnsPerBackend == b.MaxConnsPerBackend
 }
-
-// errString formats a config error for logs.
-func errString(err error) string { return fmt.Sprint(err) }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"strconv"
 	"sync"
 	"time"
 )
@@ -231,11 +230,4 @@ func (g *Gateway) close() {
 		_ = cl.Close()
 	}
 	g.alog.close()
-}
-
-// portOf returns addr's port as a number, 0 if none.
-func portOf(addr string) int {
-	_, p, _ := net.SplitHostPort(addr)
-	n, _ := strconv.Atoi(p)
-	return n
 }

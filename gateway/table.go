@@ -6,7 +6,6 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/veerhq/veer/cache"
 )
@@ -230,6 +229,3 @@ func parseKeys(ks []string) []keySource {
 	}
 	return out
 }
-
-// unixNow is the hot path's time source in nanoseconds.
-func unixNow() int64 { return time.Now().UnixNano() }
