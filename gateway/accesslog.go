@@ -18,7 +18,7 @@ type logEntry struct {
 	time                      time.Time
 	method, host, path, proto string
 	remote, route, cluster    string
-	backend, traceparent      string
+	backend, traceID          string
 	status, attempts          int
 	bytes                     int64
 	dur                       time.Duration
@@ -86,7 +86,7 @@ func (a *accessLog) write(e logEntry) {
 		slog.String("path", e.path), slog.String("proto", e.proto), slog.String("remote", e.remote),
 		slog.Int("status", e.status), slog.Int64("bytes", e.bytes), slog.Duration("duration", e.dur),
 		slog.String("route", e.route), slog.String("cluster", e.cluster), slog.String("backend", e.backend),
-		slog.Int("attempts", e.attempts), slog.Bool("stale", e.stale), slog.String("traceparent", e.traceparent))
+		slog.Int("attempts", e.attempts), slog.Bool("stale", e.stale), slog.String("trace_id", e.traceID))
 }
 
 // close stops accepting entries, writes those queued, and closes the file.

@@ -45,6 +45,7 @@ type reqState struct {
 	backend    string
 	kind       outcome.Kind
 	stale      bool
+	traceID    string
 }
 
 type stateKey struct{}
@@ -98,7 +99,7 @@ func (d *dispatcher) attempts(req *http.Request, st *reqState) (*http.Response, 
 	upgrade := req.Header.Get("Upgrade") != ""
 	var call *retry.Call
 	if !st.snap.cfg.Retry.Disabled && !upgrade && st.replayable {
-		call = d.g.retrier.Start(st.idempotent)
+		call = st.snap.retrier.Start(st.idempotent)
 	}
 	deadline := time.Now().Add(rt.cfg.Timeout)
 	var tried uint64

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -65,14 +66,21 @@ type Gateway struct {
 	breakers map[string]*breakerEntry
 	health   *healthChecks
 
-	retrier  *retry.Retrier
 	limiter  *limit.Limiter // local limits; nil when shared or none
 	admitter limit.Admitter
 	shedder  *shed.Shedder
 	alog     *accessLog
 	proxy    *httputil.ReverseProxy
 
-	srv servers
+	srv  servers
+	rngs sync.Pool
+}
+
+func (g *Gateway) rng() *rand.Rand {
+	if r, ok := g.rngs.Get().(*rand.Rand); ok {
+		return r
+	}
+	return rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
 }
 
 type breakerEntry struct {
@@ -99,7 +107,6 @@ func New(cfg Config, opts Options) (*Gateway, error) {
 		g.reg = prometheus.DefaultRegisterer
 	}
 	g.m = newMetrics(g.reg)
-	g.retrier = retry.New(c.Retry.Policy, retry.Options{Name: "gateway", Budget: retry.NewBudget(c.Retry.Budget), Registerer: g.reg})
 	if err := g.buildLimits(c); err != nil {
 		return nil, err
 	}
@@ -193,7 +200,6 @@ func (g *Gateway) Apply(cfg Config) (err error) {
 	fixed("limits.redis", old.Limits.Redis, c.Limits.Redis)
 	fixed("shed.enabled", old.Shed.Enabled, c.Shed.Enabled)
 	fixed("access_log", old.AccessLog, c.AccessLog)
-	fixed("retry", old.Retry, c.Retry)
 	if (len(old.Limits.Dimensions) == 0) != (len(c.Limits.Dimensions) == 0) {
 		errs = append(errs, config.Field("limits.dimensions", "turning limits on or off needs a restart"))
 	}
@@ -243,6 +249,12 @@ func (g *Gateway) compile(c *Config) (*table, error) {
 	var prev *table
 	if p := g.snap.Load(); p != nil {
 		prev = p
+	}
+	// the retrier (and its budget) stays while the retry config does
+	if prev != nil && reflect.DeepEqual(prev.cfg.Retry, c.Retry) {
+		t.retrier = prev.retrier
+	} else {
+		t.retrier = retry.New(c.Retry.Policy, retry.Options{Name: "gateway", Budget: retry.NewBudget(c.Retry.Budget), Registerer: g.reg})
 	}
 	seenB := map[string]bool{}
 	seenC := map[string]bool{}

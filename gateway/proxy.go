@@ -162,6 +162,9 @@ func newReverseProxy(g *Gateway) *httputil.ReverseProxy {
 			pr.Out.Header["X-Forwarded-For"] = pr.In.Header["X-Forwarded-For"]
 			pr.SetXForwarded()
 			appendForwarded(pr.Out, pr.In)
+			rnd := g.rng()
+			st.traceID = propagateTrace(pr.In, pr.Out, rnd)
+			g.rngs.Put(rnd)
 			if h := st.route.cfg.HostRewrite; h != "" {
 				pr.Out.Host = h
 			}
@@ -271,7 +274,7 @@ func (g *Gateway) finish(rec *recorder, r *http.Request, st *reqState, start tim
 			time: start, method: r.Method, host: r.Host, path: r.URL.Path, proto: r.Proto,
 			remote: r.RemoteAddr, status: status, bytes: rec.bytes, dur: d, route: name,
 			cluster: st.cluster, backend: st.backend, attempts: st.attempts, stale: st.stale,
-			traceparent: r.Header.Get("Traceparent"),
+			traceID: st.traceID,
 		})
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/veerhq/veer/cache"
+	"github.com/veerhq/veer/retry"
 )
 
 // table is one compiled config snapshot: what the request path reads,
@@ -22,6 +23,7 @@ type table struct {
 	clusters map[string]*cluster
 	trusted  []netip.Prefix
 	keys     []keySource
+	retrier  *retry.Retrier
 }
 
 type wildcardRoutes struct {
