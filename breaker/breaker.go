@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/veerhq/veer/clock"
+	"github.com/veerhq/veer/internal/rolling"
 	"github.com/veerhq/veer/obs"
 	"github.com/veerhq/veer/outcome"
 )
@@ -71,8 +72,9 @@ var (
 
 // Options are the non-config dependencies of a Breaker. The zero value works.
 type Options struct {
-	// Name labels metrics and logs; default "default". Use a small, fixed
-	// set of names (one per dependency), never a per-request value.
+	// Name labels metrics and logs; default obs.DefaultName ("default").
+	// Use a small, fixed set of names (one per dependency), never a
+	// per-request value.
 	Name string
 	// Clock drives Allow; default clock.Real.
 	Clock clock.Clock
@@ -119,18 +121,18 @@ type Breaker struct {
 	level    int
 	credit   int64 // partial admission credit, in millionths of a request
 	gen      uint64
-	win      window
-	until    int64 // open: end of open period; half-open: probe deadline
-	inflight int   // half-open probes in flight
+	win      rolling.Window // A = successes, B = failures
+	until    int64          // open: end of open period; half-open: probe deadline
+	inflight int            // half-open probes in flight
 	probeOK  int
 	fns      [2]func(outcome.Outcome) // done functions of the current generation: [regular, probe]
 }
 
-// New returns a closed Breaker. cfg should have passed Validate; invalid
-// values are replaced by defaults.
-func New(cfg Config, opts Options) *Breaker {
-	if cfg.Validate() != nil {
-		cfg = Config{}
+// New returns a closed Breaker. An invalid cfg is an error naming the field
+// (a *config.FieldError); a zero field takes its default.
+func New(cfg Config, opts Options) (*Breaker, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
 	cfg = cfg.withDefaults()
 	b := &Breaker{
@@ -138,21 +140,18 @@ func New(cfg Config, opts Options) *Breaker {
 		clk:      clock.Or(opts.Clock),
 		classify: opts.Classify,
 		log:      obs.LoggerOr(opts.Logger),
-		name:     opts.Name,
+		name:     obs.NameOr(opts.Name),
 		level:    -1,
-		win:      newWindow(int64(cfg.Window), cfg.Buckets),
+		win:      rolling.New(cfg.Window, cfg.Buckets),
 	}
 	if b.classify == nil {
 		b.classify = DefaultClassify
-	}
-	if b.name == "" {
-		b.name = "default"
 	}
 	b.base = b.clk.Now()
 	b.m = newMetrics(opts.Registerer, b.name)
 	b.m.state.Set(float64(Closed))
 	b.makeFns()
-	return b
+	return b, nil
 }
 
 func (b *Breaker) makeFns() {
@@ -220,11 +219,11 @@ func (b *Breaker) done(n int64, t Ticket, o outcome.Outcome) {
 	if v == Ignore {
 		return
 	}
-	b.win.advance(n)
+	b.win.Advance(n)
 	if v == Failure {
-		b.win.add(0, 1)
+		b.win.Add(0, 1)
 	} else {
-		b.win.add(1, 0)
+		b.win.Add(1, 0)
 	}
 	b.evaluate(n)
 }
@@ -245,7 +244,7 @@ func (b *Breaker) RetryAfter() time.Duration {
 func (b *Breaker) Status() Status {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	s := Status{State: b.state, Level: b.level, Requests: b.win.sum.a + b.win.sum.b, Failures: b.win.sum.b, Generation: b.gen}
+	s := Status{State: b.state, Level: b.level, Requests: b.win.Sum().A + b.win.Sum().B, Failures: b.win.Sum().B, Generation: b.gen}
 	switch b.state {
 	case Closed:
 		s.Admit = 1
@@ -269,8 +268,7 @@ func (b *Breaker) allowLocked(now int64) (Ticket, error) {
 	case HalfOpen:
 		return b.probeLocked(now)
 	}
-	if e := now / b.win.width; e > b.win.cur {
-		b.win.advance(now)
+	if b.win.Advance(now) {
 		b.evaluate(now)
 		if b.state == Open {
 			b.m.rejOpen.Inc()
@@ -304,7 +302,8 @@ func (b *Breaker) probeLocked(now int64) (Ticket, error) {
 // evaluate picks the level for the window's counts, opening the circuit
 // when the level admits nothing.
 func (b *Breaker) evaluate(now int64) {
-	ok, fail := b.win.sum.a, b.win.sum.b
+	sum := b.win.Sum()
+	ok, fail := sum.A, sum.B
 	level := -1
 	if total := ok + fail; total >= int64(b.cfg.MinRequests) && total > 0 {
 		r := float64(fail) / float64(total)
@@ -347,12 +346,12 @@ func (b *Breaker) transition(to State, now int64) {
 	switch to {
 	case Open:
 		b.until = now + int64(b.cfg.OpenFor)
-		b.win.reset()
+		b.win.Reset()
 	case HalfOpen:
 		b.until = now + int64(b.cfg.OpenFor)
 	case Closed:
 		b.level = -1
-		b.win.reset()
+		b.win.Reset()
 	}
 	b.makeFns()
 	b.m.state.Set(float64(to))

@@ -78,7 +78,7 @@ func TestBreakerSteps(t *testing.T) {
 	)
 
 	reg := prometheus.NewRegistry()
-	b := New(testConfig(), Options{Clock: clock.NewManual(t0), Registerer: reg, Logger: obs.Discard})
+	b := must(New(testConfig(), Options{Clock: clock.NewManual(t0), Registerer: reg, Logger: obs.Discard}))
 	// The breaker measures time from its construction; AllowAt times are
 	// absolute.
 	var held []Ticket
@@ -192,7 +192,7 @@ func TestCustomClassify(t *testing.T) {
 		return DefaultClassify(o)
 	}
 	m := clock.NewManual(t0)
-	b := New(Config{MinRequests: 4, Levels: []Level{{FailureRatio: 1, Admit: 0}}}, Options{Clock: m, Classify: cls, Registerer: prometheus.NewRegistry(), Logger: obs.Discard})
+	b := must(New(Config{MinRequests: 4, Levels: []Level{{FailureRatio: 1, Admit: 0}}}, Options{Clock: m, Classify: cls, Registerer: prometheus.NewRegistry(), Logger: obs.Discard}))
 	for range 4 {
 		done, err := b.Allow()
 		if err != nil {
@@ -210,7 +210,7 @@ func TestCustomClassify(t *testing.T) {
 }
 
 func TestAllowDoneNoAlloc(t *testing.T) {
-	b := New(Config{}, Options{Registerer: prometheus.NewRegistry(), Logger: obs.Discard})
+	b := must(New(Config{}, Options{Registerer: prometheus.NewRegistry(), Logger: obs.Discard}))
 	ok := outcome.Of(outcome.Success)
 	allocs := testing.AllocsPerRun(1000, func() {
 		done, err := b.Allow()
@@ -225,7 +225,7 @@ func TestAllowDoneNoAlloc(t *testing.T) {
 }
 
 func TestConcurrent(t *testing.T) {
-	b := New(Config{MinRequests: 50}, Options{Registerer: prometheus.NewRegistry(), Logger: obs.Discard})
+	b := must(New(Config{MinRequests: 50}, Options{Registerer: prometheus.NewRegistry(), Logger: obs.Discard}))
 	var wg sync.WaitGroup
 	for g := range 8 {
 		wg.Go(func() {
@@ -282,7 +282,7 @@ func containsField(err error, field string) bool {
 
 func ExampleBreaker() {
 	m := clock.NewManual(t0)
-	b := New(Config{MinRequests: 4}, Options{Clock: m, Registerer: prometheus.NewRegistry(), Logger: obs.Discard})
+	b := must(New(Config{MinRequests: 4}, Options{Clock: m, Registerer: prometheus.NewRegistry(), Logger: obs.Discard}))
 	for _, k := range []outcome.Kind{outcome.Success, outcome.ServerError, outcome.ServerError, outcome.ServerError} {
 		done, _ := b.Allow()
 		done(outcome.Of(k))
@@ -299,7 +299,7 @@ func ExampleBreaker() {
 }
 
 func BenchmarkAllowDone(b *testing.B) {
-	br := New(Config{}, Options{Registerer: prometheus.NewRegistry(), Logger: obs.Discard})
+	br := must(New(Config{}, Options{Registerer: prometheus.NewRegistry(), Logger: obs.Discard}))
 	ok := outcome.Of(outcome.Success)
 	b.ReportAllocs()
 	for b.Loop() {
@@ -313,7 +313,7 @@ func BenchmarkAllowDone(b *testing.B) {
 // BenchmarkAllowDoneAt measures the decision core without clock reads
 // (time.Now costs ~80 ns on a kvm-clock VM).
 func BenchmarkAllowDoneAt(b *testing.B) {
-	br := New(Config{}, Options{Clock: clock.NewManual(t0), Registerer: prometheus.NewRegistry(), Logger: obs.Discard})
+	br := must(New(Config{}, Options{Clock: clock.NewManual(t0), Registerer: prometheus.NewRegistry(), Logger: obs.Discard}))
 	ok := outcome.Of(outcome.Success)
 	now := t0
 	b.ReportAllocs()

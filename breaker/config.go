@@ -17,30 +17,50 @@ type Level struct {
 	Admit float64 `yaml:"admit" json:"admit"`
 }
 
+// The defaults of a zero Config field.
+const (
+	DefaultWindow         = 10 * time.Second
+	DefaultBuckets        = 10
+	DefaultMinRequests    = 20
+	DefaultOpenFor        = 5 * time.Second
+	DefaultMaxProbes      = 1
+	DefaultProbeSuccesses = 3
+	// MaxBuckets bounds Config.Buckets and ThrottleConfig.Buckets.
+	MaxBuckets = 1000
+	// MaxLevels bounds Config.Levels.
+	MaxLevels = 16
+)
+
 // DefaultLevels are the levels used when Config.Levels is empty:
 // ≥ 50 % failures admit half, ≥ 80 % admit a tenth, ≥ 95 % open.
 var DefaultLevels = []Level{{0.5, 0.5}, {0.8, 0.1}, {0.95, 0}}
 
-// Config tunes a Breaker. The zero value works.
+// Config tunes a Breaker: what a config file can say. The zero value works;
+// a zero field takes its default, a negative or out-of-range one is an error
+// of New naming the field.
 type Config struct {
-	// Window is the span over which outcomes are counted; default 10s.
+	// Window is the span over which outcomes are counted; default
+	// DefaultWindow (10s).
 	Window time.Duration `yaml:"window" json:"window"`
-	// Buckets divides the window; default 10.
+	// Buckets divides the window, at most MaxBuckets; default
+	// DefaultBuckets (10).
 	Buckets int `yaml:"buckets" json:"buckets"`
 	// MinRequests is the number of outcomes in the window below which the
-	// breaker stays closed whatever the ratio; default 20.
+	// breaker stays closed whatever the ratio; default DefaultMinRequests
+	// (20).
 	MinRequests int `yaml:"min_requests" json:"min_requests"`
-	// Levels, in increasing FailureRatio with non-increasing Admit; default
-	// DefaultLevels.
+	// Levels, in increasing FailureRatio with non-increasing Admit, at most
+	// MaxLevels; default DefaultLevels.
 	Levels []Level `yaml:"levels" json:"levels"`
 	// OpenFor is how long an open circuit rejects everything before it
 	// turns half-open; also how long a half-open probe may stay without an
-	// answer. Default 5s.
+	// answer. Default DefaultOpenFor (5s).
 	OpenFor time.Duration `yaml:"open_for" json:"open_for"`
-	// MaxProbes caps the half-open probes in flight at once; default 1.
+	// MaxProbes caps the half-open probes in flight at once; default
+	// DefaultMaxProbes (1).
 	MaxProbes int `yaml:"max_probes" json:"max_probes"`
 	// ProbeSuccesses is the number of successful probes that close the
-	// circuit; default 3.
+	// circuit; default DefaultProbeSuccesses (3).
 	ProbeSuccesses int `yaml:"probe_successes" json:"probe_successes"`
 }
 
@@ -50,8 +70,8 @@ func (c *Config) Validate() error {
 	if c.Window < 0 {
 		errs = append(errs, config.Field("window", "must not be negative"))
 	}
-	if c.Buckets < 0 || c.Buckets > 1000 {
-		errs = append(errs, config.Field("buckets", "must be in [0, 1000]"))
+	if c.Buckets < 0 || c.Buckets > MaxBuckets {
+		errs = append(errs, config.Field("buckets", "must be in [0, %d]", MaxBuckets))
 	}
 	if c.MinRequests < 0 {
 		errs = append(errs, config.Field("min_requests", "must not be negative"))
@@ -65,8 +85,8 @@ func (c *Config) Validate() error {
 	if c.ProbeSuccesses < 0 {
 		errs = append(errs, config.Field("probe_successes", "must not be negative"))
 	}
-	if len(c.Levels) > 16 {
-		errs = append(errs, config.Field("levels", "at most 16 levels"))
+	if len(c.Levels) > MaxLevels {
+		errs = append(errs, config.Field("levels", "at most %d levels", MaxLevels))
 	}
 	for i, l := range c.Levels {
 		f := func(sub string) string { return "levels[" + itoa(i) + "]." + sub }
@@ -96,27 +116,49 @@ func itoa(i int) string {
 	return itoa(i/10) + string(rune('0'+i%10))
 }
 
+// withDefaults fills the zero fields of a valid Config with their defaults.
 func (c Config) withDefaults() Config {
-	if c.Window <= 0 {
-		c.Window = 10 * time.Second
+	if c.Window == 0 {
+		c.Window = DefaultWindow
 	}
-	if c.Buckets <= 0 {
-		c.Buckets = 10
+	if c.Buckets == 0 {
+		c.Buckets = DefaultBuckets
 	}
-	if c.MinRequests <= 0 {
-		c.MinRequests = 20
+	if c.MinRequests == 0 {
+		c.MinRequests = DefaultMinRequests
 	}
 	if len(c.Levels) == 0 {
 		c.Levels = DefaultLevels
 	}
-	if c.OpenFor <= 0 {
-		c.OpenFor = 5 * time.Second
+	if c.OpenFor == 0 {
+		c.OpenFor = DefaultOpenFor
 	}
-	if c.MaxProbes <= 0 {
-		c.MaxProbes = 1
+	if c.MaxProbes == 0 {
+		c.MaxProbes = DefaultMaxProbes
 	}
-	if c.ProbeSuccesses <= 0 {
-		c.ProbeSuccesses = 3
+	if c.ProbeSuccesses == 0 {
+		c.ProbeSuccesses = DefaultProbeSuccesses
+	}
+	return c
+}
+
+// The defaults of a zero ThrottleConfig field.
+const (
+	DefaultThrottleK       = 2
+	DefaultThrottleWindow  = 2 * time.Minute
+	DefaultThrottleBuckets = 24
+)
+
+// withDefaults fills the zero fields of a valid ThrottleConfig.
+func (c ThrottleConfig) withDefaults() ThrottleConfig {
+	if c.K == 0 {
+		c.K = DefaultThrottleK
+	}
+	if c.Window == 0 {
+		c.Window = DefaultThrottleWindow
+	}
+	if c.Buckets == 0 {
+		c.Buckets = DefaultThrottleBuckets
 	}
 	return c
 }

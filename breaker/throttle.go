@@ -10,6 +10,7 @@ import (
 
 	"github.com/veerhq/veer/clock"
 	"github.com/veerhq/veer/config"
+	"github.com/veerhq/veer/internal/rolling"
 	"github.com/veerhq/veer/obs"
 	"github.com/veerhq/veer/outcome"
 )
@@ -18,16 +19,19 @@ import (
 // locally.
 var ErrThrottled = errors.New("breaker: throttled by client-side adaptive throttling")
 
-// ThrottleConfig tunes a Throttle. The zero value works.
+// ThrottleConfig tunes a Throttle: what a config file can say. The zero
+// value works; a zero field takes its default, an invalid one is an error of
+// NewThrottle naming the field.
 type ThrottleConfig struct {
 	// K is the multiplier of accepts: the client sends up to K times what
-	// the dependency accepts before rejecting locally. Default 2. Must be
-	// ≥ 1 when set.
+	// the dependency accepts before rejecting locally. Default
+	// DefaultThrottleK (2). Must be in [1, 1000] when set.
 	K float64 `yaml:"k" json:"k"`
 	// Window is the span over which requests and accepts are counted;
-	// default 2m (the SRE book's choice).
+	// default DefaultThrottleWindow (2m, the SRE book's choice).
 	Window time.Duration `yaml:"window" json:"window"`
-	// Buckets divides the window; default 24.
+	// Buckets divides the window, at most MaxBuckets; default
+	// DefaultThrottleBuckets (24).
 	Buckets int `yaml:"buckets" json:"buckets"`
 }
 
@@ -40,15 +44,15 @@ func (c *ThrottleConfig) Validate() error {
 	if c.Window < 0 {
 		errs = append(errs, config.Field("window", "must not be negative"))
 	}
-	if c.Buckets < 0 || c.Buckets > 1000 {
-		errs = append(errs, config.Field("buckets", "must be in [0, 1000]"))
+	if c.Buckets < 0 || c.Buckets > MaxBuckets {
+		errs = append(errs, config.Field("buckets", "must be in [0, %d]", MaxBuckets))
 	}
 	return errors.Join(errs...)
 }
 
 // ThrottleOptions are the non-config dependencies of a Throttle.
 type ThrottleOptions struct {
-	// Name labels metrics; default "default".
+	// Name labels metrics; default obs.DefaultName ("default").
 	Name string
 	// Clock drives Allow; default clock.Real.
 	Clock clock.Clock
@@ -74,30 +78,22 @@ type Throttle struct {
 	rejected prometheus.Counter
 
 	mu  sync.Mutex
-	win window // a = requests, b = accepts
+	win rolling.Window // A = requests, B = accepts
 }
 
-// NewThrottle returns a Throttle; invalid config values are replaced by
-// defaults.
-func NewThrottle(cfg ThrottleConfig, opts ThrottleOptions) *Throttle {
-	if cfg.Validate() != nil {
-		cfg = ThrottleConfig{}
+// NewThrottle returns a Throttle. An invalid cfg is an error naming the
+// field (a *config.FieldError); a zero field takes its default.
+func NewThrottle(cfg ThrottleConfig, opts ThrottleOptions) (*Throttle, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
-	if cfg.K == 0 {
-		cfg.K = 2
-	}
-	if cfg.Window <= 0 {
-		cfg.Window = 2 * time.Minute
-	}
-	if cfg.Buckets <= 0 {
-		cfg.Buckets = 24
-	}
+	cfg = cfg.withDefaults()
 	t := &Throttle{
 		k:        cfg.K,
 		clk:      clock.Or(opts.Clock),
 		classify: opts.Classify,
 		rand:     opts.Rand,
-		win:      newWindow(int64(cfg.Window), cfg.Buckets),
+		win:      rolling.New(cfg.Window, cfg.Buckets),
 	}
 	if t.classify == nil {
 		t.classify = DefaultClassify
@@ -105,17 +101,14 @@ func NewThrottle(cfg ThrottleConfig, opts ThrottleOptions) *Throttle {
 	if t.rand == nil {
 		t.rand = rand.Float64
 	}
-	name := opts.Name
-	if name == "" {
-		name = "default"
-	}
+	name := obs.NameOr(opts.Name)
 	t.rejected = obs.Register(opts.Registerer, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "veer_breaker_throttled_total",
 		Help: "Requests rejected locally by client-side adaptive throttling.",
 	}, []string{"breaker"})).WithLabelValues(name)
 	t.base = t.clk.Now()
 	t.done = func(o outcome.Outcome) { t.doneNs(int64(t.clk.Since(t.base)), o) }
-	return t
+	return t, nil
 }
 
 // Allow counts a request and decides whether to send it. On success the
@@ -133,9 +126,9 @@ func (t *Throttle) AllowAt(now time.Time) error { return t.allowNs(int64(now.Sub
 func (t *Throttle) allowNs(now int64) error {
 	u := t.rand()
 	t.mu.Lock()
-	t.win.advance(now)
+	t.win.Advance(now)
 	p := t.probLocked()
-	t.win.add(1, 0)
+	t.win.Add(1, 0)
 	t.mu.Unlock()
 	if u < p {
 		t.rejected.Inc()
@@ -152,8 +145,8 @@ func (t *Throttle) doneNs(now int64, o outcome.Outcome) {
 		return
 	}
 	t.mu.Lock()
-	t.win.advance(now)
-	t.win.add(0, 1)
+	t.win.Advance(now)
+	t.win.Add(0, 1)
 	t.mu.Unlock()
 }
 
@@ -162,12 +155,13 @@ func (t *Throttle) doneNs(now int64, o outcome.Outcome) {
 func (t *Throttle) RejectProbability(now time.Time) float64 {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.win.advance(int64(now.Sub(t.base)))
+	t.win.Advance(int64(now.Sub(t.base)))
 	return t.probLocked()
 }
 
 func (t *Throttle) probLocked() float64 {
-	req, acc := float64(t.win.sum.a), float64(t.win.sum.b)
+	sum := t.win.Sum()
+	req, acc := float64(sum.A), float64(sum.B)
 	p := (req - t.k*acc) / (req + 1)
 	if p < 0 {
 		return 0

@@ -15,9 +15,9 @@ import (
 
 func TestThrottleSteps(t *testing.T) {
 	var u float64
-	th := NewThrottle(ThrottleConfig{Window: time.Minute, Buckets: 6}, ThrottleOptions{
+	th := must(NewThrottle(ThrottleConfig{Window: time.Minute, Buckets: 6}, ThrottleOptions{
 		Clock: clock.NewManual(t0), Rand: func() float64 { return u }, Registerer: prometheus.NewRegistry(),
-	})
+	}))
 	steps := []struct {
 		at       time.Duration
 		u        float64
@@ -80,7 +80,7 @@ func FuzzConfig(f *testing.F) {
 			return
 		}
 		// A config that validates must build a working breaker.
-		b := New(c, Options{Clock: clock.NewManual(t0), Registerer: prometheus.NewRegistry()})
+		b := must(New(c, Options{Clock: clock.NewManual(t0), Registerer: prometheus.NewRegistry()}))
 		for range 3 {
 			if tk, err := b.AllowAt(t0); err == nil {
 				b.DoneAt(t0, tk, outcome.Of(outcome.ServerError))

@@ -22,7 +22,7 @@ func TestTransport(t *testing.T) {
 		io.WriteString(w, "x")
 	}))
 	defer srv.Close()
-	b := New(Config{MinRequests: 5, Levels: []Level{{FailureRatio: 0.9, Admit: 0}}}, Options{Registerer: prometheus.NewRegistry(), Logger: obs.Discard})
+	b := must(New(Config{MinRequests: 5, Levels: []Level{{FailureRatio: 0.9, Admit: 0}}}, Options{Registerer: prometheus.NewRegistry(), Logger: obs.Discard}))
 	c := &http.Client{Transport: &Transport{Base: srv.Client().Transport, Breaker: b}}
 	get := func() (*http.Response, error) {
 		resp, err := c.Get(srv.URL)
@@ -43,7 +43,7 @@ func TestTransport(t *testing.T) {
 		t.Fatalf("after ten 404s: %+v", st)
 	}
 	// A fresh breaker sees five 500s: 100 % failures, open.
-	b = New(Config{MinRequests: 5, Levels: []Level{{FailureRatio: 0.9, Admit: 0}}}, Options{Registerer: prometheus.NewRegistry(), Logger: obs.Discard})
+	b = must(New(Config{MinRequests: 5, Levels: []Level{{FailureRatio: 0.9, Admit: 0}}}, Options{Registerer: prometheus.NewRegistry(), Logger: obs.Discard}))
 	c.Transport.(*Transport).Breaker = b
 	status = http.StatusInternalServerError
 	for range 5 {

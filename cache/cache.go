@@ -1,6 +1,7 @@
 package cache
 
 import (
+	"cmp"
 	"container/list"
 	"context"
 	"errors"
@@ -17,19 +18,33 @@ import (
 // Loader fetches the current value of key from the dependency.
 type Loader[V any] func(ctx context.Context, key string) (V, error)
 
-// Config tunes a Cache. The zero value works.
+// The defaults of a zero Config field.
+const (
+	DefaultTTL          = time.Minute
+	DefaultMaxStale     = 24 * time.Hour
+	DefaultErrorBackoff = 5 * time.Second
+	DefaultLoadTimeout  = 10 * time.Second
+	DefaultMaxEntries   = 10000
+)
+
+// Config tunes a Cache: what a config file can say. The zero value works; a
+// zero field takes its default, an invalid one is an error of New naming the
+// field.
 type Config struct {
-	// TTL: a value is fresh this long after it was loaded; default 1m.
+	// TTL: a value is fresh this long after it was loaded; default
+	// DefaultTTL (1m).
 	TTL time.Duration `yaml:"ttl" json:"ttl"`
 	// MaxStale: on a load error, a value up to this old (since it was
-	// loaded) is served; default 24h.
+	// loaded) is served; not shorter than TTL; default DefaultMaxStale
+	// (24h), or TTL when TTL is longer.
 	MaxStale time.Duration `yaml:"max_stale" json:"max_stale"`
 	// ErrorBackoff: after a failed load, the key is not loaded again for
-	// this long while a stale value can be served; default 5s.
+	// this long while a stale value can be served; default
+	// DefaultErrorBackoff (5s).
 	ErrorBackoff time.Duration `yaml:"error_backoff" json:"error_backoff"`
-	// LoadTimeout bounds one load; default 10s.
+	// LoadTimeout bounds one load; default DefaultLoadTimeout (10s).
 	LoadTimeout time.Duration `yaml:"load_timeout" json:"load_timeout"`
-	// MaxEntries bounds the cache; default 10000.
+	// MaxEntries bounds the cache; default DefaultMaxEntries (10000).
 	MaxEntries int `yaml:"max_entries" json:"max_entries"`
 }
 
@@ -44,8 +59,8 @@ func (c *Config) Validate() error {
 			errs = append(errs, config.Field(f.name, "must not be negative"))
 		}
 	}
-	if c.MaxStale > 0 && c.TTL > 0 && c.MaxStale < c.TTL {
-		errs = append(errs, config.Field("max_stale", "must not be shorter than ttl"))
+	if ttl := cmp.Or(c.TTL, DefaultTTL); c.MaxStale > 0 && c.MaxStale < ttl {
+		errs = append(errs, config.Field("max_stale", "must not be shorter than ttl (%v)", ttl))
 	}
 	if c.MaxEntries < 0 {
 		errs = append(errs, config.Field("max_entries", "must not be negative"))
@@ -53,31 +68,29 @@ func (c *Config) Validate() error {
 	return errors.Join(errs...)
 }
 
+// withDefaults fills the zero fields of a valid Config with their defaults.
 func (c Config) withDefaults() Config {
-	if c.TTL <= 0 {
-		c.TTL = time.Minute
+	if c.TTL == 0 {
+		c.TTL = DefaultTTL
 	}
-	if c.MaxStale <= 0 {
-		c.MaxStale = 24 * time.Hour
+	if c.MaxStale == 0 {
+		c.MaxStale = max(DefaultMaxStale, c.TTL)
 	}
-	if c.MaxStale < c.TTL {
-		c.MaxStale = c.TTL
+	if c.ErrorBackoff == 0 {
+		c.ErrorBackoff = DefaultErrorBackoff
 	}
-	if c.ErrorBackoff <= 0 {
-		c.ErrorBackoff = 5 * time.Second
+	if c.LoadTimeout == 0 {
+		c.LoadTimeout = DefaultLoadTimeout
 	}
-	if c.LoadTimeout <= 0 {
-		c.LoadTimeout = 10 * time.Second
-	}
-	if c.MaxEntries <= 0 {
-		c.MaxEntries = 10000
+	if c.MaxEntries == 0 {
+		c.MaxEntries = DefaultMaxEntries
 	}
 	return c
 }
 
 // Options are the non-config dependencies of a Cache.
 type Options struct {
-	// Name labels metrics; default "default".
+	// Name labels metrics; default obs.DefaultName ("default").
 	Name string
 	// Clock tells the age of values; default clock.Real.
 	Clock clock.Clock
@@ -132,21 +145,25 @@ type Cache[V any] struct {
 	flights map[string]*flight[V]
 }
 
-// New returns a Cache loading through load; invalid config values are
-// replaced by defaults.
-func New[V any](cfg Config, load Loader[V], opts Options) *Cache[V] {
-	if cfg.Validate() != nil {
-		cfg = Config{}
+// ErrNoLoader is New's error for a nil Loader.
+var ErrNoLoader = errors.New("cache: nil Loader")
+
+// New returns a Cache loading through load (required). An invalid cfg is an
+// error naming the field (a *config.FieldError); a zero field takes its
+// default.
+func New[V any](cfg Config, load Loader[V], opts Options) (*Cache[V], error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
-	name := opts.Name
-	if name == "" {
-		name = "default"
+	if load == nil {
+		return nil, ErrNoLoader
 	}
+	name := obs.NameOr(opts.Name)
 	return &Cache[V]{
 		cfg: cfg.withDefaults(), load: load, clk: clock.Or(opts.Clock), pub: opts.Publish,
 		m:       newMetrics(opts.Registerer, name),
 		entries: map[string]*entry[V]{}, lru: list.New(), flights: map[string]*flight[V]{},
-	}
+	}, nil
 }
 
 // ErrNoValue wraps a load error when there was no value young enough to

@@ -51,7 +51,7 @@ func TestStaleOnErrorSteps(t *testing.T) {
 	m := clock.NewManual(t0)
 	d := &dep{}
 	reg := prometheus.NewRegistry()
-	c := New(Config{TTL: time.Minute, MaxStale: 24 * time.Hour, ErrorBackoff: 5 * time.Second}, d.load, Options{Clock: m, Registerer: reg})
+	c := must(New(Config{TTL: time.Minute, MaxStale: 24 * time.Hour, ErrorBackoff: 5 * time.Second}, d.load, Options{Clock: m, Registerer: reg}))
 	steps := []struct {
 		at        time.Duration
 		val       string
@@ -91,11 +91,11 @@ func TestStaleOnErrorSteps(t *testing.T) {
 func TestSingleFlight(t *testing.T) {
 	release := make(chan struct{})
 	var calls atomic.Int32
-	c := New(Config{}, func(ctx context.Context, key string) (string, error) {
+	c := must(New(Config{}, func(ctx context.Context, key string) (string, error) {
 		calls.Add(1)
 		<-release
 		return "v", nil
-	}, Options{Registerer: prometheus.NewRegistry()})
+	}, Options{Registerer: prometheus.NewRegistry()}))
 	var wg sync.WaitGroup
 	results := make(chan string, 50)
 	started := make(chan struct{}, 50)
@@ -136,7 +136,7 @@ func TestSingleFlight(t *testing.T) {
 func TestBounded(t *testing.T) {
 	d := &dep{val: "x"}
 	reg := prometheus.NewRegistry()
-	c := New(Config{MaxEntries: 3}, d.load, Options{Clock: clock.NewManual(t0), Registerer: reg})
+	c := must(New(Config{MaxEntries: 3}, d.load, Options{Clock: clock.NewManual(t0), Registerer: reg}))
 	ctx := context.Background()
 	for _, k := range []string{"a", "b", "c", "a", "d"} { // "a" used again: "b" is the oldest
 		c.Get(ctx, k)
@@ -159,10 +159,10 @@ func TestInvalidate(t *testing.T) {
 	m := clock.NewManual(t0)
 	d := &dep{val: "v1"}
 	var published []string
-	c := New(Config{}, d.load, Options{Clock: m, Registerer: prometheus.NewRegistry(), Publish: func(_ context.Context, key string) error {
+	c := must(New(Config{}, d.load, Options{Clock: m, Registerer: prometheus.NewRegistry(), Publish: func(_ context.Context, key string) error {
 		published = append(published, key)
 		return nil
-	}})
+	}}))
 	ctx := context.Background()
 	c.Get(ctx, "token")
 	c.Invalidate(ctx, "token")
@@ -187,7 +187,7 @@ func TestInvalidate(t *testing.T) {
 func TestInvalidateDuringLoad(t *testing.T) {
 	entered, release := make(chan struct{}), make(chan struct{})
 	first := true
-	c := New(Config{}, func(ctx context.Context, key string) (string, error) {
+	c := must(New(Config{}, func(ctx context.Context, key string) (string, error) {
 		if first {
 			first = false
 			close(entered)
@@ -195,7 +195,7 @@ func TestInvalidateDuringLoad(t *testing.T) {
 			return "old", nil
 		}
 		return "new", nil
-	}, Options{Clock: clock.NewManual(t0), Registerer: prometheus.NewRegistry()})
+	}, Options{Clock: clock.NewManual(t0), Registerer: prometheus.NewRegistry()}))
 	done := make(chan string)
 	go func() {
 		v, _, _ := c.Get(context.Background(), "k")
@@ -231,23 +231,36 @@ func FuzzConfig(f *testing.F) {
 func ExampleCache() {
 	m := clock.NewManual(t0)
 	up := true
-	tokens := New(Config{TTL: time.Hour, MaxStale: 24 * time.Hour}, func(_ context.Context, user string) (string, error) {
+	tokens, err := New(Config{TTL: time.Hour, MaxStale: 24 * time.Hour}, func(_ context.Context, user string) (string, error) {
 		if !up {
 			return "", errors.New("IAM unreachable")
 		}
 		return "token-for-" + user, nil
 	}, Options{Clock: m, Registerer: prometheus.NewRegistry()})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	ctx := context.Background()
 	fmt.Println(tokens.Get(ctx, "alice"))
 	up = false
 	m.Advance(2 * time.Hour)
 	fmt.Println(tokens.Get(ctx, "alice"))
 	m.Advance(23 * time.Hour)
-	_, _, err := tokens.Get(ctx, "alice")
+	_, _, err = tokens.Get(ctx, "alice")
 	fmt.Println(err)
 	// Output:
 	// token-for-alice loaded <nil>
 	// token-for-alice stale <nil>
 	// cache: no value to serve
 	// IAM unreachable
+}
+
+// must returns v, panicking on err: for constructors whose config the test
+// knows to be valid (the invalid ones are tested in config_test.go).
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
 }

@@ -7,13 +7,13 @@
 // Validate reports problems with Field or Errorf so that Parse can attach the
 // line where the field was written.
 //
-// Watch hot-reloads a file: it watches the directory (so an atomic
-// rename-and-replace or a Kubernetes ConfigMap symlink swap is seen), applies
-// a new config only when it parses and validates, keeps the old one otherwise,
-// and counts reloads and failures in veer_config_reloads_total.
+// The package depends on the YAML decoder only, so a library that validates
+// its config with Field and In pays for nothing else. Hot reload (a file
+// watcher with metrics) lives in the sub-package config/watch.
 //
-// Failure mode: when the file cannot be read or is invalid at start, Load and
-// Watch return the error; later failures are logged and counted, never fatal.
+// Failure mode: Load and Parse return the error (a *ParseError for syntax and
+// unknown fields, *FieldErrors joined for invalid values); they never fill in
+// a default for a value that is present and wrong.
 package config
 
 import (
@@ -114,14 +114,16 @@ func (e *ParseError) Unwrap() error { return e.Err }
 
 // Load reads the file at path and parses it into v (a pointer to a struct).
 func Load(path string, v any) error {
-	data, err := readFile(path)
+	data, err := ReadFile(path)
 	if err != nil {
 		return err
 	}
 	return Parse(data, path, v)
 }
 
-func readFile(path string) ([]byte, error) {
+// ReadFile reads the file at path, refusing one larger than MaxFileSize
+// with a *ParseError.
+func ReadFile(path string) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
@@ -166,6 +168,21 @@ func Parse(data []byte, name string, v any) error {
 		return nil
 	}
 	return annotate(val.Validate(), name, &root)
+}
+
+// Locate fills File (name) and Line of the FieldErrors in err from the YAML
+// or JSON document data, as Parse does for Validate's errors. It serves
+// errors found after parsing, such as a reload that Apply refused. A data
+// that does not parse leaves lines at 0.
+func Locate(err error, name string, data []byte) error {
+	if err == nil {
+		return nil
+	}
+	var root yaml.Node
+	if yaml.Unmarshal(data, &root) != nil {
+		root = yaml.Node{}
+	}
+	return annotate(err, name, &root)
 }
 
 // annotate fills File and Line of the FieldErrors in err.

@@ -8,8 +8,9 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"sync"
+
+	"github.com/veerhq/veer/internal/atomicfile"
 )
 
 // Store persists the backup domain a Transport is using, so that the next
@@ -117,48 +118,12 @@ func (f *File) Save(domain string) error {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	dir := filepath.Dir(f.path)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(f.path)+".tmp*")
-	if err != nil {
-		return err
-	}
-	name := tmp.Name()
-	_, err = tmp.Write(data)
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(name, f.path)
-	}
-	if err != nil {
-		os.Remove(name)
-		return err
-	}
-	return syncDir(dir)
+	return atomicfile.Write(f.path, data)
 }
 
 // Clear implements Store.
 func (f *File) Clear() error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	err := os.Remove(f.path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	return syncDir(filepath.Dir(f.path))
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
+	return atomicfile.Remove(f.path)
 }

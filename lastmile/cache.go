@@ -7,11 +7,12 @@ import (
 	"log/slog"
 	"net/netip"
 	"os"
-	"path/filepath"
 	"sync"
 	"time"
 
 	"github.com/miekg/dns"
+
+	"github.com/veerhq/veer/internal/atomicfile"
 )
 
 // cacheFileVersion is the version of the persisted cache file format.
@@ -184,8 +185,7 @@ func (c *dnsCache) snapshotLocked() cacheFile {
 	return f
 }
 
-// save writes the snapshot atomically: a temporary file in the same
-// directory, synced, then renamed over the old one.
+// save writes the snapshot atomically and durably (internal/atomicfile).
 func (c *dnsCache) save(f cacheFile) error {
 	data, err := jsonMarshal(f)
 	if err != nil {
@@ -193,24 +193,7 @@ func (c *dnsCache) save(f cacheFile) error {
 	}
 	c.saveMu.Lock()
 	defer c.saveMu.Unlock()
-	dir := filepath.Dir(c.path)
-	tmp, err := os.CreateTemp(dir, filepath.Base(c.path)+".tmp*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name()) // no-op after a successful rename
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), c.path)
+	return atomicfile.Write(c.path, data)
 }
 
 // parseCacheFile decodes a persisted cache. Entries with a bad name or no

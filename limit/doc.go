@@ -26,8 +26,9 @@
 // Middleware answers 429 through outcome.WriteHTTP; the gRPC interceptor
 // lives in limit/limitgrpc (ResourceExhausted) and the Redis-backed shared
 // limiter in limit/limitredis, so this package depends on neither. Both the
-// local and the Redis limiter implement Admitter. Watch reloads the YAML
-// config through config.Watch, keeping the key state.
+// local and the Redis limiter implement Admitter. Apply replaces the config
+// at run time, keeping the key state; config/watch reloads a YAML file
+// through it (watch.File(path, opts, l.Apply)).
 //
 // BodyLimit answers 413 to requests that declare or send more than the limit
 // without reading them whole; LimitResponse guards a client against huge

@@ -14,7 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/veerhq/veer/clock"
-	"github.com/veerhq/veer/config"
+	"github.com/veerhq/veer/config/watch"
 	"github.com/veerhq/veer/obs"
 	"github.com/veerhq/veer/outcome"
 )
@@ -140,7 +140,7 @@ func TestBodyLimitFollowsConfig(t *testing.T) {
 	if post(11) != http.StatusRequestEntityTooLarge || post(10) != http.StatusOK {
 		t.Fatal("limit 10 not applied")
 	}
-	if err := l.Update(Config{MaxRequestBody: 100}); err != nil {
+	if err := l.Apply(Config{MaxRequestBody: 100}); err != nil {
 		t.Fatal(err)
 	}
 	if post(11) != http.StatusOK || post(101) != http.StatusRequestEntityTooLarge {
@@ -187,7 +187,7 @@ func TestWatchReload(t *testing.T) {
 	write("dimensions:\n  - name: tenant\n    default: {rate: 1, burst: 1}\n")
 	l, _ := newTest(t, Config{})
 	reg := prometheus.NewRegistry()
-	w, err := Watch(path, l, config.WatchOptions{Registerer: reg, Logger: obs.Discard, Clock: clock.NewManual(t0)})
+	w, err := watch.File(path, watch.Options{Registerer: reg, Logger: obs.Discard, Clock: clock.NewManual(t0)}, l.Apply)
 	if err != nil {
 		t.Fatal(err)
 	}

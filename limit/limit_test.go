@@ -229,7 +229,7 @@ func TestUpdateKeepsState(t *testing.T) {
 	l, _ := newTest(t, Config{Dimensions: []Dimension{{Name: "tenant", Default: Limits{Rate: 1, Burst: 2}}}})
 	l.AllowAt(t0, []string{"a"})
 	l.AllowAt(t0, []string{"a"})
-	if err := l.Update(Config{Dimensions: []Dimension{{Name: "tenant", Default: Limits{Rate: 1, Burst: 3}}}}); err != nil {
+	if err := l.Apply(Config{Dimensions: []Dimension{{Name: "tenant", Default: Limits{Rate: 1, Burst: 3}}}}); err != nil {
 		t.Fatal(err)
 	}
 	// The spent burst carries over: one more with burst 3.
@@ -239,7 +239,7 @@ func TestUpdateKeepsState(t *testing.T) {
 	if r := l.AllowAt(t0, []string{"a"}); r.Allowed {
 		t.Fatal("fourth request admitted")
 	}
-	if err := l.Update(Config{Dimensions: []Dimension{{Name: ""}}}); err == nil {
+	if err := l.Apply(Config{Dimensions: []Dimension{{Name: ""}}}); err == nil {
 		t.Fatal("invalid update accepted")
 	}
 }

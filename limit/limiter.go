@@ -208,7 +208,7 @@ type Limiter struct {
 	snap atomic.Pointer[snapshot]
 	m    *metrics
 
-	mu     sync.Mutex // serialises Update
+	mu     sync.Mutex // serialises Apply
 	tables map[string]*table
 }
 
@@ -223,15 +223,18 @@ func New(cfg Config, opts Options) (*Limiter, error) {
 	l := &Limiter{clk: clock.Or(opts.Clock), seed: maphash.MakeSeed(), tables: map[string]*table{}}
 	l.base = l.clk.Now().Add(-epoch)
 	l.m = newMetrics(opts.Registerer)
-	if err := l.Update(cfg); err != nil {
+	if err := l.Apply(cfg); err != nil {
 		return nil, err
 	}
 	return l, nil
 }
 
-// Update replaces the config, keeping the state of keys in dimensions whose
-// names stay.
-func (l *Limiter) Update(cfg Config) error {
+// Apply replaces the config, every field of it, keeping the state of keys
+// in dimensions whose names stay. An invalid cfg is an error naming the field
+// and changes nothing. It is the reload function for config/watch:
+//
+//	watch.File(path, watch.Options{}, l.Apply)
+func (l *Limiter) Apply(cfg Config) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}

@@ -56,6 +56,19 @@ func LoggerOr(l *slog.Logger) *slog.Logger {
 	return l
 }
 
+// DefaultName is the instance name of a component given none: the value of
+// the label (breaker, retrier, cache...) that tells its metrics apart from
+// another instance's.
+const DefaultName = "default"
+
+// NameOr returns name, or DefaultName when name is empty.
+func NameOr(name string) string {
+	if name == "" {
+		return DefaultName
+	}
+	return name
+}
+
 // NewRegistry returns a registry with the Go runtime and process collectors.
 func NewRegistry() *prometheus.Registry {
 	r := prometheus.NewRegistry()

@@ -6,31 +6,61 @@ import (
 	"time"
 
 	"github.com/veerhq/veer/config"
+	"github.com/veerhq/veer/internal/rolling"
 )
 
-// BudgetConfig tunes a Budget. The zero value works.
+// The defaults of a zero BudgetConfig field.
+const (
+	DefaultBudgetRatio      = 0.2
+	DefaultBudgetMinRetries = 3
+	DefaultBudgetInterval   = 10 * time.Second
+	// MaxBudgetRatio bounds BudgetConfig.Ratio.
+	MaxBudgetRatio = 10
+	// MinBudgetInterval bounds BudgetConfig.Interval from below: each of
+	// the window's buckets must span at least a nanosecond.
+	MinBudgetInterval = time.Microsecond
+)
+
+// BudgetConfig tunes a Budget: what a config file can say. The zero value
+// works; a zero field takes its default, an invalid one is an error of
+// NewBudget naming the field.
 type BudgetConfig struct {
-	// Ratio is the largest share of retries relative to requests; default
-	// 0.2.
+	// Ratio is the largest share of retries relative to requests, at most
+	// MaxBudgetRatio; default DefaultBudgetRatio (0.2).
 	Ratio float64 `yaml:"ratio" json:"ratio"`
 	// MinRetries are always allowed per Interval, so a quiet client can
-	// still retry; default 3.
+	// still retry; default DefaultBudgetMinRetries (3).
 	MinRetries int `yaml:"min_retries" json:"min_retries"`
-	// Interval is the rolling window; default 10s.
+	// Interval is the rolling window, at least MinBudgetInterval; default
+	// DefaultBudgetInterval (10s).
 	Interval time.Duration `yaml:"interval" json:"interval"`
+}
+
+// withDefaults fills the zero fields of a valid BudgetConfig.
+func (c BudgetConfig) withDefaults() BudgetConfig {
+	if c.Ratio == 0 {
+		c.Ratio = DefaultBudgetRatio
+	}
+	if c.MinRetries == 0 {
+		c.MinRetries = DefaultBudgetMinRetries
+	}
+	if c.Interval == 0 {
+		c.Interval = DefaultBudgetInterval
+	}
+	return c
 }
 
 // Validate reports invalid fields.
 func (c *BudgetConfig) Validate() error {
 	var errs []error
-	if !(c.Ratio >= 0 && c.Ratio <= 10) {
-		errs = append(errs, config.Field("ratio", "must be in [0, 10], got %v", c.Ratio))
+	if !(c.Ratio >= 0 && c.Ratio <= MaxBudgetRatio) {
+		errs = append(errs, config.Field("ratio", "must be in [0, %d], got %v", MaxBudgetRatio, c.Ratio))
 	}
 	if c.MinRetries < 0 {
 		errs = append(errs, config.Field("min_retries", "must not be negative"))
 	}
-	if c.Interval < 0 {
-		errs = append(errs, config.Field("interval", "must not be negative"))
+	if c.Interval < 0 || (c.Interval > 0 && c.Interval < MinBudgetInterval) {
+		errs = append(errs, config.Field("interval", "must be 0 (default) or at least %v, got %v", MinBudgetInterval, c.Interval))
 	}
 	return errors.Join(errs...)
 }
@@ -42,62 +72,34 @@ const budgetBuckets = 10
 type Budget struct {
 	ratio float64
 	min   int64
-	width int64
-	base  time.Time
 
-	mu  sync.Mutex
-	cur int64
-	req [budgetBuckets]int64
-	ret [budgetBuckets]int64
-	sr  int64 // requests in window
-	st  int64 // retries in window
+	mu   sync.Mutex
+	base time.Time      // the time of the first call: the window's origin
+	win  rolling.Window // A = requests, B = retries
 }
 
-// NewBudget returns a Budget; invalid values are replaced by defaults.
-func NewBudget(c BudgetConfig) *Budget {
-	if c.Validate() != nil {
-		c = BudgetConfig{}
+// NewBudget returns a Budget. An invalid c is an error naming the field (a
+// *config.FieldError); a zero field takes its default.
+func NewBudget(c BudgetConfig) (*Budget, error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
 	}
-	if c.Ratio == 0 {
-		c.Ratio = 0.2
-	}
-	if c.MinRetries == 0 {
-		c.MinRetries = 3
-	}
-	if c.Interval <= 0 {
-		c.Interval = 10 * time.Second
-	}
-	return &Budget{ratio: c.Ratio, min: int64(c.MinRetries), width: int64(c.Interval) / budgetBuckets}
+	c = c.withDefaults()
+	return &Budget{ratio: c.Ratio, min: int64(c.MinRetries), win: rolling.New(c.Interval, budgetBuckets)}, nil
 }
 
 func (b *Budget) advance(now time.Time) {
 	if b.base.IsZero() {
 		b.base = now
 	}
-	e := int64(now.Sub(b.base)) / b.width
-	if e <= b.cur {
-		return
-	}
-	if e-b.cur >= budgetBuckets {
-		b.req, b.ret = [budgetBuckets]int64{}, [budgetBuckets]int64{}
-		b.sr, b.st = 0, 0
-	} else {
-		for i := b.cur + 1; i <= e; i++ {
-			j := i % budgetBuckets
-			b.sr -= b.req[j]
-			b.st -= b.ret[j]
-			b.req[j], b.ret[j] = 0, 0
-		}
-	}
-	b.cur = e
+	b.win.Advance(int64(now.Sub(b.base)))
 }
 
 // RequestAt counts one logical request (not its retries).
 func (b *Budget) RequestAt(now time.Time) {
 	b.mu.Lock()
 	b.advance(now)
-	b.req[b.cur%budgetBuckets]++
-	b.sr++
+	b.win.Add(1, 0)
 	b.mu.Unlock()
 }
 
@@ -107,14 +109,11 @@ func (b *Budget) TryRetryAt(now time.Time) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.advance(now)
-	limit := int64(b.ratio * float64(b.sr))
-	if limit < b.min {
-		limit = b.min
-	}
-	if b.st >= limit {
+	sum := b.win.Sum()
+	limit := max(int64(b.ratio*float64(sum.A)), b.min)
+	if sum.B >= limit {
 		return false
 	}
-	b.ret[b.cur%budgetBuckets]++
-	b.st++
+	b.win.Add(0, 1)
 	return true
 }

@@ -4,7 +4,7 @@
 // and the safety rule "retry only if the request never reached the upstream,
 // or the method is idempotent, or the request carries an Idempotency-Key".
 //
-// Policy is the plain config; Retrier applies it. Retrier.Start begins one
+// Config is the plain config; Retrier applies it. Retrier.Start begins one
 // logical request and returns a Call; Call.Next takes each attempt's
 // outcome.Outcome and answers how long to wait before the next attempt, or
 // why to stop (ErrAttempts, ErrDeadline, ErrBudget, ErrUnsafe,

@@ -11,10 +11,16 @@ import (
 // more than 20 % retries to its traffic, and never resending a POST that
 // may have reached the server unless it carries an Idempotency-Key.
 func ExampleTransport() {
-	client := &http.Client{Transport: &retry.Transport{
-		Retrier: retry.New(retry.Policy{MaxAttempts: 3, Deadline: 2 * time.Second},
-			retry.Options{Name: "payments", Budget: retry.NewBudget(retry.BudgetConfig{})}),
-	}}
+	budget, err := retry.NewBudget(retry.BudgetConfig{})
+	if err != nil {
+		panic(err)
+	}
+	r, err := retry.New(retry.Config{MaxAttempts: 3, Deadline: 2 * time.Second},
+		retry.Options{Name: "payments", Budget: budget})
+	if err != nil {
+		panic(err)
+	}
+	client := &http.Client{Transport: &retry.Transport{Retrier: r}}
 	req, _ := http.NewRequest(http.MethodPost, "http://payments.internal/charge", nil)
 	req.Header.Set(retry.IdempotencyKeyHeader, "order-42")
 	_ = client

@@ -10,19 +10,34 @@ import (
 	"github.com/veerhq/veer/outcome"
 )
 
-// Policy says how often and how long to retry. The zero value works: 3
-// attempts, full-jitter backoff from 100ms doubling to at most 10s per wait,
-// no total deadline.
-type Policy struct {
-	// MaxAttempts counts the first attempt too; default 3. -1 means no
-	// limit, which requires a Deadline.
+// The defaults of a zero Config field.
+const (
+	DefaultMaxAttempts = 3
+	DefaultInitial     = 100 * time.Millisecond
+	DefaultMultiplier  = 2
+	DefaultMaxWait     = 10 * time.Second
+	// MaxMaxAttempts bounds Config.MaxAttempts.
+	MaxMaxAttempts = 1000
+)
+
+// Config is the retry policy, what a config file can say: how often and how
+// long to retry. The zero value works: 3 attempts, full-jitter backoff from
+// 100ms doubling to at most 10s per wait, no total deadline. A zero field
+// takes its default; an invalid one is an error of New naming the field.
+type Config struct {
+	// MaxAttempts counts the first attempt too, at most MaxMaxAttempts;
+	// default DefaultMaxAttempts (3). -1 means no limit, which requires a
+	// Deadline.
 	MaxAttempts int `yaml:"max_attempts" json:"max_attempts"`
-	// Initial is the backoff base before the first retry; default 100ms.
+	// Initial is the backoff base before the first retry; default
+	// DefaultInitial (100ms).
 	Initial time.Duration `yaml:"initial" json:"initial"`
-	// Multiplier grows the base after each retry; default 2.
+	// Multiplier grows the base after each retry, in [1, 100] when set;
+	// default DefaultMultiplier (2).
 	Multiplier float64 `yaml:"multiplier" json:"multiplier"`
 	// MaxWait caps every wait, including one asked for by Retry-After (a
-	// longer Retry-After stops the retries with ErrRetryAfter); default 10s.
+	// longer Retry-After stops the retries with ErrRetryAfter); default
+	// DefaultMaxWait (10s).
 	MaxWait time.Duration `yaml:"max_wait" json:"max_wait"`
 	// Deadline bounds the time from the first attempt's start to the last
 	// attempt's start; default 0, no deadline.
@@ -35,15 +50,15 @@ type Policy struct {
 // Async is the seed's schedule for asynchronous invocations: 2, 4, 8 … s,
 // capped at 20 min between tries, 6 h in all (26 retries; see the package
 // comment for the arithmetic).
-func Async() Policy {
-	return Policy{MaxAttempts: -1, Initial: 2 * time.Second, Multiplier: 2, MaxWait: 20 * time.Minute, Deadline: 6 * time.Hour, NoJitter: true}
+func Async() Config {
+	return Config{MaxAttempts: -1, Initial: 2 * time.Second, Multiplier: 2, MaxWait: 20 * time.Minute, Deadline: 6 * time.Hour, NoJitter: true}
 }
 
 // Validate reports invalid fields.
-func (p *Policy) Validate() error {
+func (p *Config) Validate() error {
 	var errs []error
-	if p.MaxAttempts < -1 || p.MaxAttempts > 1000 {
-		errs = append(errs, config.Field("max_attempts", "must be -1 (no limit), 0 (default) or in [1, 1000]"))
+	if p.MaxAttempts < -1 || p.MaxAttempts > MaxMaxAttempts {
+		errs = append(errs, config.Field("max_attempts", "must be -1 (no limit), 0 (default) or in [1, %d]", MaxMaxAttempts))
 	}
 	if p.MaxAttempts == -1 && p.Deadline <= 0 {
 		errs = append(errs, config.Field("max_attempts", "-1 (no limit) needs a deadline"))
@@ -63,25 +78,28 @@ func (p *Policy) Validate() error {
 	return errors.Join(errs...)
 }
 
-func (p Policy) withDefaults() Policy {
+// withDefaults fills the zero fields of p with their defaults. Base,
+// Backoff and Schedule call it too, so a Config value answers the same with
+// or without a Retrier.
+func (p Config) withDefaults() Config {
 	if p.MaxAttempts == 0 {
-		p.MaxAttempts = 3
+		p.MaxAttempts = DefaultMaxAttempts
 	}
 	if p.Initial <= 0 {
-		p.Initial = 100 * time.Millisecond
+		p.Initial = DefaultInitial
 	}
 	if p.Multiplier == 0 {
-		p.Multiplier = 2
+		p.Multiplier = DefaultMultiplier
 	}
 	if p.MaxWait <= 0 {
-		p.MaxWait = 10 * time.Second
+		p.MaxWait = DefaultMaxWait
 	}
 	return p
 }
 
 // Base is the backoff base before retry number n (1 for the first retry):
 // Initial·Multiplier^(n−1), capped at MaxWait.
-func (p Policy) Base(n int) time.Duration {
+func (p Config) Base(n int) time.Duration {
 	p = p.withDefaults()
 	if n < 1 {
 		n = 1
@@ -95,7 +113,7 @@ func (p Policy) Base(n int) time.Duration {
 
 // Backoff is the wait before retry n given a uniform draw u in [0, 1):
 // u·Base(n) with full jitter, Base(n) without.
-func (p Policy) Backoff(n int, u float64) time.Duration {
+func (p Config) Backoff(n int, u float64) time.Duration {
 	b := p.Base(n)
 	if p.NoJitter {
 		return b
@@ -105,7 +123,7 @@ func (p Policy) Backoff(n int, u float64) time.Duration {
 
 // Schedule lists the waits of a request whose every attempt fails at once
 // and takes no time, without jitter: the longest schedule the policy allows.
-func (p Policy) Schedule() []time.Duration {
+func (p Config) Schedule() []time.Duration {
 	q := p.withDefaults()
 	var out []time.Duration
 	var elapsed time.Duration

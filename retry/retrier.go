@@ -26,8 +26,8 @@ var (
 // Options are the non-config dependencies of a Retrier. The zero value
 // works.
 type Options struct {
-	// Name labels metrics; default "default". One per upstream, never a
-	// per-request value.
+	// Name labels metrics; default obs.DefaultName ("default"). One per
+	// upstream, never a per-request value.
 	Name string
 	// Budget, shared by the calls to one upstream; default none.
 	Budget *Budget
@@ -43,9 +43,9 @@ type Options struct {
 	Registerer prometheus.Registerer
 }
 
-// Retrier applies a Policy. Safe for concurrent use.
+// Retrier applies a Config. Safe for concurrent use.
 type Retrier struct {
-	p         Policy
+	p         Config
 	budget    *Budget
 	retryable func(outcome.Outcome) bool
 	clk       clock.Clock
@@ -54,23 +54,20 @@ type Retrier struct {
 	stops     map[error]prometheus.Counter
 }
 
-// New returns a Retrier; an invalid policy is replaced by the default.
-func New(p Policy, opts Options) *Retrier {
-	if p.Validate() != nil {
-		p = Policy{}
+// New returns a Retrier applying cfg. An invalid cfg is an error naming the
+// field (a *config.FieldError); a zero field takes its default.
+func New(cfg Config, opts Options) (*Retrier, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
-	r := &Retrier{p: p.withDefaults(), budget: opts.Budget, retryable: opts.Retryable, clk: clock.Or(opts.Clock), rand: opts.Rand}
-	r.p.NoJitter = p.NoJitter
+	r := &Retrier{p: cfg.withDefaults(), budget: opts.Budget, retryable: opts.Retryable, clk: clock.Or(opts.Clock), rand: opts.Rand}
 	if r.retryable == nil {
 		r.retryable = Retryable
 	}
 	if r.rand == nil {
 		r.rand = rand.Float64
 	}
-	name := opts.Name
-	if name == "" {
-		name = "default"
-	}
+	name := obs.NameOr(opts.Name)
 	r.retries = obs.Register(opts.Registerer, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "veer_retry_retries_total",
 		Help: "Retries scheduled.",
@@ -83,7 +80,7 @@ func New(p Policy, opts Options) *Retrier {
 	for err, label := range map[error]string{ErrAttempts: "attempts", ErrDeadline: "deadline", ErrBudget: "budget", ErrUnsafe: "unsafe", ErrNotRetryable: "not_retryable", ErrRetryAfter: "retry_after"} {
 		r.stops[err] = stops.WithLabelValues(name, label)
 	}
-	return r
+	return r, nil
 }
 
 // Call is one logical request across its attempts. Not safe for concurrent

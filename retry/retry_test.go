@@ -43,7 +43,7 @@ func TestAsyncSchedule(t *testing.T) {
 	// The same schedule through a Call on a manual clock: every attempt
 	// fails at once; the 27th failure is final, 21 246 s after the start.
 	m := clock.NewManual(t0)
-	r := New(Async(), Options{Clock: m, Registerer: prometheus.NewRegistry()})
+	r := must(New(Async(), Options{Clock: m, Registerer: prometheus.NewRegistry()}))
 	c := r.Start(true)
 	var attempts []time.Duration
 	for {
@@ -69,7 +69,7 @@ func TestAsyncSchedule(t *testing.T) {
 }
 
 func TestBackoffFullJitter(t *testing.T) {
-	p := Policy{Initial: 100 * time.Millisecond, MaxWait: time.Second}
+	p := Config{Initial: 100 * time.Millisecond, MaxWait: time.Second}
 	cases := []struct {
 		n    int
 		u    float64
@@ -117,7 +117,7 @@ func TestNextRules(t *testing.T) {
 		{"success", false, 0, outcome.Of(outcome.Success), 0, nil},
 	}
 	for _, c := range cases {
-		r := New(Policy{}, Options{Rand: func() float64 { return 0.5 }, Clock: clock.NewManual(t0), Registerer: prometheus.NewRegistry()})
+		r := must(New(Config{}, Options{Rand: func() float64 { return 0.5 }, Clock: clock.NewManual(t0), Registerer: prometheus.NewRegistry()}))
 		call := r.StartAt(t0, c.idempotent)
 		for range c.attempts {
 			if _, err := call.NextAt(t0, outcome.Of(outcome.ConnectRefused)); err != nil {
@@ -132,7 +132,7 @@ func TestNextRules(t *testing.T) {
 }
 
 func TestDeadline(t *testing.T) {
-	r := New(Policy{MaxAttempts: 10, Initial: time.Second, NoJitter: true, Deadline: 5 * time.Second}, Options{Registerer: prometheus.NewRegistry()})
+	r := must(New(Config{MaxAttempts: 10, Initial: time.Second, NoJitter: true, Deadline: 5 * time.Second}, Options{Registerer: prometheus.NewRegistry()}))
 	c := r.StartAt(t0, true)
 	now := t0
 	var waits []time.Duration
@@ -155,8 +155,8 @@ func TestDeadline(t *testing.T) {
 
 func TestBudgetStopsStorm(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	b := NewBudget(BudgetConfig{})
-	r := New(Policy{MaxAttempts: 5}, Options{Budget: b, Registerer: reg, Clock: clock.NewManual(t0)})
+	b := must(NewBudget(BudgetConfig{}))
+	r := must(New(Config{MaxAttempts: 5}, Options{Budget: b, Registerer: reg, Clock: clock.NewManual(t0)}))
 	// A quiet client: 2 requests may still use 3 retries in the interval.
 	got := storm(r, t0, 2)
 	if got != 3 {
@@ -214,7 +214,7 @@ func counter(t *testing.T, g prometheus.Gatherer, name string) float64 {
 
 func TestDoWaits(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		r := New(Policy{MaxAttempts: 4, Initial: time.Second}, Options{Rand: func() float64 { return 0.5 }, Registerer: prometheus.NewRegistry()})
+		r := must(New(Config{MaxAttempts: 4, Initial: time.Second}, Options{Rand: func() float64 { return 0.5 }, Registerer: prometheus.NewRegistry()}))
 		start := time.Now()
 		var calls []time.Duration
 		o, err := r.Do(t.Context(), true, func(context.Context) outcome.Outcome {
@@ -236,7 +236,7 @@ func TestDoWaits(t *testing.T) {
 
 func TestDoContextCanceled(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		r := New(Policy{Initial: time.Hour, MaxWait: time.Hour, NoJitter: true}, Options{Registerer: prometheus.NewRegistry()})
+		r := must(New(Config{Initial: time.Hour, MaxWait: time.Hour, NoJitter: true}, Options{Registerer: prometheus.NewRegistry()}))
 		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 		defer cancel()
 		_, err := r.Do(ctx, true, func(context.Context) outcome.Outcome { return outcome.Of(outcome.ConnectRefused) })
@@ -302,7 +302,7 @@ func TestTransport(t *testing.T) {
 	defer srv.Close()
 	client := &http.Client{Transport: &Transport{
 		Base:    srv.Client().Transport,
-		Retrier: New(Policy{Initial: time.Millisecond, MaxWait: time.Millisecond}, Options{Registerer: prometheus.NewRegistry()}),
+		Retrier: must(New(Config{Initial: time.Millisecond, MaxWait: time.Millisecond}, Options{Registerer: prometheus.NewRegistry()})),
 	}}
 	post := func(hdr string) (*http.Response, error) {
 		req, _ := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader("payload"))
@@ -353,7 +353,7 @@ func TestTransportConnectRefused(t *testing.T) {
 	ln.Close() // a closed port: real ECONNREFUSED
 	client := &http.Client{Transport: &Transport{
 		Base:    &http.Transport{},
-		Retrier: New(Policy{Initial: time.Millisecond, MaxWait: time.Millisecond}, Options{Registerer: prometheus.NewRegistry()}),
+		Retrier: must(New(Config{Initial: time.Millisecond, MaxWait: time.Millisecond}, Options{Registerer: prometheus.NewRegistry()})),
 	}}
 	req, _ := http.NewRequest(http.MethodPost, "http://"+addr, strings.NewReader("x"))
 	_, err = client.Do(req)
@@ -367,7 +367,7 @@ func FuzzPolicy(f *testing.F) {
 	f.Add([]byte(`{"max_attempts": -1, "deadline": "6h", "no_jitter": true}`))
 	f.Add([]byte("ratio: 0.2\nmin_retries: 3\ninterval: 10s\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		var p Policy
+		var p Config
 		if err := config.Parse(data, "fuzz.yaml", &p); err == nil {
 			s := p.Schedule()
 			for _, w := range s {
@@ -378,12 +378,12 @@ func FuzzPolicy(f *testing.F) {
 		}
 		var b BudgetConfig
 		if err := config.Parse(data, "fuzz.yaml", &b); err == nil {
-			NewBudget(b).TryRetryAt(t0)
+			must(NewBudget(b)).TryRetryAt(t0)
 		}
 	})
 }
 
-func ExamplePolicy_Schedule() {
+func ExampleConfig_Schedule() {
 	var total time.Duration
 	s := Async().Schedule()
 	for _, w := range s {

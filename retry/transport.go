@@ -20,7 +20,7 @@ import (
 type Transport struct {
 	// Base sends each attempt; default http.DefaultTransport.
 	Base http.RoundTripper
-	// Retrier applies the policy; default New(Policy{}, Options{}).
+	// Retrier applies the policy; default New(Config{}, Options{}).
 	Retrier *Retrier
 }
 
@@ -72,4 +72,10 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 }
 
-var defaultRetrier = sync.OnceValue(func() *Retrier { return New(Policy{}, Options{Clock: clock.Real}) })
+var defaultRetrier = sync.OnceValue(func() *Retrier {
+	r, err := New(Config{}, Options{Clock: clock.Real})
+	if err != nil {
+		panic(err) // the zero Config is valid
+	}
+	return r
+})

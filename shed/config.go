@@ -28,8 +28,8 @@ const (
 // requests without one are sheddable_plus; critical and critical_plus are
 // never shed.
 //
-// The fields with yaml tags can be loaded from a file (Load, Watch); the
-// others are wiring set in code.
+// The fields with yaml tags can be loaded from a file (Load) and reloaded
+// (Apply, e.g. through config/watch); the others are wiring set in code.
 type Config struct {
 	// Target is the CoDel target queue wait; default 5ms.
 	Target time.Duration `yaml:"target" json:"target"`

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/veerhq/veer/config"
+	"github.com/veerhq/veer/config/watch"
 	"github.com/veerhq/veer/obs"
 	"github.com/veerhq/veer/tier"
 )
@@ -80,7 +81,7 @@ func TestParseConfigErrorsNameFieldAndLine(t *testing.T) {
 }
 
 // TestWatchReloadKeepsOldTableOnInvalidFile hot-reloads a real file through
-// config.Watch: a valid change takes effect, an invalid one is logged and
+// config/watch: a valid change takes effect, an invalid one is logged and
 // the previous table stays.
 func TestWatchReloadKeepsOldTableOnInvalidFile(t *testing.T) {
 	dir := t.TempDir()
@@ -100,7 +101,7 @@ func TestWatchReloadKeepsOldTableOnInvalidFile(t *testing.T) {
 	s, _ := newShedder(t, Config{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	// A long debounce keeps the watcher's own reloads out of the way; the
 	// test reloads explicitly (as SIGHUP would) so it needs no sleep.
-	w, err := s.Watch(path, config.WatchOptions{Registerer: prometheus.NewRegistry(), Debounce: time.Hour, Logger: obs.Discard})
+	w, err := watch.File(path, watch.Options{Registerer: prometheus.NewRegistry(), Debounce: time.Hour, Logger: obs.Discard}, s.Apply)
 	if err != nil {
 		t.Fatal(err)
 	}

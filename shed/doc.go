@@ -37,8 +37,8 @@
 // sheddable is shed first, then sheddable_plus. A request's tier is its
 // Veer-Criticality header (or gRPC metadata) when its caller may set one,
 // else the endpoint × caller table keyed by Rpc-Caller (config file, hot
-// reloaded with Watch; run-time overrides through AdminHandler), else the
-// default, sheddable_plus.
+// reloaded with Apply, e.g. through config/watch; run-time overrides
+// through AdminHandler), else the default, sheddable_plus.
 //
 // Contract: the zero Config works. Middleware has the standard
 // func(http.Handler) http.Handler shape and answers shed requests with 503,

@@ -2,6 +2,7 @@ package shed
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"maps"
 	"net/http"
@@ -69,31 +70,50 @@ func New(c Config) (*Shedder, error) {
 
 // Apply replaces the file-level configuration (everything with a yaml tag)
 // with c, keeping the admin overrides and the learned state of every
-// endpoint. An invalid c is rejected and the old configuration stays.
-// MaxEndpoints is read only by New.
-func (s *Shedder) Apply(c *Config) error {
+// endpoint; it is the reload function for config/watch:
+//
+//	watch.File(path, watch.Options{}, s.Apply)
+//
+// An invalid c is rejected and the old configuration stays. So is a c that
+// asks for what cannot change at run time, with an error naming the field:
+// a MaxEndpoints (after its default) other than New's, or a wiring field
+// (Clock, Logger, Registerer, Endpoint) that is set: those belong to New, and
+// a config file never sets them.
+func (s *Shedder) Apply(c Config) error {
 	if err := c.Validate(); err != nil {
+		return err
+	}
+	if err := s.checkFixed(&c); err != nil {
 		return err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.file = *c
+	s.file = c
 	s.pol.Store(compile(&s.file, s.overrides))
 	return nil
 }
 
-// Watch loads the config file at path into the Shedder and hot-reloads it on
-// every change; an invalid file keeps the previous table in force (logged,
-// and counted in veer_config_reloads_total). Close the Watcher to stop.
-func (s *Shedder) Watch(path string, opts config.WatchOptions) (*config.Watcher[Config], error) {
-	if opts.Logger == nil {
-		opts.Logger = s.log
+// errFixed is the reason Apply gives for a field it cannot change.
+var errFixed = errors.New("cannot change at run time; set it in New")
+
+func (s *Shedder) checkFixed(c *Config) error {
+	var errs []error
+	maxEps := c.MaxEndpoints
+	if maxEps <= 0 {
+		maxEps = DefaultMaxEndpoints
 	}
-	return config.Watch(path, opts, func(c *Config) {
-		if err := s.Apply(c); err != nil {
-			s.log.Error("shed: config rejected", "path", path, "err", err)
+	if maxEps != s.maxEps {
+		errs = append(errs, config.Field("max_endpoints", "%w (%d now, %d asked)", errFixed, s.maxEps, maxEps))
+	}
+	for _, f := range []struct {
+		name string
+		set  bool
+	}{{"Clock", c.Clock != nil}, {"Logger", c.Logger != nil}, {"Registerer", c.Registerer != nil}, {"Endpoint", c.Endpoint != nil}} {
+		if f.set {
+			errs = append(errs, config.Field(f.name, "%w (a wiring field: leave it nil in Apply)", errFixed))
 		}
-	})
+	}
+	return errors.Join(errs...)
 }
 
 // Resolve returns the tier of a request to endpoint from caller, which stated

@@ -83,7 +83,10 @@ func LimitXTimeRateKeyed(b *testing.B) {
 
 // BreakerVeer is veer's breaker Allow + done with the wall clock.
 func BreakerVeer(b *testing.B) {
-	br := breaker.New(breaker.Config{}, breaker.Options{Registerer: prometheus.NewRegistry(), Logger: obs.Discard})
+	br, err := breaker.New(breaker.Config{}, breaker.Options{Registerer: prometheus.NewRegistry(), Logger: obs.Discard})
+	if err != nil {
+		b.Fatal(err)
+	}
 	ok := outcome.Of(outcome.Success)
 	b.ReportAllocs()
 	for b.Loop() {

@@ -47,8 +47,14 @@ func TestInvalidationAcrossInstances(t *testing.T) {
 	load := func(_ context.Context, key string) (string, error) { return key + "@" + version, nil }
 
 	busA, busB := New(newClient(), "veer:cache:tokens"), New(newClient(), "veer:cache:tokens")
-	a := cache.New(cache.Config{TTL: time.Hour}, load, cache.Options{Name: "a", Publish: busA.Publish, Registerer: prometheus.NewRegistry()})
-	b := cache.New(cache.Config{TTL: time.Hour}, load, cache.Options{Name: "b", Registerer: prometheus.NewRegistry()})
+	a, err := cache.New(cache.Config{TTL: time.Hour}, load, cache.Options{Name: "a", Publish: busA.Publish, Registerer: prometheus.NewRegistry()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := cache.New(cache.Config{TTL: time.Hour}, load, cache.Options{Name: "b", Registerer: prometheus.NewRegistry()})
+	if err != nil {
+		t.Fatal(err)
+	}
 	got := make(chan string, 8)
 	resynced := make(chan struct{}, 8)
 	sub, err := busB.Subscribe(context.Background(), func(key string) {

@@ -6,18 +6,27 @@
 // do not pay for the sub-package's dependencies.
 //
 // A new package must be added to Table; the test fails until it is.
+//
+// It also records which heavy third-party dependencies each library package
+// (layers 0 to 3, sub-packages included) may pull in, directly or through
+// another package: HeavyAllowed is an explicit allow-list, so that a new
+// fsnotify, Prometheus, gRPC, Redis, QUIC, DNS, etcd, bbolt or NATS in a
+// library's `go list -deps` is a conscious edit here, not an accident of an
+// import. Wiring (layer 4) may pull anything.
 package layers
 
 // Table maps a package path, relative to the module root, to its layer.
 // Sub-packages not listed take the layer of their nearest listed ancestor.
 var Table = map[string]int{
 	// L0 vocabulary
-	"clock":            0,
-	"outcome":          0,
-	"tier":             0,
-	"obs":              0,
-	"internal/version": 0,
-	"internal/layers":  0,
+	"clock":               0,
+	"outcome":             0,
+	"tier":                0,
+	"obs":                 0,
+	"internal/version":    0,
+	"internal/layers":     0,
+	"internal/rolling":    0, // the rolling window of breaker and retry
+	"internal/atomicfile": 0, // durable file replacement for failover and lastmile
 	// L1 shared infrastructure
 	"config": 1,
 	// L2 algorithms (ARCHITECTURE.md's L1)
@@ -40,4 +49,42 @@ var Table = map[string]int{
 
 // StdlibOnly lists packages that may import nothing outside the standard
 // library (sub-packages excepted).
-var StdlibOnly = []string{"clock", "outcome", "tier"}
+var StdlibOnly = []string{"clock", "outcome", "tier", "internal/rolling", "internal/atomicfile"}
+
+// Heavy names the third-party dependencies a library user should not pay for
+// unless the library needs them, by module path prefix.
+var Heavy = map[string]string{
+	"fsnotify":   "github.com/fsnotify/fsnotify",
+	"prometheus": "github.com/prometheus/client_golang",
+	"grpc":       "google.golang.org/grpc",
+	"go-redis":   "github.com/redis/go-redis",
+	"quic-go":    "github.com/quic-go/quic-go",
+	"miekg/dns":  "github.com/miekg/dns",
+	"etcd":       "go.etcd.io/etcd",
+	"bbolt":      "go.etcd.io/bbolt",
+	"nats":       "github.com/nats-io",
+}
+
+// HeavyAllowed lists, per library package (module-relative path, not
+// inherited by sub-packages), the Heavy dependencies its non-test build may
+// pull in. A package not listed may pull none. The test also fails on an
+// entry the package no longer needs, so the list stays true.
+var HeavyAllowed = map[string][]string{
+	"obs":                 {"prometheus"},             // the registry and /metrics
+	"outcome/outcomegrpc": {"grpc"},                   // gRPC status codes
+	"tier/tiergrpc":       {"grpc"},                   // gRPC metadata
+	"config/watch":        {"fsnotify", "prometheus"}, // the file watcher and its reload counter
+	"failover":            {"prometheus"},
+	"lastmile":            {"prometheus", "quic-go", "miekg/dns"}, // HTTP/3 and DNS are its subject
+	"lastmile/lmtest":     {"quic-go", "miekg/dns"},
+	"shed":                {"prometheus"},
+	"shed/shedgrpc":       {"grpc", "prometheus"},
+	"limit":               {"prometheus"},
+	"limit/limitgrpc":     {"grpc", "prometheus"},
+	"limit/limitredis":    {"go-redis", "prometheus"},
+	"limit/limittest":     {"prometheus"},
+	"breaker":             {"prometheus"},
+	"retry":               {"prometheus"},
+	"cache":               {"prometheus"},
+	"cache/cacheredis":    {"go-redis"},
+}

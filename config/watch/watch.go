@@ -1,4 +1,24 @@
-package config
+// Package watch hot-reloads a config file: it watches the file's directory
+// (so an atomic rename-and-replace or a Kubernetes ConfigMap symlink swap is
+// seen), parses each new version with config.Parse (strict, validated) and
+// hands it to an apply function, typically a library's Apply method:
+//
+//	w, err := watch.File(path, watch.Options{}, shedder.Apply)
+//
+// A version that does not parse, does not validate, or that apply refuses
+// (a field that cannot change at run time, say) is a rejected reload: the
+// previous config stays in force, the error is logged as
+// "file:line: field: why", and veer_config_reloads_total{result="invalid"}
+// counts it. A file that cannot be read or is empty (half of an in-place
+// save) counts as result="unreadable" and also keeps the old config.
+//
+// This package carries the heavy parts of configuration (fsnotify, the
+// Prometheus counter); the config package itself stays dependency-free so a
+// library that only validates its config does not pull them in.
+//
+// Failure mode: the first load must succeed (File returns its error); later
+// failures are logged and counted, never fatal.
+package watch
 
 import (
 	"bytes"
@@ -13,11 +33,15 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/veerhq/veer/clock"
+	"github.com/veerhq/veer/config"
 	"github.com/veerhq/veer/obs"
 )
 
-// WatchOptions tune Watch. The zero value works.
-type WatchOptions struct {
+// DefaultDebounce is Options.Debounce's default.
+const DefaultDebounce = 100 * time.Millisecond
+
+// Options are the run-time wiring of a Watcher. The zero value works.
+type Options struct {
 	// Name labels the metrics and logs; default: the file's base name.
 	Name string
 	// Logger receives reload results; default slog.Default().
@@ -25,19 +49,23 @@ type WatchOptions struct {
 	// Registerer receives the reload metrics; default
 	// prometheus.DefaultRegisterer.
 	Registerer prometheus.Registerer
-	// Debounce groups the bursts of events one save makes; default 100ms.
+	// Debounce groups the bursts of events one save makes; default
+	// DefaultDebounce.
 	Debounce time.Duration
 	// Clock schedules the debounce; default clock.Real.
 	Clock clock.Clock
 }
 
-// Watcher keeps the latest valid config of one file.
+// ErrEmpty is the error of a reload that found an empty file.
+var ErrEmpty = errors.New("watch: config file is empty")
+
+// Watcher keeps the latest accepted config of one file.
 type Watcher[T any] struct {
 	path    string
 	name    string
-	opts    WatchOptions
+	opts    Options
 	log     *slog.Logger
-	apply   func(*T)
+	apply   func(T) error
 	fsw     *fsnotify.Watcher
 	cur     atomic.Pointer[T]
 	reloads *prometheus.CounterVec
@@ -50,20 +78,25 @@ type Watcher[T any] struct {
 	wg      sync.WaitGroup
 }
 
-// Watch loads path into a new T, calls apply with it, and from then on
-// reloads the file whenever it changes, calling apply with each new valid
-// config. An invalid change is logged and counted and the previous config
-// stays in force. The initial load must succeed.
+// File loads path into a new T (config.Parse: strict, validated), calls
+// apply with it, and from then on reloads the file whenever it changes,
+// calling apply with each new valid config. A version that fails to parse or
+// validate, or that apply returns an error for, is rejected: logged with its
+// file and line, counted, and the previous config stays in force. The
+// initial load must succeed, apply included.
 //
 // apply runs on the watcher's goroutine, one call at a time; it may be nil
 // when the caller only reads Current.
-func Watch[T any](path string, opts WatchOptions, apply func(*T)) (*Watcher[T], error) {
+func File[T any](path string, opts Options, apply func(T) error) (*Watcher[T], error) {
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return nil, err
 	}
-	if opts.Debounce <= 0 {
-		opts.Debounce = 100 * time.Millisecond
+	if opts.Debounce < 0 {
+		return nil, config.Field("debounce", "must not be negative")
+	}
+	if opts.Debounce == 0 {
+		opts.Debounce = DefaultDebounce
 	}
 	opts.Clock = clock.Or(opts.Clock)
 	w := &Watcher[T]{
@@ -101,9 +134,8 @@ func Watch[T any](path string, opts WatchOptions, apply func(*T)) (*Watcher[T], 
 	return w, nil
 }
 
-var errEmpty = errors.New("config: file is empty")
-
-// Current returns the config in force. It never returns nil.
+// Current returns the config in force (the last one apply accepted). It
+// never returns nil.
 func (w *Watcher[T]) Current() *T { return w.cur.Load() }
 
 // Reload re-reads the file now (e.g. on SIGHUP). It returns the error that
@@ -171,7 +203,7 @@ func (w *Watcher[T]) schedule() {
 func (w *Watcher[T]) reload(initial bool) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	data, err := readFile(w.path)
+	data, err := config.ReadFile(w.path)
 	if err != nil {
 		if initial {
 			return err
@@ -190,10 +222,14 @@ func (w *Watcher[T]) reload(initial bool) error {
 		// on reload is almost always half a save, not a wish for defaults.
 		w.reloads.WithLabelValues(w.name, "unreadable").Inc()
 		w.log.Warn("config file is empty; keeping the previous config", "config", w.name, "path", w.path)
-		return errEmpty
+		return ErrEmpty
 	}
 	v := new(T)
-	if err := Parse(data, w.path, v); err != nil {
+	err = config.Parse(data, w.path, v)
+	if err == nil && w.apply != nil {
+		err = config.Locate(w.apply(*v), w.path, data)
+	}
+	if err != nil {
 		if initial {
 			return err
 		}
@@ -207,9 +243,6 @@ func (w *Watcher[T]) reload(initial bool) error {
 	if !initial {
 		w.reloads.WithLabelValues(w.name, "ok").Inc()
 		w.log.Info("config reloaded", "config", w.name, "path", w.path)
-	}
-	if w.apply != nil {
-		w.apply(v)
 	}
 	return nil
 }

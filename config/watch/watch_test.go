@@ -1,6 +1,7 @@
-package config_test
+package watch_test
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,8 +12,23 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/veerhq/veer/config"
+	"github.com/veerhq/veer/config/watch"
 	"github.com/veerhq/veer/obs"
 )
+
+type testConfig struct {
+	Listen string `yaml:"listen" json:"listen"`
+	Limits struct {
+		Rate int `yaml:"rate" json:"rate"`
+	} `yaml:"limits" json:"limits"`
+}
+
+func (c *testConfig) Validate() error {
+	if c.Limits.Rate < 0 {
+		return config.Field("limits.rate", "must not be negative")
+	}
+	return nil
+}
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
@@ -49,8 +65,8 @@ func TestWatchReloadsAndKeepsOldOnInvalid(t *testing.T) {
 
 	reg := prometheus.NewRegistry()
 	applied := make(chan *testConfig, 8)
-	w, err := config.Watch(path, config.WatchOptions{Name: "test", Registerer: reg, Logger: obs.Discard, Debounce: 20 * time.Millisecond},
-		func(c *testConfig) { applied <- c })
+	w, err := watch.File(path, watch.Options{Name: "test", Registerer: reg, Logger: obs.Discard, Debounce: 20 * time.Millisecond},
+		func(c testConfig) error { applied <- &c; return nil })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +112,7 @@ func TestWatchReloadsAndKeepsOldOnInvalid(t *testing.T) {
 // waitForErr returns the error that keeps the old config: the invalid file
 // is on disk, so Reload reports it whether or not the watcher's own reload
 // has run yet.
-func waitForErr(t *testing.T, w *config.Watcher[testConfig]) error {
+func waitForErr(t *testing.T, w *watch.Watcher[testConfig]) error {
 	t.Helper()
 	err := w.Reload()
 	if err == nil {
@@ -137,12 +153,73 @@ func counter(t *testing.T, reg *prometheus.Registry, result string) float64 {
 func TestWatchRejectsInvalidStart(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "bad.yaml")
 	writeAtomic(t, path, "limits:\n  rate: -1\n")
-	_, err := config.Watch(path, config.WatchOptions{Registerer: prometheus.NewRegistry()}, func(*testConfig) {})
+	_, err := watch.File(path, watch.Options{Registerer: prometheus.NewRegistry()}, func(testConfig) error { return nil })
 	if err == nil || !strings.Contains(err.Error(), "bad.yaml:2") {
 		t.Fatalf("Watch of an invalid file: %v", err)
 	}
-	_, err = config.Watch(filepath.Join(t.TempDir(), "missing.yaml"), config.WatchOptions{Registerer: prometheus.NewRegistry()}, func(*testConfig) {})
+	_, err = watch.File(filepath.Join(t.TempDir(), "missing.yaml"), watch.Options{Registerer: prometheus.NewRegistry()}, func(testConfig) error { return nil })
 	if !os.IsNotExist(err) {
 		t.Fatalf("Watch of a missing file: %v", err)
+	}
+}
+
+// errFrozen is what the apply function of TestApplyErrorIsARejectedReload
+// returns for a listen address it cannot change at run time.
+var errFrozen = errors.New("cannot change at run time")
+
+// TestApplyErrorIsARejectedReload: a version that parses and validates but
+// that apply refuses is rejected like an invalid one: the error names the
+// file, the line and the field, the old config stays current, and the reload
+// is counted as invalid. Reloads are explicit (a long debounce keeps the
+// watcher's own out of the way), so the test needs no sleep.
+func TestApplyErrorIsARejectedReload(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "veer.yaml")
+	writeAtomic(t, path, "listen: one\nlimits:\n  rate: 1\n")
+	reg := prometheus.NewRegistry()
+	var applied []string
+	apply := func(c testConfig) error {
+		if len(applied) > 0 && c.Listen != applied[0] {
+			return config.Field("listen", "%w", errFrozen)
+		}
+		applied = append(applied, c.Listen)
+		return nil
+	}
+	w, err := watch.File(path, watch.Options{Name: "test", Registerer: reg, Logger: obs.Discard, Debounce: time.Hour}, apply)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+
+	writeAtomic(t, path, "limits:\n  rate: 2\nlisten: two\n")
+	err = w.Reload()
+	if !errors.Is(err, errFrozen) || !strings.Contains(err.Error(), "veer.yaml:3: listen:") {
+		t.Fatalf("Reload = %v, want errFrozen at veer.yaml:3: listen", err)
+	}
+	if got := w.Current(); got.Listen != "one" || got.Limits.Rate != 1 {
+		t.Fatalf("refused reload replaced the config: %+v", *got)
+	}
+	if n := counter(t, reg, "invalid"); n != 1 {
+		t.Fatalf("invalid reloads counted %v, want 1", n)
+	}
+
+	writeAtomic(t, path, "listen: one\nlimits:\n  rate: 3\n")
+	if err := w.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	if got := w.Current(); got.Limits.Rate != 3 || len(applied) != 2 {
+		t.Fatalf("accepted reload: current %+v, applied %v", *got, applied)
+	}
+}
+
+func TestApplyErrorAtStartFails(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "veer.yaml")
+	writeAtomic(t, path, "listen: one\n")
+	_, err := watch.File(path, watch.Options{Registerer: prometheus.NewRegistry()}, func(testConfig) error { return errFrozen })
+	if !errors.Is(err, errFrozen) {
+		t.Fatalf("File with a refusing apply: %v", err)
+	}
+	_, err = watch.File(path, watch.Options{Registerer: prometheus.NewRegistry(), Debounce: -1}, func(testConfig) error { return nil })
+	if err == nil || !strings.Contains(err.Error(), "debounce") {
+		t.Fatalf("negative debounce: %v", err)
 	}
 }
