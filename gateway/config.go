@@ -217,7 +217,7 @@ type Outlier struct {
 // another cluster of the route when there is one.
 type Retry struct {
 	// Policy: max_attempts (default 3, at most 3), backoff, max_wait.
-	Policy retry.Policy `yaml:"policy" json:"policy"`
+	Policy retry.Config `yaml:"policy" json:"policy"`
 	// Budget: default 20% of requests, at least 3 per 10s.
 	Budget retry.BudgetConfig `yaml:"budget" json:"budget"`
 	// MaxReplayBody: request bodies up to this size are buffered so that

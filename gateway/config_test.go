@@ -5,8 +5,10 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/veerhq/veer/config"
+	"github.com/veerhq/veer/limit"
 )
 
 func TestConfigErrorsNameFieldAndLine(t *testing.T) {
@@ -31,7 +33,7 @@ func TestConfigErrorsNameFieldAndLine(t *testing.T) {
 func TestApplyKeepsOldConfigOnError(t *testing.T) {
 	a := upstream(t, func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("a")) })
 	b := upstream(t, func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("b")) })
-	g, base := startGateway(t, fill("routes: [{name: r, clusters: [{name: a}]}]\nclusters: [{name: a, backends: [{address: A}]}, {name: b, backends: [{address: B}]}]\n", "A", a, "B", b))
+	g, base := startGateway(t, fill("shed: {enabled: true}\nlimits: {keys: [route], dimensions: [{name: route, default: {rate: 1000}}]}\nbreaker: {enabled: true}\nroutes: [{name: r, clusters: [{name: a}]}]\nclusters: [{name: a, backends: [{address: A}]}, {name: b, backends: [{address: B}]}]\n", "A", a, "B", b))
 	cl := &http.Client{}
 	if _, body := get(t, cl, base+"/"); body != "a" {
 		t.Fatalf("before: %q", body)
@@ -54,6 +56,9 @@ func TestApplyKeepsOldConfigOnError(t *testing.T) {
 	}
 	good := cfg
 	good.Routes = []Route{{Name: "r", Clusters: []RouteCluster{{Name: "b"}}}}
+	good.Shed.Target = 10 * time.Millisecond
+	good.Limits.Dimensions = []limit.Dimension{{Name: "route", Default: limit.Limits{Rate: 2000}}}
+	good.Retry.Policy.Initial = time.Millisecond
 	if err := g.Apply(good); err != nil {
 		t.Fatal(err)
 	}

@@ -69,8 +69,8 @@ type Gateway struct {
 	limiter  *limit.Limiter // local limits; nil when shared or none
 	admitter limit.Admitter
 	shedder  *shed.Shedder
-	alog     *accessLog
-	proxy    *httputil.ReverseProxy
+	alog       *accessLog
+	proxy      *httputil.ReverseProxy
 
 	srv  servers
 	rngs sync.Pool
@@ -199,6 +199,7 @@ func (g *Gateway) Apply(cfg Config) (err error) {
 	fixed("data_dir", old.DataDir, c.DataDir)
 	fixed("limits.redis", old.Limits.Redis, c.Limits.Redis)
 	fixed("shed.enabled", old.Shed.Enabled, c.Shed.Enabled)
+	fixed("shed.max_endpoints", old.Shed.MaxEndpoints, c.Shed.MaxEndpoints)
 	fixed("access_log", old.AccessLog, c.AccessLog)
 	if (len(old.Limits.Dimensions) == 0) != (len(c.Limits.Dimensions) == 0) {
 		errs = append(errs, config.Field("limits.dimensions", "turning limits on or off needs a restart"))
@@ -214,13 +215,12 @@ func (g *Gateway) Apply(cfg Config) (err error) {
 		return err
 	}
 	if g.limiter != nil {
-		if err := g.limiter.Update(c.Limits.Config); err != nil {
+		if err := g.limiter.Apply(c.Limits.Config); err != nil {
 			return config.In("limits", err)
 		}
 	}
 	if g.shedder != nil {
-		sc := c.Shed.Config
-		if err := g.shedder.Apply(&sc); err != nil {
+		if err := g.shedder.Apply(c.Shed.Config); err != nil {
 			return config.In("shed", err)
 		}
 	}
@@ -254,7 +254,13 @@ func (g *Gateway) compile(c *Config) (*table, error) {
 	if prev != nil && reflect.DeepEqual(prev.cfg.Retry, c.Retry) {
 		t.retrier = prev.retrier
 	} else {
-		t.retrier = retry.New(c.Retry.Policy, retry.Options{Name: "gateway", Budget: retry.NewBudget(c.Retry.Budget), Registerer: g.reg})
+		budget, err := retry.NewBudget(c.Retry.Budget)
+		if err != nil {
+			return nil, config.In("retry.budget", err)
+		}
+		if t.retrier, err = retry.New(c.Retry.Policy, retry.Options{Name: "gateway", Budget: budget, Registerer: g.reg}); err != nil {
+			return nil, config.In("retry.policy", err)
+		}
 	}
 	seenB := map[string]bool{}
 	seenC := map[string]bool{}
@@ -289,7 +295,11 @@ func (g *Gateway) compile(c *Config) (*table, error) {
 		if c.Breaker.Enabled {
 			e := g.breakers[cc.Name]
 			if e == nil || !reflect.DeepEqual(e.cfg, c.Breaker.Config) {
-				e = &breakerEntry{cfg: c.Breaker.Config, b: breaker.New(c.Breaker.Config, breaker.Options{Name: "gateway_" + cc.Name, Registerer: g.reg, Logger: g.log})}
+				b, err := breaker.New(c.Breaker.Config, breaker.Options{Name: "gateway_" + cc.Name, Registerer: g.reg, Logger: g.log})
+				if err != nil {
+					return nil, config.In("breaker", err)
+				}
+				e = &breakerEntry{cfg: c.Breaker.Config, b: b}
 				g.breakers[cc.Name] = e
 			}
 			cl.breaker = e.b
@@ -318,7 +328,10 @@ func (g *Gateway) compile(c *Config) (*table, error) {
 			if pr := prev.routeNamed(rc.Name); pr != nil && pr.cache != nil && reflect.DeepEqual(*pr.cfg.StaleOnError, *rc.StaleOnError) {
 				r.cache = pr.cache
 			} else {
-				r.cache = cache.New(*rc.StaleOnError, (&dispatcher{g: g}).loadAnswer, cache.Options{Name: "gateway_" + rc.Name, Registerer: g.reg})
+				var err error
+				if r.cache, err = cache.New(*rc.StaleOnError, (&dispatcher{g: g}).loadAnswer, cache.Options{Name: "gateway_" + rc.Name, Registerer: g.reg}); err != nil {
+					return nil, config.In("routes."+rc.Name+".stale_on_error", err)
+				}
 			}
 		}
 		routes = append(routes, r)

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/veerhq/veer/config"
+	"github.com/veerhq/veer/config/watch"
 	"github.com/veerhq/veer/gateway"
 	"github.com/veerhq/veer/gateway/gatewayh3"
 	"github.com/veerhq/veer/limit"
@@ -85,9 +86,7 @@ func runGateway(path string, cfg gateway.Config, log *slog.Logger) error {
 		_ = g.Close()
 		return err
 	}
-	w, err := config.Watch(path, config.WatchOptions{Logger: log, Registerer: reg}, func(c *gateway.Config) {
-		_ = g.Apply(*c) // logged and counted by Apply
-	})
+	w, err := watch.File(path, watch.Options{Logger: log, Registerer: reg}, g.Apply)
 	if err != nil {
 		_ = g.Close()
 		return err

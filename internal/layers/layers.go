@@ -87,4 +87,6 @@ var HeavyAllowed = map[string][]string{
 	"retry":               {"prometheus"},
 	"cache":               {"prometheus"},
 	"cache/cacheredis":    {"go-redis"},
+	"gateway":             {"prometheus"},            // metrics per route, cluster, backend
+	"gateway/gatewayh3":   {"prometheus", "quic-go"}, // HTTP/3 listener
 }
