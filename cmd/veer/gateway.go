@@ -66,7 +66,7 @@ veer_gateway_reloads_total and veer_config_reloads_total). SIGTERM drains:
 			if err != nil {
 				return err
 			}
-			return runGateway(path, cfg, log)
+			return runGateway(cmd.Context(), path, cfg, log)
 		},
 	}
 	cmd.Flags().StringVar(&path, "config", "", "gateway config file (YAML)")
@@ -75,7 +75,9 @@ veer_gateway_reloads_total and veer_config_reloads_total). SIGTERM drains:
 	return cmd
 }
 
-func runGateway(path string, cfg gateway.Config, log *slog.Logger) error {
+// runGateway serves until ctx ends (main cancels it on SIGTERM or
+// interrupt), then drains.
+func runGateway(ctx context.Context, path string, cfg gateway.Config, log *slog.Logger) error {
 	reg := obs.NewRegistry()
 	g, err := gateway.New(cfg, gateway.Options{Logger: log, Registerer: reg, Gatherer: reg,
 		SharedLimiter: sharedLimiter, HTTP3: gatewayh3.Listen})
@@ -92,27 +94,23 @@ func runGateway(path string, cfg gateway.Config, log *slog.Logger) error {
 		return err
 	}
 	defer w.Close()
-	sig := make(chan os.Signal, 2)
-	signal.Notify(sig, syscall.SIGHUP, syscall.SIGTERM, os.Interrupt)
-	defer signal.Stop(sig)
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	for {
 		select {
 		case err := <-g.Errors():
 			_ = g.Close()
 			return err
-		case s := <-sig:
-			if s == syscall.SIGHUP {
-				var c gateway.Config
-				if err := config.Load(path, &c); err != nil {
-					log.Error("SIGHUP reload: config rejected; the previous config stays in force", "err", err)
-					continue
-				}
-				_ = g.Apply(c)
-				continue
-			}
-			log.Info("draining", "signal", s.String(), "timeout", g.Config().Listen.ShutdownTimeout)
-			ctx, cancel := context.WithTimeout(context.Background(), g.Config().Listen.ShutdownTimeout)
-			err := g.Shutdown(ctx)
+		case <-hup:
+			// the watcher's reload: parse, validate, g.Apply; a rejected
+			// file is logged and counted there and the old config stays
+			_ = w.Reload()
+		case <-ctx.Done():
+			d := g.Config().Listen.ShutdownTimeout
+			log.Info("draining", "timeout", d)
+			dctx, cancel := context.WithTimeout(context.Background(), d)
+			err := g.Shutdown(dctx)
 			cancel()
 			if err != nil {
 				log.Error("drain did not finish in time", "err", err)
