@@ -195,3 +195,99 @@ func sumCounter(t *testing.T, g prometheus.Gatherer, name string) float64 {
 	}
 	return s
 }
+
+// TestDrainUnderLoad drains a backend, then a whole cluster, while 8
+// clients send requests that take a few milliseconds each: no request may
+// fail, the drained ones must stop receiving new requests, and the ones in
+// flight at the drain finish.
+func TestDrainUnderLoad(t *testing.T) {
+	var mu sync.Mutex
+	hits := map[string]int{}
+	slow := func(name string) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			time.Sleep(3 * time.Millisecond) // the request's service time
+			mu.Lock()
+			hits[name]++
+			mu.Unlock()
+			_, _ = io.WriteString(w, name)
+		}
+	}
+	a1, a2, b1 := upstream(t, slow("a1")), upstream(t, slow("a2")), upstream(t, slow("b1"))
+	g, base := startGateway(t, fill(`
+routes: [{name: r, policy: weighted, clusters: [{name: a}, {name: b}]}]
+retry: {disabled: true}
+clusters:
+  - {name: a, backends: [{address: A1}, {address: A2}]}
+  - {name: b, backends: [{address: B1}]}
+`, "A1", a1, "A2", a2, "B1", b1))
+	var reqs, fails atomic.Int64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c := &http.Client{}
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				reqs.Add(1)
+				resp, err := c.Get(base + "/")
+				if err != nil {
+					fails.Add(1)
+					continue
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				_ = resp.Body.Close()
+				if resp.StatusCode != 200 {
+					fails.Add(1)
+				}
+			}
+		}()
+	}
+	snapshot := func() map[string]int {
+		mu.Lock()
+		defer mu.Unlock()
+		m := map[string]int{}
+		for k, v := range hits {
+			m[k] = v
+		}
+		return m
+	}
+	phase := func(d time.Duration) map[string]int {
+		before := snapshot()
+		time.Sleep(d) // load runs during the phase
+		after := snapshot()
+		for k := range after {
+			after[k] -= before[k]
+		}
+		return after
+	}
+	phase(200 * time.Millisecond)
+	if err := g.Drain("a", a1, true); err != nil {
+		t.Fatal(err)
+	}
+	settle := phase(50 * time.Millisecond) // requests in flight at the drain finish here
+	_ = settle
+	p1 := phase(300 * time.Millisecond)
+	if err := g.Drain("b", "", true); err != nil {
+		t.Fatal(err)
+	}
+	phase(50 * time.Millisecond)
+	p2 := phase(300 * time.Millisecond)
+	close(stop)
+	wg.Wait()
+	t.Logf("requests %d, failed %d; backend drained: %v; cluster drained too: %v", reqs.Load(), fails.Load(), p1, p2)
+	if fails.Load() != 0 {
+		t.Errorf("%d of %d requests failed during drains", fails.Load(), reqs.Load())
+	}
+	if p1["a1"] != 0 || p1["a2"] == 0 || p1["b1"] == 0 {
+		t.Errorf("after draining a1: %v, want none on a1", p1)
+	}
+	if p2["a1"] != 0 || p2["b1"] != 0 || p2["a2"] == 0 {
+		t.Errorf("after draining cluster b: %v, want all on a2", p2)
+	}
+}
