@@ -7,17 +7,14 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
-	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
 
 	"github.com/veerhq/veer/config"
 	"github.com/veerhq/veer/config/watch"
 	"github.com/veerhq/veer/gateway"
 	"github.com/veerhq/veer/gateway/gatewayh3"
-	"github.com/veerhq/veer/limit"
-	"github.com/veerhq/veer/limit/limitredis"
+	"github.com/veerhq/veer/gateway/gatewayredis"
 	"github.com/veerhq/veer/obs"
 )
 
@@ -80,7 +77,7 @@ veer_gateway_reloads_total and veer_config_reloads_total). SIGTERM drains:
 func runGateway(ctx context.Context, path string, cfg gateway.Config, log *slog.Logger) error {
 	reg := obs.NewRegistry()
 	g, err := gateway.New(cfg, gateway.Options{Logger: log, Registerer: reg, Gatherer: reg,
-		SharedLimiter: sharedLimiter, HTTP3: gatewayh3.Listen})
+		SharedLimiter: gatewayredis.SharedLimiter(reg, log), HTTP3: gatewayh3.Listen})
 	if err != nil {
 		return err
 	}
@@ -119,12 +116,4 @@ func runGateway(ctx context.Context, path string, cfg gateway.Config, log *slog.
 			return nil
 		}
 	}
-}
-
-// sharedLimiter builds limits shared through Redis (limitredis) for the
-// gateway; this keeps the Redis client out of package gateway.
-func sharedLimiter(l gateway.Limits) (limit.Admitter, error) {
-	rdb := redis.NewClient(&redis.Options{Addr: l.Redis, ContextTimeoutEnabled: true, MaxRetries: -1,
-		DialTimeout: 200 * time.Millisecond, ReadTimeout: 200 * time.Millisecond, WriteTimeout: 200 * time.Millisecond})
-	return limitredis.New(limitredis.Config{Limits: l.Config, Instances: l.Instances}, rdb, limitredis.Options{})
 }
