@@ -14,7 +14,6 @@ require (
 require (
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
-	github.com/fsnotify/fsnotify v1.10.1 // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
 	github.com/prometheus/client_model v0.6.3 // indirect
 	github.com/prometheus/common v0.72.0 // indirect
@@ -30,6 +29,7 @@ replace github.com/veerhq/veer => ../
 require (
 	github.com/failsafe-go/failsafe-go v0.9.8
 	github.com/go-kratos/aegis v0.2.0
+	github.com/quic-go/quic-go v0.65.0
 	github.com/zeromicro/go-zero v1.10.3
 )
 
@@ -55,7 +55,6 @@ require (
 require (
 	github.com/miekg/dns v1.1.73 // indirect
 	github.com/quic-go/qpack v0.6.0 // indirect
-	github.com/quic-go/quic-go v0.65.0 // indirect
 	golang.org/x/crypto v0.58.0 // indirect
 	golang.org/x/net v0.62.0 // indirect
 	golang.org/x/text v0.43.0 // indirect

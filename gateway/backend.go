@@ -5,6 +5,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/veerhq/veer/outcome"
 )
 
@@ -22,6 +24,9 @@ type backend struct {
 	// none; usableSince is when it last became usable (for slow start).
 	ejectedUntil atomic.Int64
 	usableSince  atomic.Int64
+
+	// attempts counts attempts by outcome.Kind (pre-resolved series).
+	attempts []prometheus.Counter
 
 	mu      sync.Mutex
 	outlier outlierState

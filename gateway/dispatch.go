@@ -117,7 +117,7 @@ func (d *dispatcher) attempts(req *http.Request, st *reqState) (*http.Response, 
 		st.kind = o.Kind
 		st.cluster = c.cfg.Name
 		if st.attempts > 1 {
-			d.g.m.retries.WithLabelValues(rt.cfg.Name).Inc()
+			rt.m.retries.Inc()
 		}
 		if o.OK() || call == nil || req.Context().Err() != nil {
 			return relay(resp, o)
@@ -202,7 +202,7 @@ func (d *dispatcher) try(req *http.Request, st *reqState, c *cluster, now time.T
 	case err != nil && req.Context().Err() != nil:
 		o = outcome.Outcome{Kind: outcome.ClientCanceled, Err: err}
 	}
-	d.g.m.attempts.WithLabelValues(c.cfg.Name, b.addr, o.Kind.String()).Inc()
+	b.attempts[o.Kind].Inc()
 	if ej := b.observe(end, o, &c.cfg.Outlier, func() bool { return c.mayEject(end.UnixNano()) }); ej > 0 {
 		d.g.m.ejections.WithLabelValues(c.cfg.Name, b.addr).Inc()
 		d.g.log.Warn("backend ejected", "cluster", c.cfg.Name, "backend", b.addr, "for", ej, "outcome", o.Kind.String())

@@ -285,6 +285,7 @@ func (g *Gateway) compile(c *Config) (*table, error) {
 			b := g.backends[key]
 			if b == nil {
 				b = newBackend(cc.Name, bc.Address, now.Add(-cc.SlowStart))
+				b.attempts = g.m.attemptCounters(cc.Name, bc.Address)
 				g.backends[key] = b
 			}
 			seenB[key] = true
@@ -319,7 +320,7 @@ func (g *Gateway) compile(c *Config) (*table, error) {
 	}
 	routes := make([]*route, 0, len(c.Routes))
 	for _, rc := range c.Routes {
-		r := &route{cfg: rc, prefix: rc.PathPrefix, weighted: rc.Policy == "weighted"}
+		r := &route{cfg: rc, prefix: rc.PathPrefix, weighted: rc.Policy == "weighted", m: g.m.forRoute(rc.Name)}
 		for _, x := range rc.Clusters {
 			r.clusters = append(r.clusters, t.clusters[x.Name])
 			r.weights = append(r.weights, x.Weight)

@@ -4,6 +4,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/veerhq/veer/obs"
+	"github.com/veerhq/veer/outcome"
 )
 
 // metrics of a Gateway. Labels are config names (route, cluster, backend
@@ -22,6 +23,31 @@ type metrics struct {
 	logDropped  prometheus.Counter
 	staleServed *prometheus.CounterVec // route
 	rejected    *prometheus.CounterVec // guard
+}
+
+// routeMetrics are a route's pre-resolved series, so that the request path
+// does no label lookups.
+type routeMetrics struct {
+	requests []prometheus.Counter // by outcome.Kind
+	duration prometheus.Observer
+	retries  prometheus.Counter
+}
+
+func (m *metrics) forRoute(name string) *routeMetrics {
+	rm := &routeMetrics{duration: m.duration.WithLabelValues(name), retries: m.retries.WithLabelValues(name)}
+	for _, k := range outcome.Kinds() {
+		rm.requests = append(rm.requests, m.requests.WithLabelValues(name, k.String()))
+	}
+	return rm
+}
+
+// attemptCounters returns a backend's attempt counters by outcome.Kind.
+func (m *metrics) attemptCounters(cluster, addr string) []prometheus.Counter {
+	var cs []prometheus.Counter
+	for _, k := range outcome.Kinds() {
+		cs = append(cs, m.attempts.WithLabelValues(cluster, addr, k.String()))
+	}
+	return cs
 }
 
 // clusterMetrics are a cluster's pre-resolved series.

@@ -267,8 +267,12 @@ func (g *Gateway) finish(rec *recorder, r *http.Request, st *reqState, start tim
 	if status == http.StatusSwitchingProtocols {
 		kind = outcome.Success
 	}
-	g.m.requests.WithLabelValues(name, kind.String()).Inc()
-	g.m.duration.WithLabelValues(name).Observe(d.Seconds())
+	if st.route != nil {
+		st.route.m.requests[kind].Inc()
+		st.route.m.duration.Observe(d.Seconds())
+	} else {
+		g.m.requests.WithLabelValues(name, kind.String()).Inc()
+	}
 	if g.alog != nil {
 		g.alog.submit(logEntry{
 			time: start, method: r.Method, host: r.Host, path: r.URL.Path, proto: r.Proto,

@@ -39,6 +39,7 @@ type route struct {
 	weights  []int
 	weighted bool
 	cache    *cache.Cache[*cachedResponse]
+	m        *routeMetrics
 }
 
 // keySource says where a limit dimension's key comes from.
