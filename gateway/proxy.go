@@ -212,11 +212,15 @@ func appendForwarded(out, in *http.Request) {
 	out.Header.Set("Forwarded", el)
 }
 
+var forwardedEscaper = strings.NewReplacer(`\`, `\\`, `"`, `\"`)
+
+// quoteForwarded returns s as an RFC 7239 value: a token, or a quoted
+// string.
 func quoteForwarded(s string) string {
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		if !(c == '.' || c == '-' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z') {
-			return `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(s) + `"`
+			return `"` + forwardedEscaper.Replace(s) + `"`
 		}
 	}
 	return s

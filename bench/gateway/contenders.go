@@ -34,11 +34,18 @@ func pinned(name string, args ...string) *exec.Cmd {
 func Contenders(veer, self string) []Contender {
 	veerCfg := func(guards bool) func(dir, backend string, plain, tlsPort int) (*exec.Cmd, error) {
 		return func(dir, backend string, plain, tlsPort int) (*exec.Cmd, error) {
-			y := fmt.Sprintf(`listen: {addr: '127.0.0.1:%d', plain: '127.0.0.1:%d'}
+			tlsAddr := fmt.Sprintf("'127.0.0.1:%d'", tlsPort)
+			if os.Getenv("GATEWAYBENCH_VEER_NO_TLS") != "" {
+				tlsAddr = "'off'"
+			}
+			if os.Getenv("GATEWAYBENCH_VEER_NO_H3") != "" {
+				tlsAddr += ", disable_http3: true"
+			}
+			y := fmt.Sprintf(`listen: {addr: %s, plain: '127.0.0.1:%d'}
 data_dir: %s
 routes: [{name: r, clusters: [{name: c}]}]
 clusters: [{name: c, max_idle_per_backend: 256, backends: [{address: '%s'}]}]
-`, tlsPort, plain, dir, backend)
+`, tlsAddr, plain, dir, backend)
 			if guards {
 				y += `limits:
   keys: [route, client_ip]

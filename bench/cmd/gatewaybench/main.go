@@ -41,6 +41,7 @@ func main() {
 	d := flag.Duration("d", 3*time.Second, "measured duration of each load run (plus a 20% warm-up)")
 	only := flag.String("only", "", "comma-separated contender names to run (default all)")
 	idle := flag.Int("idle", 10000, "idle keep-alive connections for the memory row (0: skip)")
+	idleWait := flag.Duration("idle-wait", time.Second, "how long the idle connections stay before RSS is read")
 	flag.Parse()
 	switch *role {
 	case "backend":
@@ -51,7 +52,7 @@ func main() {
 		return
 	}
 	raiseNofile()
-	if err := run(*veer, *rounds, *d, *only, *idle); err != nil {
+	if err := run(*veer, *rounds, *d, *only, *idle, *idleWait); err != nil {
 		fmt.Fprintln(os.Stderr, "gatewaybench:", err)
 		os.Exit(1)
 	}
@@ -101,7 +102,7 @@ type row struct {
 	cpuUS, rps, p50, p99 []float64 // per round
 }
 
-func run(veer string, rounds int, d time.Duration, only string, idle int) error {
+func run(veer string, rounds int, d time.Duration, only string, idle int, idleWait time.Duration) error {
 	self, err := os.Executable()
 	if err != nil {
 		return err
@@ -111,7 +112,7 @@ func run(veer string, rounds int, d time.Duration, only string, idle int) error 
 	}
 	for _, tool := range []string{"haproxy", "nginx", "caddy", "taskset"} {
 		if _, err := exec.LookPath(tool); err != nil {
-			return fmt.Errorf("%s missing: run scripts/bench-gateway-deps.sh (make bench-gateway does)", tool)
+			return fmt.Errorf("%s missing: run bench/gateway/deps.sh (make bench-gateway does)", tool)
 		}
 	}
 	bport := gw.FreePort()
@@ -149,8 +150,8 @@ func run(veer string, rounds int, d time.Duration, only string, idle int) error 
 	report(contenders, rows, key, baseP50, baseP99)
 	if idle > 0 {
 		for _, c := range contenders {
-			if c.Name == "veer bare" || c.Name == "caddy" || c.Name == "haproxy" {
-				if err := idleRow(c, baddr, idle); err != nil {
+			if c.Name != "veer guards" {
+				if err := idleRow(c, baddr, idle, idleWait); err != nil {
 					fmt.Fprintf(os.Stderr, "idle %s: %v\n", c.Name, err)
 				}
 			}
@@ -265,7 +266,7 @@ func report(cs []gw.Contender, rows map[string]*row, key func(string, string) st
 
 // idleRow opens n keep-alive connections, one request each, and reads the
 // contender's RSS while they stay idle.
-func idleRow(c gw.Contender, baddr string, n int) error {
+func idleRow(c gw.Contender, baddr string, n int, wait time.Duration) error {
 	dir, err := os.MkdirTemp("", "gatewaybench-idle-")
 	if err != nil {
 		return err
@@ -306,9 +307,9 @@ func idleRow(c gw.Contender, baddr string, n int) error {
 			return fmt.Errorf("connection %d: %w", len(conns), err)
 		}
 	}
-	time.Sleep(time.Second) // let the idle state settle before reading RSS
+	time.Sleep(wait) // the connections stay idle this long before RSS is read
 	after := gw.RSSBytes(cmd.Process.Pid)
-	fmt.Printf("- %d idle keep-alive connections (one request each): %s RSS %.1f MiB (%.1f MiB before them)\n", n, c.Name, float64(after)/(1<<20), float64(before)/(1<<20))
+	fmt.Printf("- %d idle keep-alive connections (one request each), RSS after %s idle: %s %.1f MiB (%.1f MiB before them)\n", n, wait, c.Name, float64(after)/(1<<20), float64(before)/(1<<20))
 	return nil
 }
 
