@@ -70,9 +70,18 @@ func (c *cluster) share(now int64) float64 {
 // pick chooses a backend by the power of two choices over least
 // outstanding requests, scaled by weight and slow start. Ejected and
 // unhealthy backends are skipped unless none is usable (panic mode: then
-// every backend that is not drained is used). It returns nil when every
-// backend is drained.
-func (c *cluster) pick(now int64, rnd *rand.Rand) (b *backend, panicked bool) {
+// every backend that is not drained is used); avoid (the backend a retry
+// just failed on, or nil) is taken only when it is the one left. It returns
+// nil when every backend is drained.
+func (c *cluster) pick(now int64, rnd *rand.Rand, avoid *backend) (b *backend, panicked bool) {
+	if avoid != nil && len(c.backends) > 1 {
+		if a := c.draw(now, false, rnd, avoid); a != nil {
+			if o := c.draw(now, false, rnd, avoid); o != nil && o != a && c.score(o, now) < c.score(a, now) {
+				return o, false
+			}
+			return a, false
+		}
+	}
 	a := c.draw(now, false, rnd, nil)
 	if a == nil {
 		a = c.draw(now, true, rnd, nil)

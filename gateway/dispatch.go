@@ -46,6 +46,9 @@ type reqState struct {
 	kind       outcome.Kind
 	stale      bool
 	traceID    string
+	// lastBackend is the backend of the previous attempt, avoided by the
+	// next one when its cluster has another.
+	lastBackend *backend
 }
 
 type stateKey struct{}
@@ -157,7 +160,8 @@ func (d *dispatcher) try(req *http.Request, st *reqState, c *cluster, now time.T
 			return nil, outcome.Outcome{Kind: outcome.Overloaded, RetryAfter: c.breaker.RetryAfter(), Err: err}
 		}
 	}
-	b, panicked := c.pick(now.UnixNano(), rnd)
+	b, panicked := c.pick(now.UnixNano(), rnd, st.lastBackend)
+	st.lastBackend = b
 	if panicked {
 		c.m.panics.Inc()
 	}

@@ -69,8 +69,8 @@ type Gateway struct {
 	limiter  *limit.Limiter // local limits; nil when shared or none
 	admitter limit.Admitter
 	shedder  *shed.Shedder
-	alog       *accessLog
-	proxy      *httputil.ReverseProxy
+	alog     *accessLog
+	proxy    *httputil.ReverseProxy
 
 	srv  servers
 	rngs sync.Pool

@@ -78,7 +78,7 @@ func TestEjectionCapAndPanic(t *testing.T) {
 	rnd := rand.New(rand.NewPCG(1, 2))
 	seen := map[*backend]bool{}
 	for range 200 {
-		b, panicked := c.pick(now.UnixNano(), rnd)
+		b, panicked := c.pick(now.UnixNano(), rnd, nil)
 		if b == nil || !panicked {
 			t.Fatalf("pick in panic: %v %v", b, panicked)
 		}
@@ -101,7 +101,7 @@ func TestP2CPrefersLeastOutstanding(t *testing.T) {
 	rnd := rand.New(rand.NewPCG(3, 4))
 	counts := map[string]int{}
 	for range 3000 {
-		b, _ := c.pick(now.UnixNano(), rnd)
+		b, _ := c.pick(now.UnixNano(), rnd, nil)
 		counts[b.addr]++
 	}
 	// c is idle: it wins every draw that includes it (2 of 3 pairs), so
@@ -115,7 +115,7 @@ func TestP2CPrefersLeastOutstanding(t *testing.T) {
 	w.cum = []int{1, 4}
 	counts = map[string]int{}
 	for range 4000 {
-		b, _ := w.pick(now.UnixNano(), rnd)
+		b, _ := w.pick(now.UnixNano(), rnd, nil)
 		counts[b.addr]++
 	}
 	if counts["y"] < 2*counts["x"] {
@@ -176,4 +176,23 @@ func TestActiveHealthChecks(t *testing.T) {
 		}
 		_ = g.Close()
 	})
+}
+
+func TestRetryAvoidsTheFailedBackend(t *testing.T) {
+	now := time.Unix(1000, 0)
+	c := &cluster{cfg: Cluster{}}
+	for i := range 3 {
+		c.backends = append(c.backends, newBackend("c", string(rune('a'+i)), now.Add(-time.Hour)))
+		c.cum = append(c.cum, i+1)
+	}
+	rnd := rand.New(rand.NewPCG(5, 6))
+	for range 500 {
+		if b, _ := c.pick(now.UnixNano(), rnd, c.backends[1]); b == c.backends[1] {
+			t.Fatal("picked the backend to avoid while others were usable")
+		}
+	}
+	one := &cluster{cfg: Cluster{}, backends: c.backends[:1], cum: []int{1}}
+	if b, _ := one.pick(now.UnixNano(), rnd, c.backends[0]); b != c.backends[0] {
+		t.Fatal("the only backend must still be picked")
+	}
 }

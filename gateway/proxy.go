@@ -175,7 +175,7 @@ func newReverseProxy(g *Gateway) *httputil.ReverseProxy {
 		},
 		Transport:  &dispatcher{g: g},
 		BufferPool: bufferPool{},
-		ErrorLog:   nil,
+		ErrorLog:   newServerLog(g.log), // debug level: failures are counted and logged per request
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			var de *dispatchError
 			o := outcome.Outcome{Kind: outcome.NetworkOther, Err: err}

@@ -67,7 +67,7 @@ func TestAccessLogNeverBlocks(t *testing.T) {
 	w := &blockingWriter{entered: make(chan struct{}), release: make(chan struct{})}
 	a := startAccessLog(w, nil, 4, 1, dropped)
 	a.submit(logEntry{method: "GET"})
-	<-w.entered // the worker is stuck writing the first entry
+	<-w.entered    // the worker is stuck writing the first entry
 	for range 99 { // the request path: returns although nothing more is written
 		a.submit(logEntry{method: "GET"})
 	}

@@ -30,9 +30,9 @@ func Client(proto string, conns int) *http.Client {
 type Result struct {
 	Requests, Errors int
 	// Total counts the warm-up too: CPU time is read around the whole run.
-	Total int
-	Elapsed          time.Duration
-	Latencies        []time.Duration // sorted
+	Total     int
+	Elapsed   time.Duration
+	Latencies []time.Duration // sorted
 }
 
 // Quantile returns the q-quantile of the latencies.
