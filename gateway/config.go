@@ -77,6 +77,19 @@ type Config struct {
 	TrustedNetworks []string `yaml:"trusted_networks" json:"trusted_networks"`
 	// AccessLog: the JSON access log, written off the request path.
 	AccessLog AccessLog `yaml:"access_log" json:"access_log"`
+	// Tracing: OTLP export of the gateway's spans (wired by cmd/veer
+	// through gateway/gatewayotel); off by default.
+	Tracing Tracing `yaml:"tracing" json:"tracing"`
+}
+
+// Tracing configures span export over OTLP/HTTP.
+type Tracing struct {
+	// OTLPEndpoint: host:port of the collector; empty: no export.
+	OTLPEndpoint string `yaml:"otlp_endpoint" json:"otlp_endpoint"`
+	// Insecure: plain HTTP to the collector.
+	Insecure bool `yaml:"insecure" json:"insecure"`
+	// ServiceName: default "veer-gateway".
+	ServiceName string `yaml:"service_name" json:"service_name"`
 }
 
 // Listen configures the public listeners.
@@ -309,6 +322,11 @@ func (c *Config) Validate() error {
 	for i, n := range c.TrustedNetworks {
 		if _, err := netip.ParsePrefix(n); err != nil {
 			add(fmt.Sprintf("trusted_networks[%d]", i), "not a CIDR: %v", err)
+		}
+	}
+	if e := c.Tracing.OTLPEndpoint; e != "" {
+		if _, _, err := net.SplitHostPort(e); err != nil {
+			add("tracing.otlp_endpoint", "%q: want host:port", e)
 		}
 	}
 	if c.AccessLog.Queue < 0 || c.AccessLog.Workers < 0 {

@@ -45,7 +45,7 @@ type reqState struct {
 	backend    string
 	kind       outcome.Kind
 	stale      bool
-	traceID    string
+	hop        hop
 	// lastBackend is the backend of the previous attempt, avoided by the
 	// next one when its cluster has another.
 	lastBackend *backend

@@ -43,6 +43,13 @@ type Options struct {
 	// DialContext connects to backends; default a net.Dialer with a 2 s
 	// connect timeout. Tests use in-memory pipes here.
 	DialContext func(ctx context.Context, network, addr string) (net.Conn, error)
+	// OnSpan, if set, receives the gateway's span of every request once
+	// its response is written, on the request's goroutine: it must not
+	// block (gateway/gatewayotel queues and drops).
+	OnSpan func(Span)
+	// SampleNewTraces marks the traces the gateway starts as sampled
+	// (traceparent flags 01); set it when spans are exported.
+	SampleNewTraces bool
 	// HTTP3 starts the HTTP/3 listener (gateway/gatewayh3.Listen); nil:
 	// no HTTP/3 and no Alt-Svc.
 	HTTP3 HTTP3Func
@@ -201,6 +208,7 @@ func (g *Gateway) Apply(cfg Config) (err error) {
 	fixed("shed.enabled", old.Shed.Enabled, c.Shed.Enabled)
 	fixed("shed.max_endpoints", old.Shed.MaxEndpoints, c.Shed.MaxEndpoints)
 	fixed("access_log", old.AccessLog, c.AccessLog)
+	fixed("tracing", old.Tracing, c.Tracing)
 	if (len(old.Limits.Dimensions) == 0) != (len(c.Limits.Dimensions) == 0) {
 		errs = append(errs, config.Field("limits.dimensions", "turning limits on or off needs a restart"))
 	}

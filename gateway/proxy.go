@@ -163,7 +163,7 @@ func newReverseProxy(g *Gateway) *httputil.ReverseProxy {
 			pr.SetXForwarded()
 			appendForwarded(pr.Out, pr.In)
 			rnd := g.rng()
-			st.traceID = propagateTrace(pr.In, pr.Out, rnd)
+			st.hop = propagateTrace(pr.In, pr.Out, rnd, g.opts.SampleNewTraces)
 			g.rngs.Put(rnd)
 			if h := st.route.cfg.HostRewrite; h != "" {
 				pr.Out.Host = h
@@ -277,12 +277,19 @@ func (g *Gateway) finish(rec *recorder, r *http.Request, st *reqState, start tim
 	} else {
 		g.m.requests.WithLabelValues(name, kind.String()).Inc()
 	}
+	if g.opts.OnSpan != nil && st.hop.traceID != "" {
+		sp := st.hop.span()
+		sp.Start, sp.End = start, start.Add(d)
+		sp.Method, sp.Host, sp.Path, sp.Status = r.Method, r.Host, r.URL.Path, status
+		sp.Route, sp.Cluster, sp.Backend, sp.Attempts = name, st.cluster, st.backend, st.attempts
+		g.opts.OnSpan(sp)
+	}
 	if g.alog != nil {
 		g.alog.submit(logEntry{
 			time: start, method: r.Method, host: r.Host, path: r.URL.Path, proto: r.Proto,
 			remote: r.RemoteAddr, status: status, bytes: rec.bytes, dur: d, route: name,
 			cluster: st.cluster, backend: st.backend, attempts: st.attempts, stale: st.stale,
-			traceID: st.traceID,
+			traceID: st.hop.traceID,
 		})
 	}
 }

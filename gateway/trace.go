@@ -4,6 +4,7 @@ import (
 	"encoding/hex"
 	"math/rand/v2"
 	"net/http"
+	"time"
 )
 
 // W3C trace context (https://www.w3.org/TR/trace-context/): the gateway is
@@ -14,6 +15,9 @@ import (
 // the specification asks. Spans are not exported (no OTLP in this build).
 
 const traceparentLen = 55 // 00-<32 hex>-<16 hex>-<2 hex>
+
+// parseTraceparentParent returns the parent id of a valid traceparent.
+func parseTraceparentParent(v string) string { return v[36:52] }
 
 // parseTraceparent returns the trace id and flags of a version-00
 // traceparent, or ok=false. Higher versions are read by their first four
@@ -51,20 +55,67 @@ func allZero(s string) bool {
 	return true
 }
 
-// propagateTrace sets out's traceparent for the hop from in and returns the
-// trace id.
-func propagateTrace(in, out *http.Request, rnd *rand.Rand) string {
-	traceID, flags, ok := parseTraceparent(in.Header.Get("Traceparent"))
-	if !ok {
+// hop is the gateway's span of one request.
+type hop struct {
+	traceID, spanID, parentID string // hex; parentID "" when the gateway started the trace
+	sampled                   bool
+}
+
+// propagateTrace sets out's traceparent for the hop from in. A trace the
+// gateway starts is sampled when sampleNew.
+func propagateTrace(in, out *http.Request, rnd *rand.Rand, sampleNew bool) hop {
+	tp := in.Header.Get("Traceparent")
+	traceID, flags, ok := parseTraceparent(tp)
+	var h hop
+	if ok {
+		h.parentID = parseTraceparentParent(tp)
+	} else {
 		out.Header.Del("Tracestate")
 		var id [16]byte
 		fillRandom(id[:], rnd)
 		traceID, flags = hex.EncodeToString(id[:]), "00"
+		if sampleNew {
+			flags = "01"
+		}
 	}
 	var span [8]byte
 	fillRandom(span[:], rnd)
-	out.Header.Set("Traceparent", "00-"+traceID+"-"+hex.EncodeToString(span[:])+"-"+flags)
-	return traceID
+	h.traceID, h.spanID = traceID, hex.EncodeToString(span[:])
+	h.sampled = flags[1]&1 == 1 // the sampled bit of the last hex digit
+	out.Header.Set("Traceparent", "00-"+traceID+"-"+h.spanID+"-"+flags)
+	return h
+}
+
+// Span is the gateway's part of one request's trace, handed to
+// Options.OnSpan (gateway/gatewayotel exports it over OTLP).
+type Span struct {
+	// TraceID and SpanID, the id sent upstream as the parent; ParentID is
+	// the caller's span, zero when the gateway started the trace.
+	TraceID  [16]byte
+	SpanID   [8]byte
+	ParentID [8]byte
+	Sampled  bool
+	Start    time.Time
+	End      time.Time
+	Method   string
+	Host     string
+	Path     string
+	Status   int
+	Route    string
+	Cluster  string
+	Backend  string
+	Attempts int
+}
+
+func (h hop) span() Span {
+	var s Span
+	_, _ = hex.Decode(s.TraceID[:], []byte(h.traceID))
+	_, _ = hex.Decode(s.SpanID[:], []byte(h.spanID))
+	if h.parentID != "" {
+		_, _ = hex.Decode(s.ParentID[:], []byte(h.parentID))
+	}
+	s.Sampled = h.sampled
+	return s
 }
 
 func fillRandom(b []byte, rnd *rand.Rand) {

@@ -42,7 +42,7 @@ func FuzzTraceparent(f *testing.F) {
 		in, _ := http.NewRequest("GET", "http://x/", nil)
 		in.Header.Set("Traceparent", v)
 		out := in.Clone(in.Context())
-		got := propagateTrace(in, out, rand.New(rand.NewPCG(1, 2)))
+		got := propagateTrace(in, out, rand.New(rand.NewPCG(1, 2)), false).traceID
 		id2, _, ok2 := parseTraceparent(out.Header.Get("Traceparent"))
 		if !ok2 || id2 != got || (ok && got != id) {
 			t.Fatalf("%q: forwarded %q (trace %q)", v, out.Header.Get("Traceparent"), got)

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -14,6 +15,7 @@ import (
 	"github.com/veerhq/veer/config/watch"
 	"github.com/veerhq/veer/gateway"
 	"github.com/veerhq/veer/gateway/gatewayh3"
+	"github.com/veerhq/veer/gateway/gatewayotel"
 	"github.com/veerhq/veer/gateway/gatewayredis"
 	"github.com/veerhq/veer/obs"
 )
@@ -76,8 +78,21 @@ veer_gateway_reloads_total and veer_config_reloads_total). SIGTERM drains:
 // interrupt), then drains.
 func runGateway(ctx context.Context, path string, cfg gateway.Config, log *slog.Logger) error {
 	reg := obs.NewRegistry()
-	g, err := gateway.New(cfg, gateway.Options{Logger: log, Registerer: reg, Gatherer: reg,
-		SharedLimiter: gatewayredis.SharedLimiter(reg, log), HTTP3: gatewayh3.Listen})
+	opts := gateway.Options{Logger: log, Registerer: reg, Gatherer: reg,
+		SharedLimiter: gatewayredis.SharedLimiter(reg, log), HTTP3: gatewayh3.Listen}
+	if tc := cfg.Tracing; tc.OTLPEndpoint != "" {
+		exp, err := gatewayotel.New(gatewayotel.Config{Endpoint: tc.OTLPEndpoint, Insecure: tc.Insecure, ServiceName: tc.ServiceName})
+		if err != nil {
+			return fmt.Errorf("tracing: %w", err)
+		}
+		defer func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_ = exp.Close(ctx)
+		}()
+		opts.OnSpan, opts.SampleNewTraces = exp.OnSpan, true
+	}
+	g, err := gateway.New(cfg, opts)
 	if err != nil {
 		return err
 	}

@@ -63,6 +63,7 @@ var Heavy = map[string]string{
 	"etcd":       "go.etcd.io/etcd",
 	"bbolt":      "go.etcd.io/bbolt",
 	"nats":       "github.com/nats-io",
+	"otel":       "go.opentelemetry.io/otel",
 }
 
 // HeavyAllowed lists, per library package (module-relative path, not
@@ -87,7 +88,8 @@ var HeavyAllowed = map[string][]string{
 	"retry":                {"prometheus"},
 	"cache":                {"prometheus"},
 	"cache/cacheredis":     {"go-redis"},
-	"gateway":              {"prometheus"},             // metrics per route, cluster, backend
-	"gateway/gatewayh3":    {"prometheus", "quic-go"},  // HTTP/3 listener
-	"gateway/gatewayredis": {"prometheus", "go-redis"}, // limits shared through Redis
+	"gateway":              {"prometheus"},                 // metrics per route, cluster, backend
+	"gateway/gatewayh3":    {"prometheus", "quic-go"},      // HTTP/3 listener
+	"gateway/gatewayredis": {"prometheus", "go-redis"},     // limits shared through Redis
+	"gateway/gatewayotel":  {"otel", "prometheus", "grpc"}, // OTLP span export; otlptracehttp links gRPC status types, package gateway prometheus
 }
