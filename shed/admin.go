@@ -27,7 +27,8 @@ const MaxEndpointLen = 256
 
 // Change sets (or, with an empty Tier, removes) the tier of one caller on
 // one endpoint at run time. It overrides the config file's table until
-// removed; config reloads keep it.
+// removed; config reloads keep it. Public: it is the admin API's request
+// body (ParseChange), which clients and tools encode.
 type Change struct {
 	Endpoint string `json:"endpoint"`
 	Caller   string `json:"caller"`
@@ -66,7 +67,8 @@ func ParseChange(body []byte) (Change, tier.Tier, error) {
 	return c, t, nil
 }
 
-// TableEntry is one cell of the endpoint × caller table.
+// TableEntry is one cell of the endpoint × caller table. Public: Table
+// returns it, and it is part of AdminView's JSON.
 type TableEntry struct {
 	Endpoint string `json:"endpoint"`
 	Caller   string `json:"caller"`
@@ -75,7 +77,8 @@ type TableEntry struct {
 	Source string `json:"source"`
 }
 
-// AdminView is what the admin handler's GET returns.
+// AdminView is what the admin handler's GET returns. Public: it is the
+// admin API's response schema, which the console and tools decode.
 type AdminView struct {
 	DefaultTier    string          `json:"default_tier"`
 	NeverShed      string          `json:"never_shed"`

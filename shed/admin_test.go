@@ -142,9 +142,9 @@ func FuzzTierHeaders(f *testing.F) {
 		h.Set(tier.Header, crit)
 		h.Set(tier.CallerHeader, caller)
 		stated, _ := tier.FromHeader(h)
-		c2, st2 := fromHeader(h)
+		st2, c2 := tier.ParseHeader(h)
 		if c2 != tier.CallerFromHeader(h) || st2 != stated {
-			t.Fatalf("fromHeader = %q, %v; tier package decodes %q, %v", c2, st2, tier.CallerFromHeader(h), stated)
+			t.Fatalf("ParseHeader = %v, %q; FromHeader, CallerFromHeader %v, %q", st2, c2, stated, tier.CallerFromHeader(h))
 		}
 		got := s.Resolve("e", tier.CallerFromHeader(h), stated)
 		if !got.Valid() {

@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"time"
 
 	"github.com/veerhq/veer/tier"
 )
@@ -78,4 +79,34 @@ func BenchmarkMiddlewareInsideMux(b *testing.B) {
 	mux := http.NewServeMux()
 	mux.Handle("GET /trips/{id}", s.Middleware(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})))
 	benchServe(b, mux, http.Header{})
+}
+
+// BenchmarkRejection is the middleware's path for a request refused on
+// arrival (its tier is below the one being shed): endpoint lookup, the
+// admission check and the 503 with its headers and body. The writer's
+// header map is cleared per request (net/http makes a new one, whose
+// allocation is the server's, not the middleware's). The storm bench
+// (bench/cmd/shedbench scenario 7) measures the whole server's CPU per
+// request, parsing and system calls included.
+func BenchmarkRejection(b *testing.B) {
+	s, _ := newShedder(b, Config{})
+	s.rq = nil
+	h := s.Middleware(benchMux())
+	st := s.stage("GET /trips/{id}")
+	st.mu.Lock()
+	st.lastOver = time.Now().Add(time.Hour) // shedding for the whole run
+	st.mu.Unlock()
+	st.floor.Store(uint32(tier.Critical))
+	st.shedding.Store(true)
+	hdr := http.Header{tier.Header: {"sheddable"}}
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		req := httptest.NewRequest(http.MethodGet, "/trips/42", nil)
+		req.Header = hdr.Clone()
+		w := &nopWriter{h: http.Header{}}
+		for pb.Next() {
+			clear(w.h)
+			h.ServeHTTP(w, req)
+		}
+	})
 }

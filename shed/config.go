@@ -20,6 +20,7 @@ const (
 	DefaultMaxEndpoints = 256
 	DefaultTier         = tier.SheddablePlus
 	DefaultRetryAfter   = time.Second
+	DefaultRejectHold   = 100 * time.Millisecond
 )
 
 // Config configures a Shedder. The zero value works: every route is its own
@@ -57,6 +58,13 @@ type Config struct {
 	Limit LimitConfig `yaml:"limit" json:"limit"`
 	// RetryAfter is sent with rejections; default 1s.
 	RetryAfter time.Duration `yaml:"retry_after" json:"retry_after"`
+	// RejectHold is how long, at most, an HTTP refusal is held before it is
+	// written while its endpoint refuses more requests than it admits (a
+	// rejection storm: closed-loop clients that ignore Retry-After retry
+	// at once, and the refusals take the processor; see pace.go). Held
+	// refusals wait between 7/8 of RejectHold and all of it. Default 100ms; a
+	// negative value (e.g. -1ns) answers every refusal at once.
+	RejectHold time.Duration `yaml:"reject_hold" json:"reject_hold"`
 	// Endpoints holds per-endpoint settings: limit overrides and the
 	// caller → tier table.
 	Endpoints []EndpointConfig `yaml:"endpoints" json:"endpoints"`

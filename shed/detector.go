@@ -2,7 +2,7 @@ package shed
 
 import "time"
 
-// Detector is the CoDel overload test of one endpoint (folly's Codel
+// detector is the CoDel overload test of one endpoint (folly's Codel
 // semantics, as used by QALM). It is a pure state machine: the caller passes
 // the time, so it runs the same on the wall clock and on clock.Manual.
 //
@@ -24,7 +24,7 @@ import "time"
 //
 // While overloaded, a request that has waited longer than 2 × Target is
 // dropped (Drop reports true).
-type Detector struct {
+type detector struct {
 	// Target is the acceptable standing queue wait; default 5ms.
 	Target time.Duration
 	// Interval is the length of a measurement interval; default 100ms.
@@ -38,14 +38,14 @@ type Detector struct {
 	overloaded bool
 }
 
-func (d *Detector) target() time.Duration {
+func (d *detector) target() time.Duration {
 	if d.Target <= 0 {
 		return DefaultTarget
 	}
 	return d.Target
 }
 
-func (d *Detector) interval() time.Duration {
+func (d *detector) interval() time.Duration {
 	if d.Interval <= 0 {
 		return DefaultInterval
 	}
@@ -53,7 +53,7 @@ func (d *Detector) interval() time.Duration {
 }
 
 // Observe records that a request started at now after waiting wait.
-func (d *Detector) Observe(now time.Time, wait time.Duration) {
+func (d *detector) Observe(now time.Time, wait time.Duration) {
 	d.Advance(now, 0, false)
 	d.record(wait)
 	d.streak(now, wait)
@@ -63,7 +63,7 @@ func (d *Detector) Observe(now time.Time, wait time.Duration) {
 // have stayed above Target for a whole Interval (every sample since the
 // first one above it), the endpoint is overloaded at once, without waiting
 // for the aligned interval to end. A wait at or below Target ends the streak.
-func (d *Detector) streak(now time.Time, wait time.Duration) {
+func (d *detector) streak(now time.Time, wait time.Duration) {
 	if wait <= d.target() {
 		d.aboveSince = time.Time{}
 		return
@@ -78,7 +78,7 @@ func (d *Detector) streak(now time.Time, wait time.Duration) {
 }
 
 // MarkDrained records that the queue was empty at now.
-func (d *Detector) MarkDrained(now time.Time) {
+func (d *detector) MarkDrained(now time.Time) {
 	d.Advance(now, 0, false)
 	d.drained = true
 	d.aboveSince = time.Time{}
@@ -87,10 +87,10 @@ func (d *Detector) MarkDrained(now time.Time) {
 // Backlogged records that requests are waiting before they reach the queue
 // (in the Go scheduler's run queue): an empty queue at the interval's end
 // does not count as drained.
-func (d *Detector) Backlogged() { d.drained = false }
+func (d *detector) Backlogged() { d.drained = false }
 
 // record adds a sample to the current interval.
-func (d *Detector) record(wait time.Duration) {
+func (d *detector) record(wait time.Duration) {
 	if !d.seen || wait < d.min {
 		d.min = wait
 		d.seen = true
@@ -100,7 +100,7 @@ func (d *Detector) record(wait time.Duration) {
 // Advance closes every interval that ended at or before now. queued reports
 // whether requests are still waiting and headWait is how long the oldest of
 // them has waited by now. It returns the overload state.
-func (d *Detector) Advance(now time.Time, headWait time.Duration, queued bool) bool {
+func (d *detector) Advance(now time.Time, headWait time.Duration, queued bool) bool {
 	iv := d.interval()
 	if d.start.IsZero() {
 		d.start = now
@@ -132,23 +132,23 @@ func (d *Detector) Advance(now time.Time, headWait time.Duration, queued bool) b
 
 // Forgive clears the overload state and the current run of waits above
 // Target: the standing queue was not the endpoint's (the stage's own limit
-// held it, see Limiter.SelfLimited). The next interval decides afresh.
-func (d *Detector) Forgive() {
+// held it, see limiter.SelfLimited). The next interval decides afresh.
+func (d *detector) Forgive() {
 	d.overloaded = false
 	d.aboveSince = time.Time{}
 }
 
 // Overloaded reports the state decided at the end of the last interval.
-func (d *Detector) Overloaded() bool { return d.overloaded }
+func (d *detector) Overloaded() bool { return d.overloaded }
 
 // Drop reports whether a request that has waited wait should be dropped:
 // the endpoint is overloaded and the wait exceeds 2 × Target.
-func (d *Detector) Drop(wait time.Duration) bool {
+func (d *detector) Drop(wait time.Duration) bool {
 	return d.overloaded && wait > 2*d.target()
 }
 
 // NextEnd returns when the current interval ends (zero before the first call).
-func (d *Detector) NextEnd() time.Time {
+func (d *detector) NextEnd() time.Time {
 	if d.start.IsZero() {
 		return time.Time{}
 	}

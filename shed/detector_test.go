@@ -88,7 +88,7 @@ func TestDetectorSteps(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			clk := clock.NewManual(time.Unix(1000, 0))
-			d := &Detector{}
+			d := &detector{}
 			for i, s := range tt.steps {
 				clk.Advance(s.advance)
 				now := clk.Now()

@@ -7,14 +7,14 @@
 // concurrent slots (its limit) with a queue per tier in front. The wait from
 // arrival to handler start is the CoDel signal, measured per tier queue: when
 // the minimum wait over an interval (100 ms) exceeds a target (5 ms), that
-// queue is overloaded until it drains (see Detector), and while it is,
+// queue is overloaded until it drains (see detector), and while it is,
 // requests that waited longer than 2 × target are dropped, lowest tier first;
 // tiers below the one being dropped are rejected on arrival until FloorHold
 // after the overload. The queue serves the highest tier first, FIFO normally and newest
 // first (adaptive LIFO) under overload, and in a sheddable tier as soon as
 // its oldest request has waited 2 × target (before CoDel, which needs an
 // interval, has called the overload). A request whose deadline would pass
-// before it could start is dropped. The limit adapts (see Limiter) unless
+// before it could start is dropped. The limit adapts (see limiter) unless
 // fixed. Each endpoint has its own stage and detector: a spike on one never
 // sheds another.
 //
@@ -40,11 +40,23 @@
 // reloaded with Apply, e.g. through config/watch; run-time overrides
 // through AdminHandler), else the default, sheddable_plus.
 //
+// Rejection storms. Clients that ignore Retry-After retry as soon as they
+// are refused, and on one core the refusals themselves take the processor.
+// While an endpoint refuses more than it admits, an HTTP refusal is held
+// for up to Config.RejectHold (100 ms) before it is written, which bounds a
+// closed-loop client's retry rate by its concurrency; held refusals are
+// bounded (MaxHeld) and allocate nothing (see pace.go).
+//
 // Contract: the zero Config works. Middleware has the standard
 // func(http.Handler) http.Handler shape and answers shed requests with 503,
-// Retry-After and a small JSON body (outcome.WriteHTTP); shed/shedgrpc has the
-// gRPC interceptors. The unloaded path is one atomic compare-and-swap, no
-// lock; the loaded path takes the endpoint's mutex.
+// Retry-After, a Veer-Shed-Reason header (ReasonHeader: a deadline drop is
+// told from overload without the body) and a small JSON body, in the form
+// of outcome.WriteHTTP, prebuilt; shed/shedgrpc has the gRPC interceptors.
+// The unloaded path is one atomic compare-and-swap, no lock; the loaded
+// path takes the endpoint's mutex. The state gauges and Stats are read when
+// asked and are true within an interval of a load's end. Serve /metrics
+// outside the middleware (its own listener): wrapped, a scrape is shed like
+// any request under the very overload it should show.
 //
 // Failure modes: a request that never releases its Ticket holds its slot
 // forever (Middleware releases with defer, also on panic). A critical tier

@@ -67,3 +67,23 @@ func ExampleShedder_Middleware_timeout() {
 	h.ServeHTTP(httptest.NewRecorder(), req)
 	// Output: deadline: true within 250ms: true
 }
+
+// A refusal names its reason in the Veer-Shed-Reason header, so that a
+// proxy can tell a deadline drop (retrying with the same budget is
+// pointless) from plain overload without reading the body.
+func ExampleShedder_WriteRejection() {
+	s, _ := shed.New(shed.Config{Registerer: prometheus.NewRegistry(), Limit: shed.LimitConfig{Static: 1}})
+	defer s.Close()
+	held, _ := s.Acquire(context.Background(), "/pkg.Svc/Get", tier.Critical)
+	defer held.Release()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // the caller's deadline has passed
+	_, err := s.Acquire(ctx, "/pkg.Svc/Get", tier.Sheddable)
+	rec := httptest.NewRecorder()
+	s.WriteRejection(rec, err)
+	fmt.Println(rec.Code, rec.Header().Get(shed.ReasonHeader), rec.Header().Get("Retry-After"))
+	fmt.Print(rec.Body.String())
+	// Output:
+	// 503 deadline 1
+	// {"error":"overloaded","reason":"deadline","retry_after_seconds":1}
+}

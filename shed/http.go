@@ -6,7 +6,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/veerhq/veer/outcome"
 	"github.com/veerhq/veer/tier"
 )
 
@@ -68,7 +67,7 @@ func (s *Shedder) Middleware(next http.Handler) http.Handler {
 	mux, _ := next.(*http.ServeMux)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		endpoint := s.endpointOf(r, mux)
-		caller, stated := fromHeader(r.Header)
+		stated, caller := tier.ParseHeader(r.Header)
 		if v := r.Header[TimeoutHeader]; len(v) > 0 {
 			if d, ok := parseTimeout(v[0]); ok {
 				ctx, cancel := context.WithTimeout(r.Context(), d)
@@ -78,9 +77,11 @@ func (s *Shedder) Middleware(next http.Handler) http.Handler {
 		}
 		p := s.pol.Load()
 		t := p.resolve(endpoint, caller, stated)
-		tk, err := s.stage(endpoint).acquire(r.Context(), t, p)
+		st := s.stage(endpoint)
+		tk, err := st.acquire(r.Context(), t, p)
 		if err != nil {
-			s.WriteRejection(w, err)
+			s.hold(r.Context(), st, p)
+			p.wire[reasonOf(err)].write(w, r)
 			return
 		}
 		defer tk.Release()
@@ -93,20 +94,6 @@ func (s *Shedder) Middleware(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
-}
-
-// fromHeader decodes Rpc-Caller and Veer-Criticality like
-// tier.CallerFromHeader and tier.FromHeader, reading the header map with the
-// canonical keys directly: net/http stores inbound keys canonicalised, and
-// skipping Header.Get's re-canonicalisation is a third of the unloaded path.
-func fromHeader(h http.Header) (caller string, stated tier.Tier) {
-	if v := h[tier.CallerHeader]; len(v) > 0 && len(v[0]) <= tier.MaxCallerLen {
-		caller = v[0]
-	}
-	if v := h[tier.Header]; len(v) > 0 && v[0] != "" {
-		stated, _ = tier.Parse(v[0])
-	}
-	return caller, stated
 }
 
 func (s *Shedder) endpointOf(r *http.Request, mux *http.ServeMux) string {
@@ -127,13 +114,18 @@ func (s *Shedder) endpointOf(r *http.Request, mux *http.ServeMux) string {
 }
 
 // WriteRejection writes err (from Acquire) as an HTTP rejection: 503 with
-// Retry-After and a JSON body naming the reason.
+// Retry-After, the ReasonHeader and a JSON body naming the reason
+// (outcome.WriteHTTP's form, prebuilt).
 func (s *Shedder) WriteRejection(w http.ResponseWriter, err error) {
-	reason := "overload"
-	if rj, ok := err.(*Rejection); ok {
-		reason = rj.Reason.String()
+	s.pol.Load().wire[reasonOf(err)].write(w, nil)
+}
+
+// reasonOf is the reason of a rejection; overload for any other error.
+func reasonOf(err error) Reason {
+	if rj, ok := err.(*Rejection); ok && rj.Reason < numReasons {
+		return rj.Reason
 	}
-	outcome.WriteHTTP(w, outcome.Outcome{Kind: outcome.Overloaded, RetryAfter: s.RetryAfter()}, reason)
+	return ReasonOverload
 }
 
 // RetryAfter is the delay advertised with rejections.

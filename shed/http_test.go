@@ -361,6 +361,9 @@ func TestTimeoutHeader(t *testing.T) {
 		if queued == nil || queued.Code != http.StatusServiceUnavailable || !strings.Contains(queued.Body.String(), `"deadline"`) {
 			t.Fatalf("queued request with a 50 ms budget after 60 ms: %+v", queued)
 		}
+		if got := queued.Header().Get(ReasonHeader); got != "deadline" {
+			t.Fatalf("deadline drop: %s %q, want deadline (readable without the body)", ReasonHeader, got)
+		}
 		close(release)
 		synctest.Wait()
 		if rec := do("/fast", "250"); rec.Code != http.StatusOK || sawDeadline != 250*time.Millisecond {

@@ -49,8 +49,8 @@ func (c LimitConfig) withDefaults() LimitConfig {
 	return c
 }
 
-// Window is what an endpoint measured since the limit last moved.
-type Window struct {
+// window is what an endpoint measured since the limit last moved.
+type window struct {
 	// Count is the number of requests that completed, Sum their total
 	// service time (handler start to handler return).
 	Count int64
@@ -69,9 +69,9 @@ type Window struct {
 	Waiting int64
 }
 
-// Limiter is the adaptive concurrency limit of one endpoint: a gradient on
+// limiter is the adaptive concurrency limit of one endpoint: a gradient on
 // the minimum service latency, with two safeguards. It is pure: the stage
-// feeds it a Window per measurement interval.
+// feeds it a window per measurement interval.
 //
 // Algorithm. The baseline is the lowest mean service time seen in a window
 // (the latency at low concurrency). Each window with at least MinSamples
@@ -106,7 +106,7 @@ type Window struct {
 // and be shed, for its first half second. SelfLimited reports such a window,
 // so that the stage does not call the queue an overload.
 //
-// Saturated processors (Window.Saturated): extra requests in flight only wait
+// Saturated processors (window.Saturated): extra requests in flight only wait
 // for a processor, so the limit does not grow, the tolerance is halfway to
 // 1 (1.5 by default), and a cut that did not help is not taken for a slow
 // dependency.
@@ -130,7 +130,7 @@ type Window struct {
 // only rises through the explicit reset above, never by drift (an average
 // that follows the latency up lets the limit grow with it), and it falls back
 // as soon as a window is faster.
-type Limiter struct {
+type limiter struct {
 	cfg      LimitConfig
 	limit    float64
 	baseline time.Duration
@@ -148,16 +148,16 @@ type Limiter struct {
 	probed      bool          // a probe found the baseline sound: no more probes
 }
 
-// NewLimiter returns a limiter at cfg's initial (or static) limit.
-func NewLimiter(cfg LimitConfig) *Limiter {
-	l := &Limiter{}
+// newLimiter returns a limiter at cfg's initial (or static) limit.
+func newLimiter(cfg LimitConfig) *limiter {
+	l := &limiter{}
 	l.SetConfig(cfg)
 	return l
 }
 
 // SetConfig changes the configuration, keeping the learned state; the limit
 // is clamped into the new bounds.
-func (l *Limiter) SetConfig(cfg LimitConfig) {
+func (l *limiter) SetConfig(cfg LimitConfig) {
 	first := l.limit == 0
 	l.cfg = cfg.withDefaults()
 	if first {
@@ -167,7 +167,7 @@ func (l *Limiter) SetConfig(cfg LimitConfig) {
 }
 
 // Limit returns the current concurrency limit.
-func (l *Limiter) Limit() int {
+func (l *limiter) Limit() int {
 	if l.cfg.Static > 0 {
 		return l.cfg.Static
 	}
@@ -177,11 +177,11 @@ func (l *Limiter) Limit() int {
 // SelfLimited reports whether the last window used was a slow-start one:
 // requests queued behind a binding limit while the latency stayed flat, and
 // the limit grew. Such a queue is no overload of the endpoint.
-func (l *Limiter) SelfLimited() bool { return l.self }
+func (l *limiter) SelfLimited() bool { return l.self }
 
 // Baseline returns the latency the limiter considers unloaded (0 before the
 // first full window).
-func (l *Limiter) Baseline() time.Duration { return l.baseline }
+func (l *limiter) Baseline() time.Duration { return l.baseline }
 
 // probeFloor is the lowest limit a baseline probe tries. Below two, the
 // probe would measure the run-queue yield, not concurrency: with one
@@ -193,7 +193,7 @@ const probeFloor = 2
 
 // Update feeds one window. It reports whether the window was used; an
 // unused window (too few samples) should keep accumulating.
-func (l *Limiter) Update(w Window) (used bool) {
+func (l *limiter) Update(w window) (used bool) {
 	if w.Count < int64(l.cfg.MinSamples) {
 		return false
 	}

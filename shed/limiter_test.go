@@ -7,12 +7,12 @@ import (
 )
 
 // run feeds the limiter n windows whose latency is model(limit).
-func run(l *Limiter, n int, model func(limit int) time.Duration) []int {
+func run(l *limiter, n int, model func(limit int) time.Duration) []int {
 	var trace []int
 	for range n {
 		lim := l.Limit()
 		rtt := model(lim)
-		l.Update(Window{Count: 100, Sum: 100 * rtt, MaxInflight: int64(lim)})
+		l.Update(window{Count: 100, Sum: 100 * rtt, MaxInflight: int64(lim)})
 		trace = append(trace, l.Limit())
 	}
 	return trace
@@ -20,7 +20,7 @@ func run(l *Limiter, n int, model func(limit int) time.Duration) []int {
 
 func TestLimiterCPUBoundConvergesLow(t *testing.T) {
 	// One core, 1ms of CPU per request: latency grows with concurrency.
-	l := NewLimiter(LimitConfig{Initial: 1, Min: 1})
+	l := newLimiter(LimitConfig{Initial: 1, Min: 1})
 	tr := run(l, 60, func(limit int) time.Duration { return time.Duration(limit) * time.Millisecond })
 	for _, v := range tr[20:] {
 		if v > 4 {
@@ -32,7 +32,7 @@ func TestLimiterCPUBoundConvergesLow(t *testing.T) {
 func TestLimiterSaturatedDependencyFindsItsSlots(t *testing.T) {
 	// A dependency with 20 slots of 10ms: latency is flat up to 20 in flight
 	// and grows linearly beyond.
-	l := NewLimiter(LimitConfig{})
+	l := newLimiter(LimitConfig{})
 	model := func(limit int) time.Duration {
 		if limit <= 20 {
 			return 10 * time.Millisecond
@@ -50,7 +50,7 @@ func TestLimiterSaturatedDependencyFindsItsSlots(t *testing.T) {
 func TestLimiterDoesNotCollapseUnderSlowDependency(t *testing.T) {
 	// Latency is 5ms for 50 windows, then a dependency slows every request
 	// to 50ms whatever the concurrency.
-	l := NewLimiter(LimitConfig{Initial: 40})
+	l := newLimiter(LimitConfig{Initial: 40})
 	slow := false
 	model := func(int) time.Duration {
 		if slow {
@@ -75,15 +75,15 @@ func TestLimiterDoesNotCollapseUnderSlowDependency(t *testing.T) {
 }
 
 func TestLimiterDoesNotCreepWhenUnused(t *testing.T) {
-	l := NewLimiter(LimitConfig{Initial: 16})
+	l := newLimiter(LimitConfig{Initial: 16})
 	for range 1000 {
-		l.Update(Window{Count: 100, Sum: 100 * time.Millisecond, MaxInflight: 3})
+		l.Update(window{Count: 100, Sum: 100 * time.Millisecond, MaxInflight: 3})
 	}
 	if got := l.Limit(); got != 16 {
 		t.Fatalf("limit %d after 1000 windows using 3 slots, want 16 (unchanged)", got)
 	}
 	for range 1000 {
-		l.Update(Window{Count: 100, Sum: 100 * time.Millisecond, MaxInflight: int64(l.Limit())})
+		l.Update(window{Count: 100, Sum: 100 * time.Millisecond, MaxInflight: int64(l.Limit())})
 	}
 	if got := l.Limit(); got != 1000 {
 		t.Fatalf("binding limit with flat latency: %d, want Max 1000", got)
@@ -91,19 +91,19 @@ func TestLimiterDoesNotCreepWhenUnused(t *testing.T) {
 }
 
 func TestLimiterStaticAndTooFewSamples(t *testing.T) {
-	l := NewLimiter(LimitConfig{Static: 7})
+	l := newLimiter(LimitConfig{Static: 7})
 	run(l, 10, func(int) time.Duration { return time.Second })
 	if l.Limit() != 7 {
 		t.Fatalf("static limit moved to %d", l.Limit())
 	}
-	l = NewLimiter(LimitConfig{})
-	if used := l.Update(Window{Count: 9, Sum: time.Second, MaxInflight: 16}); used {
+	l = newLimiter(LimitConfig{})
+	if used := l.Update(window{Count: 9, Sum: time.Second, MaxInflight: 16}); used {
 		t.Fatal("window with 9 < MinSamples samples was used")
 	}
 }
 
 // TestLimiterBacklogStepTable: while the processors are saturated
-// (Window.Saturated), more requests in flight only wait for a processor, so
+// (window.Saturated), more requests in flight only wait for a processor, so
 // the limit does not grow, tolerates less latency, and a cut that did not
 // help is not taken for a slow dependency.
 func TestLimiterBacklogStepTable(t *testing.T) {
@@ -129,14 +129,14 @@ func TestLimiterBacklogStepTable(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			l := NewLimiter(LimitConfig{Initial: tt.initial, Min: 1})
-			l.Update(Window{Count: 10, Sum: 10 * 5 * ms}) // baseline 5 ms, not binding
+			l := newLimiter(LimitConfig{Initial: tt.initial, Min: 1})
+			l.Update(window{Count: 10, Sum: 10 * 5 * ms}) // baseline 5 ms, not binding
 			for _, w := range tt.wins {
 				var inflight int64
 				if w.binding {
 					inflight = int64(l.Limit())
 				}
-				l.Update(Window{Count: 10, Sum: 10 * w.rtt, MaxInflight: inflight, Saturated: w.backlog})
+				l.Update(window{Count: 10, Sum: 10 * w.rtt, MaxInflight: inflight, Saturated: w.backlog})
 			}
 			if l.Limit() != tt.wantLimit || l.Baseline() != tt.wantBaseline {
 				t.Errorf("limit %d baseline %v, want %d and %v", l.Limit(), l.Baseline(), tt.wantLimit, tt.wantBaseline)
@@ -176,10 +176,10 @@ func TestLimiterSlowStartStepTable(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			l := NewLimiter(LimitConfig{})
-			l.Update(Window{Count: 10, Sum: 10 * 20 * ms, MaxInflight: 1}) // baseline 20 ms, not binding
+			l := newLimiter(LimitConfig{})
+			l.Update(window{Count: 10, Sum: 10 * 20 * ms, MaxInflight: 1}) // baseline 20 ms, not binding
 			for _, w := range tt.wins {
-				l.Update(Window{Count: 10, Sum: 10 * w.rtt, MaxInflight: int64(l.Limit()), Queued: w.queued, Waiting: w.waiting, Saturated: w.saturated})
+				l.Update(window{Count: 10, Sum: 10 * w.rtt, MaxInflight: int64(l.Limit()), Queued: w.queued, Waiting: w.waiting, Saturated: w.saturated})
 			}
 			if l.Limit() != tt.wantLimit || l.SelfLimited() != tt.wantSelf {
 				t.Errorf("limit %d self-limited %v, want %d and %v", l.Limit(), l.SelfLimited(), tt.wantLimit, tt.wantSelf)
@@ -211,11 +211,11 @@ func TestLimiterProbesAnInflatedBaseline(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			l := NewLimiter(LimitConfig{Initial: tt.initial})
+			l := newLimiter(LimitConfig{Initial: tt.initial})
 			var trace []int
 			for range len(tt.wantTrace) {
 				n := l.Limit()
-				l.Update(Window{Count: 20, Sum: 20 * tt.model(n), MaxInflight: int64(n), Saturated: true, Queued: true})
+				l.Update(window{Count: 20, Sum: 20 * tt.model(n), MaxInflight: int64(n), Saturated: true, Queued: true})
 				trace = append(trace, l.Limit())
 			}
 			if !slices.Equal(trace, tt.wantTrace) || l.Baseline() != tt.wantBase {

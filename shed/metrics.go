@@ -15,50 +15,27 @@ import (
 // metrics are labelled by endpoint (bounded by MaxEndpoints), tier (4) and
 // reason (4); never by caller.
 type metrics struct {
-	waits      *waitCollector
-	shed       *prometheus.CounterVec
-	overloaded *prometheus.GaugeVec
-	limit      *prometheus.GaugeVec
-	inflight   *prometheus.GaugeVec
-	queue      *prometheus.GaugeVec
+	waits *waitCollector
+	state *stateCollector
+	shed  *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
-	ep := []string{"endpoint"}
 	return &metrics{
 		waits: obs.Register(reg, newWaitCollector()),
+		state: obs.Register(reg, newStateCollector()),
 		shed: obs.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "veer_shed_shed_total",
 			Help: "Requests shed, by endpoint, tier and reason (overload, tier, queue_full, deadline).",
 		}, []string{"endpoint", "tier", "reason"})),
-		overloaded: obs.Register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "veer_shed_overloaded_state",
-			Help: "1 while the endpoint's CoDel detector reports overload, else 0.",
-		}, ep)),
-		limit: obs.Register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "veer_shed_concurrency_limit",
-			Help: "Current concurrency limit of the endpoint.",
-		}, ep)),
-		inflight: obs.Register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "veer_shed_requests_inflight",
-			Help: "Requests running in the endpoint's handler (sampled each interval).",
-		}, ep)),
-		queue: obs.Register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "veer_shed_queue_entries",
-			Help: "Requests waiting in the endpoint's queue (sampled each interval).",
-		}, ep)),
 	}
 }
 
 // stageMetrics are the series of one endpoint, resolved once so the request
 // path does no label lookups.
 type stageMetrics struct {
-	wait       [tier.CriticalPlus + 1]*waitHist // admitted requests and their waits
-	shed       [tier.CriticalPlus + 1][numReasons]prometheus.Counter
-	overloaded prometheus.Gauge
-	limit      prometheus.Gauge
-	inflight   prometheus.Gauge
-	queue      prometheus.Gauge
+	wait [tier.CriticalPlus + 1]*waitHist // admitted requests and their waits
+	shed [tier.CriticalPlus + 1][numReasons]prometheus.Counter
 }
 
 // admitted is the number of requests the stage has admitted so far.
@@ -73,12 +50,7 @@ func (sm *stageMetrics) admitted() uint64 {
 }
 
 func (m *metrics) forEndpoint(name string) *stageMetrics {
-	sm := &stageMetrics{
-		overloaded: m.overloaded.WithLabelValues(name),
-		limit:      m.limit.WithLabelValues(name),
-		inflight:   m.inflight.WithLabelValues(name),
-		queue:      m.queue.WithLabelValues(name),
-	}
+	sm := &stageMetrics{}
 	for _, t := range tier.All {
 		ts := t.String()
 		sm.wait[t] = m.waits.hist(name, t)

@@ -16,11 +16,13 @@ type policy struct {
 	interval   time.Duration
 	maxQueue   int
 	retryAfter time.Duration
+	rejectHold time.Duration // 0: refusals are never held
 	defTier    tier.Tier
 	neverShed  tier.Tier
 	trusted    map[string]struct{} // nil: everyone is trusted
 	limit      LimitConfig
 	endpoints  map[string]*endpointPolicy
+	wire       [numReasons]rejectWire // prebuilt HTTP rejections, by reason
 }
 
 type endpointPolicy struct {
@@ -55,6 +57,12 @@ func compile(c *Config, overrides map[tableKey]tier.Tier) *policy {
 	if p.retryAfter <= 0 {
 		p.retryAfter = DefaultRetryAfter
 	}
+	switch {
+	case c.RejectHold == 0:
+		p.rejectHold = DefaultRejectHold
+	case c.RejectHold > 0:
+		p.rejectHold = c.RejectHold
+	}
 	if !p.defTier.Valid() {
 		p.defTier = DefaultTier
 	}
@@ -73,6 +81,9 @@ func compile(c *Config, overrides map[tableKey]tier.Tier) *policy {
 			ep.callers[caller] = t
 		}
 		p.endpoints[e.Name] = ep
+	}
+	for r := Reason(0); r < numReasons; r++ {
+		p.wire[r] = newRejectWire(p, r)
 	}
 	for k, t := range overrides {
 		ep := p.endpoints[k.endpoint]

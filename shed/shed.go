@@ -34,6 +34,10 @@ type Shedder struct {
 	rq    runQueue
 	yield func()
 
+	held atomic.Int64  // refusals being held (see pace.go)
+	pace pacer         // releases them
+	done chan struct{} // closed by Close
+
 	pol    atomic.Pointer[policy]
 	stages atomic.Pointer[map[string]*stage] // copy-on-write
 
@@ -58,7 +62,9 @@ func New(c Config) (*Shedder, error) {
 		overrides:  map[tableKey]tier.Tier{},
 		rq:         processSched,
 		yield:      pollYield,
+		done:       make(chan struct{}),
 	}
+	s.pace.clk = s.clk
 	if s.maxEps <= 0 {
 		s.maxEps = DefaultMaxEndpoints
 	}
@@ -152,13 +158,14 @@ func (s *Shedder) Check(endpoint string, t tier.Tier) error {
 		st.maybeTick(s.clk.Now()) // never reject on a stale state
 	}
 	if st.rejectTier(t, p) {
-		st.m.shed[t][ReasonTier].Inc()
+		st.count(t, ReasonTier)
 		return reject(ReasonTier)
 	}
 	return nil
 }
 
-// EndpointStats is a point-in-time view of one endpoint.
+// EndpointStats is a point-in-time view of one endpoint. Public: Stats
+// returns it, and it is part of AdminView's JSON.
 type EndpointStats struct {
 	Endpoint   string `json:"endpoint"`
 	Overloaded bool   `json:"overloaded"`
@@ -175,15 +182,7 @@ func (s *Shedder) Stats() []EndpointStats {
 	m := *s.stages.Load()
 	out := make([]EndpointStats, 0, len(m))
 	for _, name := range sortedKeys(m) {
-		st := m[name]
-		out = append(out, EndpointStats{
-			Endpoint:   name,
-			Overloaded: st.overloaded.Load(),
-			Limit:      int(st.limit.Load()),
-			Inflight:   int(st.inflight.Load()),
-			Queued:     int(st.queued.Load()),
-			Baseline:   time.Duration(st.minService.Load()),
-		})
+		out = append(out, m[name].refresh())
 	}
 	return out
 }
@@ -193,6 +192,9 @@ func (s *Shedder) Stats() []EndpointStats {
 func (s *Shedder) Close() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if !s.closed {
+		close(s.done)
+	}
 	s.closed = true
 	for _, st := range *s.stages.Load() {
 		st.close()

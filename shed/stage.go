@@ -42,14 +42,17 @@ type stage struct {
 	rttSum      atomic.Int64
 	rttN        atomic.Int64
 	maxInflight atomic.Int64
+	rejected    atomic.Int64 // refusals so far (every reason)
+	storm       atomic.Bool  // the last interval refused more than it admitted (see pace.go)
 
 	mu        sync.Mutex
 	turn      time.Duration // see effectiveTarget (under mu, as everything below)
 	lastTick  time.Time     // end of the last interval
 	lastAdmit uint64        // admissions counted at lastTick
+	lastRej   int64         // refusals counted at lastTick
 	q         [tier.CriticalPlus + 1]deque
-	det       [tier.CriticalPlus + 1]Detector // one CoDel detector per tier queue
-	lim       *Limiter
+	det       [tier.CriticalPlus + 1]detector // one CoDel detector per tier queue
+	lim       *limiter
 	lastPol   *policy
 	lastOver  time.Time // last interval end at which the endpoint was overloaded, or last overload drop
 	waited    bool      // a request queued since the limiter's last window
@@ -77,15 +80,30 @@ type waiter struct {
 
 func newStage(s *Shedder, name string, p *policy) *stage {
 	st := &stage{name: name, s: s, m: s.m.forEndpoint(name)}
-	st.lim = NewLimiter(p.limitFor(name))
+	st.lim = newLimiter(p.limitFor(name))
 	st.lastPol = p
 	st.limit.Store(int64(st.lim.Limit()))
-	st.m.limit.Set(float64(st.lim.Limit()))
+	s.m.state.add(st)
 	return st
 }
 
+// refresh closes an interval that has ended (so that an overload state does
+// not outlive the load) and returns the stage's state.
+func (st *stage) refresh() EndpointStats {
+	st.maybeTick(st.s.clk.Now())
+	return EndpointStats{
+		Endpoint:   st.name,
+		Overloaded: st.overloaded.Load(),
+		Limit:      int(st.limit.Load()),
+		Inflight:   int(st.inflight.Load()),
+		Queued:     int(st.queued.Load()),
+		Baseline:   time.Duration(st.minService.Load()),
+	}
+}
+
 // Ticket is an admitted request's slot; Release it when the handler returns.
-// The zero Ticket's Release does nothing.
+// The zero Ticket's Release does nothing. Public: Acquire returns it to
+// adapters other than Middleware (shedgrpc, a gateway).
 type Ticket struct {
 	st    *stage
 	start time.Time
@@ -128,16 +146,10 @@ func (t Ticket) Release() {
 	}
 }
 
-func (st *stage) maybeTick(now time.Time) {
-	if now.UnixNano() < st.nextTick.Load() {
-		return
-	}
-	p := st.s.pol.Load()
-	st.mu.Lock()
-	st.tickLocked(now, p)
-	st.dispatchLocked(now, p)
-	st.armLocked(now)
-	st.mu.Unlock()
+// count records a refusal of a request of tier t for reason r.
+func (st *stage) count(t tier.Tier, r Reason) {
+	st.m.shed[t][r].Inc()
+	st.rejected.Add(1)
 }
 
 func (st *stage) noteInflight(n int64) {
@@ -194,7 +206,7 @@ func (st *stage) admit(ctx context.Context, t tier.Tier, p *policy) (Ticket, err
 		st.maybeTick(now) // an overload state may be stale after a quiet spell
 	}
 	if st.rejectTier(t, p) {
-		st.m.shed[t][ReasonTier].Inc()
+		st.count(t, ReasonTier)
 		return Ticket{}, reject(ReasonTier)
 	}
 	if timed && st.s.rq != nil {
@@ -202,7 +214,7 @@ func (st *stage) admit(ctx context.Context, t tier.Tier, p *policy) (Ticket, err
 	}
 	if timed {
 		if hasDL && st.rejectDeadline(dl, now) {
-			st.m.shed[t][ReasonDeadline].Inc()
+			st.count(t, ReasonDeadline)
 			return Ticket{}, reject(ReasonDeadline)
 		}
 	}
@@ -230,7 +242,7 @@ func (st *stage) admit(ctx context.Context, t tier.Tier, p *policy) (Ticket, err
 // dropped, or its context ends.
 func (st *stage) wait(ctx context.Context, t tier.Tier, p *policy, now time.Time) (Ticket, error) {
 	if ctx.Err() != nil { // the caller is gone (HTTP: the client closed)
-		st.m.shed[t][ReasonDeadline].Inc()
+		st.count(t, ReasonDeadline)
 		return Ticket{}, reject(ReasonDeadline)
 	}
 	st.mu.Lock()
@@ -250,7 +262,7 @@ func (st *stage) wait(ctx context.Context, t tier.Tier, p *policy, now time.Time
 	}
 	if int(st.queued.Load()) >= p.maxQueue && !st.evictLocked(t, p, now) {
 		st.mu.Unlock()
-		st.m.shed[t][ReasonQueueFull].Inc()
+		st.count(t, ReasonQueueFull)
 		return Ticket{}, reject(ReasonQueueFull)
 	}
 	w := &waiter{arrival: now, tier: t, ready: make(chan struct{}, 1)}
@@ -279,59 +291,9 @@ func (st *stage) wait(ctx context.Context, t tier.Tier, p *policy, now time.Time
 		st.q[t].live--
 		st.queued.Add(-1)
 		st.mu.Unlock()
-		st.m.shed[t][ReasonDeadline].Inc()
+		st.count(t, ReasonDeadline)
 		return Ticket{}, reject(ReasonDeadline)
 	}
-}
-
-// recordAllLocked records a wait in every tier's detector: a request that
-// started with the queue empty shows that no tier had a standing queue.
-func (st *stage) recordAllLocked(wait time.Duration) {
-	for t := range st.det {
-		st.det[t].record(wait)
-		st.det[t].drained = true
-		st.det[t].aboveSince = time.Time{}
-	}
-}
-
-// effectiveTarget (under mu) is the CoDel target of the stage: the configured one, or
-// two turns when that is longer. A turn is the time the queue takes to
-// advance by one request (see measureTurn). Random arrivals wait about two
-// turns at 80% load without any overload (the mean wait of an M/D/1 queue at
-// ρ = 0.8 is twice the service time), so a shorter target sheds at loads
-// the endpoint can serve; for a CPU-bound handler of 5 ms on one processor
-// the target becomes 10 ms, for many slots of a slow dependency it stays
-// 5 ms.
-func (st *stage) effectiveTarget(p *policy) time.Duration {
-	return max(p.target, turnsTarget*st.turn)
-}
-
-// turnsTarget is the number of turns the effective target allows.
-const turnsTarget = 2
-
-// measureTurn sets the turn at the end of an interval of length d (under
-// mu): the interval over the requests admitted in it, at most the service
-// time (the limiter's baseline; in a cold stage without one, this window's
-// mean service time; with neither, the interval alone). Admissions stand for
-// completions, which over an interval they match but for the requests in
-// flight, because they are counted anyway (the wait histogram): the request
-// path pays for nothing more.
-func (st *stage) measureTurn(d time.Duration) {
-	a := st.m.admitted()
-	n := int64(a - st.lastAdmit)
-	st.lastAdmit = a
-	svc := time.Duration(st.minService.Load())
-	if svc == 0 && st.rttN.Load() > 0 {
-		svc = time.Duration(st.rttSum.Load() / st.rttN.Load())
-	}
-	turn := svc
-	if n > 0 && d > 0 {
-		turn = d / time.Duration(n)
-		if svc > 0 {
-			turn = min(svc, turn)
-		}
-	}
-	st.turn = turn
 }
 
 // upstream reports whether requests are queued before the stage: the
@@ -364,326 +326,4 @@ func (st *stage) markIdle() {
 	if !st.upstream() && !st.zeroSeen.Load() {
 		st.zeroSeen.Store(true)
 	}
-}
-
-// evictLocked makes room in a full queue for a request of tier t by dropping
-// the oldest waiter of the lowest sheddable tier below t.
-func (st *stage) evictLocked(t tier.Tier, p *policy, now time.Time) bool {
-	for v := tier.Sheddable; v < t && p.sheddable(v); v++ {
-		if w := st.q[v].popFront(); w != nil {
-			st.queued.Add(-1)
-			st.dropLocked(w, ReasonQueueFull, now)
-			return true
-		}
-	}
-	return false
-}
-
-// dropLocked sheds waiter w for reason r at now. An overload drop raises the
-// floor to w's tier and restarts FloorHold: the tiers below stay refused for
-// FloorHold after the last drop, not after the last interval that ended
-// overloaded (a tier's queue can still be swept after that, and a lower tier
-// let in within the second would break the order).
-func (st *stage) dropLocked(w *waiter, r Reason, now time.Time) {
-	w.state = wDropped
-	w.reason = r
-	st.m.shed[w.tier][r].Inc()
-	if r == ReasonOverload {
-		if uint32(w.tier) > st.floor.Load() {
-			st.floor.Store(uint32(w.tier))
-		}
-		st.shedding.Store(true)
-		if now.After(st.lastOver) {
-			st.lastOver = now
-		}
-	}
-	w.ready <- struct{}{}
-}
-
-// dispatchLocked hands free slots to waiters: highest tier first, FIFO
-// within a tier, newest first while overloaded. Waiters that waited too long
-// (CoDel) or whose deadline is too close are dropped instead.
-func (st *stage) dispatchLocked(now time.Time, p *policy) {
-	minSvc := time.Duration(st.minService.Load())
-	for st.queued.Load() > 0 {
-		n := st.inflight.Load()
-		if n >= st.limit.Load() {
-			return
-		}
-		var w *waiter
-		for t := tier.CriticalPlus; t >= tier.Sheddable && w == nil; t-- {
-			if st.lifo(t, now, p) {
-				w = st.q[t].popBack()
-			} else {
-				w = st.q[t].popFront()
-			}
-		}
-		if w == nil {
-			return
-		}
-		st.queued.Add(-1)
-		wait := now.Sub(w.arrival)
-		// The detector's sample is the wait of the oldest request of the
-		// tier, the one FIFO would serve: served newest first, a standing
-		// queue still shows (see lifo).
-		sample := wait
-		if f := st.q[w.tier].front(); f != nil {
-			sample = max(sample, now.Sub(f.arrival))
-		}
-		if st.shedding.Load() && p.sheddable(w.tier) && uint32(w.tier) < st.floor.Load() {
-			st.dropLocked(w, ReasonTier, now)
-			continue
-		}
-		if !w.deadline.IsZero() && w.deadline.Sub(now) < minSvc {
-			st.dropLocked(w, ReasonDeadline, now)
-			continue
-		}
-		if p.sheddable(w.tier) && st.det[w.tier].Drop(wait) {
-			st.dropLocked(w, ReasonOverload, now)
-			continue
-		}
-		// Priority: every tier above w's is empty while a slot is handed
-		// out, so capacity has caught up with them.
-		if !st.upstream() {
-			for t := w.tier + 1; t <= tier.CriticalPlus; t++ {
-				st.det[t].MarkDrained(now)
-			}
-		}
-		st.inflight.Add(1)
-		st.noteInflight(n + 1)
-		st.det[w.tier].record(sample)
-		st.det[w.tier].streak(now, sample)
-		if st.det[w.tier].Overloaded() && p.sheddable(w.tier) {
-			st.overloaded.Store(true)
-		}
-		w.state = wGranted
-		st.m.wait[w.tier].observe(wait)
-		w.ready <- struct{}{}
-	}
-}
-
-// lifo reports whether tier t's queue is served newest first: while the
-// tier is overloaded (adaptive LIFO), and as soon as its oldest request has
-// waited longer than an overloaded tier would let it (2 × target). CoDel
-// needs a whole interval of waits above target to call an overload; served
-// oldest first until then, an overload that starts at once has every
-// request of that interval wait for the ones before it (100-150 ms for a 6×
-// step on one core). Served newest first, fresh requests start at once, and
-// the old ones are dropped when the overload is called or served if the
-// burst drains first. Detection does not change: it samples the oldest
-// waiter's wait, which is what FIFO would have served.
-func (st *stage) lifo(t tier.Tier, now time.Time, p *policy) bool {
-	if st.det[t].Overloaded() {
-		return true
-	}
-	if !p.sheddable(t) {
-		return false // nobody would drop its old requests: they would starve
-	}
-	f := st.q[t].front()
-	return f != nil && now.Sub(f.arrival) > 2*st.det[t].target()
-}
-
-// sweepLocked drops, while overloaded, every sheddable waiter that has
-// waited longer than 2 × target, lowest tier first. Under adaptive LIFO the
-// oldest waiters are never at the serving end, so they leave here.
-func (st *stage) sweepLocked(now time.Time, p *policy) {
-	if !st.overloaded.Load() {
-		return
-	}
-	for t := tier.Sheddable; p.sheddable(t) && t <= tier.CriticalPlus; t++ {
-		for {
-			w := st.q[t].front()
-			if w == nil || !st.det[t].Drop(now.Sub(w.arrival)) {
-				break
-			}
-			st.q[t].popFront()
-			st.queued.Add(-1)
-			st.dropLocked(w, ReasonOverload, now)
-		}
-	}
-	// Dropping stale waiters does not drain a queue: they leave because it
-	// stands. A queue drains when a slot is free with nobody of its tier
-	// waiting (see dispatchLocked, Release and zeroSeen).
-}
-
-// tickLocked closes the detector's interval and moves the limit when the
-// interval has ended.
-func (st *stage) tickLocked(now time.Time, p *policy) {
-	if next := st.nextTick.Load(); next != 0 && now.UnixNano() < next {
-		return
-	}
-	if st.s.rq != nil {
-		st.s.rq.observe(now)
-	}
-	up := st.upstream()
-	if st.zeroSeen.Swap(false) {
-		st.recordAllLocked(0)
-	}
-	over := false
-	if !st.lastTick.IsZero() {
-		st.measureTurn(now.Sub(st.lastTick))
-	}
-	st.lastTick = now
-	target := st.effectiveTarget(p)
-	for t := tier.Sheddable; t <= tier.CriticalPlus; t++ {
-		d := &st.det[t]
-		d.Target, d.Interval = target, p.interval
-		var headWait time.Duration
-		w := st.q[t].front()
-		if w != nil {
-			headWait = now.Sub(w.arrival)
-		}
-		if d.Advance(now, headWait, w != nil) && p.sheddable(t) {
-			over = true
-		}
-		if up {
-			d.Backlogged()
-		}
-	}
-	if p != st.lastPol {
-		st.lim.SetConfig(p.limitFor(st.name))
-		st.lastPol = p
-	}
-	w := Window{Count: st.rttN.Load(), Sum: time.Duration(st.rttSum.Load()), MaxInflight: st.maxInflight.Load(), Saturated: up, Queued: st.waited, Waiting: st.queued.Load()}
-	if st.lim.Update(w) {
-		st.rttN.Add(-w.Count)
-		st.rttSum.Add(-int64(w.Sum))
-		st.maxInflight.Store(st.inflight.Load())
-		st.waited = st.queued.Load() > 0
-		if st.lim.SelfLimited() {
-			// The queue stood behind the limit, not the endpoint: the
-			// latency stayed flat, and the limit grew (slow start).
-			// Nothing is shed for it; the next interval judges the new
-			// limit.
-			for t := range st.det {
-				st.det[t].Forgive()
-			}
-			over = false
-		}
-	}
-	st.overloaded.Store(over)
-	if over {
-		st.lastOver = now
-	}
-	// The floor outlives the overload by FloorHold, so that a short calm
-	// spell inside an overload does not let the lowest tier in between two
-	// sheds of a higher one (strict order); then it decays a tier per
-	// interval.
-	shedding := over || now.Sub(st.lastOver) < FloorHold
-	st.shedding.Store(shedding)
-	if !shedding {
-		if f := st.floor.Load(); f > 0 {
-			st.floor.Store(f - 1)
-		}
-	}
-	limit := st.lim.Limit()
-	st.limit.Store(int64(limit))
-	st.minService.Store(int64(st.lim.Baseline()))
-	st.nextTick.Store(st.det[tier.Sheddable].NextEnd().UnixNano())
-
-	st.m.limit.Set(float64(limit))
-	st.m.inflight.Set(float64(st.inflight.Load()))
-	st.m.queue.Set(float64(st.queued.Load()))
-	if over {
-		st.m.overloaded.Set(1)
-	} else {
-		st.m.overloaded.Set(0)
-	}
-}
-
-// armLocked keeps a timer pending while requests wait, so that the queue
-// is swept and the detector advanced even when no request arrives or
-// completes: at the interval's end, or after one target while overloaded.
-func (st *stage) armLocked(now time.Time) {
-	if st.armed || st.closed || st.queued.Load() == 0 {
-		return
-	}
-	d := time.Duration(st.nextTick.Load() - now.UnixNano())
-	if st.overloaded.Load() {
-		d = min(d, st.det[tier.Sheddable].target())
-	}
-	d = max(d, time.Millisecond)
-	st.armed = true
-	st.timer = st.s.clk.AfterFunc(d, st.onTimer)
-}
-
-func (st *stage) onTimer() {
-	p := st.s.pol.Load()
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	st.armed = false
-	if st.closed {
-		return
-	}
-	now := st.s.clk.Now()
-	st.tickLocked(now, p)
-	st.sweepLocked(now, p)
-	st.dispatchLocked(now, p)
-	st.armLocked(now)
-}
-
-func (st *stage) close() {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	st.closed = true
-	if st.armed && st.timer != nil {
-		st.timer.Stop()
-		st.armed = false
-	}
-}
-
-// deque is a double-ended queue of waiters with lazy removal: a waiter that
-// left (wGone) stays in the buffer until it reaches an end.
-type deque struct {
-	buf  []*waiter
-	head int
-	live int
-}
-
-func (d *deque) push(w *waiter) {
-	if d.head > 0 && d.head >= len(d.buf)/2 {
-		n := copy(d.buf, d.buf[d.head:])
-		clear(d.buf[n:])
-		d.buf = d.buf[:n]
-		d.head = 0
-	}
-	d.buf = append(d.buf, w)
-	d.live++
-}
-
-// front returns the oldest waiting waiter without removing it.
-func (d *deque) front() *waiter {
-	for d.head < len(d.buf) {
-		w := d.buf[d.head]
-		if w.state == wWaiting {
-			return w
-		}
-		d.buf[d.head] = nil
-		d.head++
-	}
-	return nil
-}
-
-func (d *deque) popFront() *waiter {
-	w := d.front()
-	if w == nil {
-		return nil
-	}
-	d.buf[d.head] = nil
-	d.head++
-	d.live--
-	return w
-}
-
-func (d *deque) popBack() *waiter {
-	for len(d.buf) > d.head {
-		w := d.buf[len(d.buf)-1]
-		d.buf[len(d.buf)-1] = nil
-		d.buf = d.buf[:len(d.buf)-1]
-		if w.state == wWaiting {
-			d.live--
-			return w
-		}
-	}
-	return nil
 }

@@ -29,7 +29,9 @@ type harness struct {
 
 func newHarness(t *testing.T, c Config) *harness {
 	t.Helper()
-	c.Registerer = prometheus.NewRegistry()
+	if c.Registerer == nil {
+		c.Registerer = prometheus.NewRegistry()
+	}
 	c.Logger = obs.Discard
 	s, err := New(c)
 	if err != nil {

@@ -181,3 +181,32 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// FuzzParseHeader: the one decoder the shed middleware uses agrees with
+// FromHeader and CallerFromHeader (a malformed tier is Unset), whatever
+// the values, and never reads a non-canonical key.
+func FuzzParseHeader(f *testing.F) {
+	f.Add("critical", "gateway")
+	f.Add("core-flow", "")
+	f.Add("bogus", strings.Repeat("x", tier.MaxCallerLen+1))
+	f.Fuzz(func(t *testing.T, crit, caller string) {
+		h := http.Header{}
+		h.Set(tier.Header, crit)
+		h.Set(tier.CallerHeader, caller)
+		want, err := tier.FromHeader(h)
+		if err != nil {
+			want = tier.Unset
+		}
+		got, c := tier.ParseHeader(h)
+		if got != want || c != tier.CallerFromHeader(h) {
+			t.Fatalf("tier.ParseHeader = %v, %q; want %v, %q", got, c, want, tier.CallerFromHeader(h))
+		}
+		if len(c) > tier.MaxCallerLen {
+			t.Fatalf("caller of %d bytes", len(c))
+		}
+		lower := http.Header{"veer-criticality": {crit}}
+		if t2, _ := tier.ParseHeader(lower); t2 != tier.Unset {
+			t.Fatalf("read a non-canonical key: %v", t2)
+		}
+	})
+}

@@ -46,10 +46,15 @@ func CallerFromContext(ctx context.Context) string {
 	return c
 }
 
+// The decoders read the header map with the canonical keys directly:
+// net/http stores inbound keys canonicalised, and Header and CallerHeader
+// are canonical, so Header.Get's re-canonicalisation of the key on every
+// call (a third of a shedding middleware's unloaded path) buys nothing.
+
 // FromHeader decodes the tier of an inbound HTTP request. It returns Unset
 // and nil when the header is absent, and an error when it names no tier.
 func FromHeader(h http.Header) (Tier, error) {
-	v := h.Get(Header)
+	v := first(h, Header)
 	if v == "" {
 		return Unset, nil
 	}
@@ -59,7 +64,26 @@ func FromHeader(h http.Header) (Tier, error) {
 // CallerFromHeader returns the Rpc-Caller of an inbound HTTP request, or ""
 // when absent or longer than MaxCallerLen.
 func CallerFromHeader(h http.Header) string {
-	return boundCaller(h.Get(CallerHeader))
+	return boundCaller(first(h, CallerHeader))
+}
+
+// ParseHeader decodes both at once, as a server that acts on them does: the
+// stated tier (Unset when absent or malformed: the receiving policy decides
+// the default) and the caller ("" when absent or longer than MaxCallerLen).
+// It allocates nothing.
+func ParseHeader(h http.Header) (Tier, string) {
+	t := Unset
+	if v := first(h, Header); v != "" {
+		t, _ = Parse(v)
+	}
+	return t, CallerFromHeader(h)
+}
+
+func first(h http.Header, canonicalKey string) string {
+	if v := h[canonicalKey]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
 }
 
 // SetHeader writes t and caller onto outbound headers. Unset and "" are
@@ -127,7 +151,7 @@ func Inbound(ctx context.Context, h http.Header) context.Context {
 // so that Transport can propagate them on outbound calls made with it.
 func Middleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get(Header) != "" || r.Header.Get(CallerHeader) != "" {
+		if first(r.Header, Header) != "" || first(r.Header, CallerHeader) != "" {
 			r = r.WithContext(Inbound(r.Context(), r.Header))
 		}
 		next.ServeHTTP(w, r)

@@ -52,8 +52,12 @@ func Wrap(name string, next http.Handler) (http.Handler, func(), error) {
 		return next, func() {}, nil
 	case "static":
 		return staticLimit(StaticLimit, next), func() {}, nil
-	case "veer":
-		s, err := shed.New(shed.Config{Registerer: prometheus.NewRegistry()})
+	case "veer", "veer-nohold":
+		c := shed.Config{Registerer: prometheus.NewRegistry()}
+		if name == "veer-nohold" {
+			c.RejectHold = -1 // refusals answered at once, even in a storm
+		}
+		s, err := shed.New(c)
 		if err != nil {
 			return nil, nil, err
 		}

@@ -20,7 +20,8 @@ type Share struct {
 	Fraction float64
 }
 
-// Stream is one open-loop arrival process.
+// Stream is one arrival process: open loop at Rate, or closed loop with
+// Workers.
 type Stream struct {
 	Name   string
 	Path   string
@@ -29,6 +30,11 @@ type Stream struct {
 	Rate   float64 // requests per second
 	// Poisson draws exponential gaps; otherwise arrivals are evenly spaced.
 	Poisson bool
+	// Workers, when positive, makes the stream closed loop instead: that
+	// many workers each send a request as soon as their last one is
+	// answered, ignoring Retry-After (hey -c N), until the phase ends.
+	// Rate is then ignored, and a sample's At is its actual send time.
+	Workers int
 }
 
 // Phase is a period of constant offered load.
@@ -89,6 +95,29 @@ func Run(ctx context.Context, client *http.Client, base string, phases []Phase, 
 		var pwg sync.WaitGroup
 		for si, st := range ph.Streams {
 			rng := rand.New(rand.NewPCG(seed, uint64(pi*100+si)))
+			if st.Workers > 0 {
+				phaseStart, end := offset, offset+ph.Dur
+				for w := range st.Workers {
+					wrng := rand.New(rand.NewPCG(seed, uint64(pi*100000+si*1000+w)))
+					pwg.Go(func() {
+						for ctx.Err() == nil {
+							at := time.Since(start)
+							if at >= end {
+								return
+							}
+							if at < phaseStart {
+								at = phaseStart
+							}
+							s := do(ctx, client, base, st, pick(st.Mix, wrng.Float64()), start.Add(at), deadline, trace)
+							s.Phase, s.At = pi, at
+							mu.Lock()
+							samples = append(samples, s)
+							mu.Unlock()
+						}
+					})
+				}
+				continue
+			}
 			pwg.Go(func() {
 				if st.Rate <= 0 {
 					return

@@ -15,7 +15,13 @@ type Scenario struct {
 	Capacity string
 	// Phases returns the load for capacity c (requests per second).
 	Phases func(c float64) []Phase
+	// ExtraContenders run in this scenario besides the chosen ones (a
+	// variant of veer that the scenario is about).
+	ExtraContenders []string
 }
+
+// StormWorkers is the storm scenario's closed-loop concurrency (hey -c 128).
+const StormWorkers = 128
 
 // Mix is the tier mix of the overload scenarios: 10% critical (so critical
 // load stays ≤ 80% of capacity up to 6× overload), the rest split between
@@ -36,7 +42,9 @@ func overload(k float64) func(c float64) []Phase {
 	}
 }
 
-// Scenarios returns the six experiments of issue 5 for a cpu handler doing
+// Scenarios returns the six experiments of issue 5 and the rejection storm
+// of issue 18 (7: 128 closed-loop workers that ignore Retry-After, beside
+// critical traffic at 0.1× capacity, open loop) for a cpu handler doing
 // iters hash rounds per request (light: the overhead scenario's handler).
 func Scenarios(iters, lightIters int) []Scenario {
 	cpu := HandlerConfig{Kind: "cpu", Iters: iters, Paths: []string{"GET /a"}}
@@ -83,5 +91,14 @@ func Scenarios(iters, lightIters int) []Scenario {
 				{Name: "steady", Dur: 4 * time.Second, Streams: s, Measure: true},
 			}
 		}},
+		{Name: "7-storm-closed-128", Handler: cpu, Capacity: "cpu", ExtraContenders: []string{"veer-nohold"},
+			Phases: func(c float64) []Phase {
+				crit := Stream{Name: "crit", Path: "/a", Rate: 0.1 * c, Mix: []Share{{tier.Critical, 1}}}
+				storm := Stream{Name: "storm", Path: "/a", Workers: StormWorkers, Mix: []Share{{tier.SheddablePlus, 1}}}
+				return []Phase{
+					{Name: "warm", Dur: time.Second, Streams: one("/a", 0.5*c, Mix)},
+					{Name: "storm", Dur: 3 * time.Second, Streams: []Stream{crit, storm}, Measure: true},
+				}
+			}},
 	}
 }

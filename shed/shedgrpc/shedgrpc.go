@@ -34,6 +34,13 @@ import (
 	"github.com/veerhq/veer/tier/tiergrpc"
 )
 
+// ReasonKey is the trailer metadata key that carries a shed call's reason
+// (shed.Reason: "overload", "tier", "queue_full", "deadline"), the gRPC
+// counterpart of shed.ReasonHeader: a deadline drop is told apart from
+// plain overload without parsing the status message. Calls refused by the
+// tap handle have no trailer (no stream exists); their reason is "tier".
+const ReasonKey = "veer-shed-reason"
+
 // Code is the status code of a shed call: Unavailable.
 var Code = codes.Code(outcome.GRPCCode(outcome.Overloaded))
 
@@ -45,6 +52,8 @@ func admit(ctx context.Context, s *shed.Shedder, method string) (context.Context
 	t := s.Resolve(method, caller, stated)
 	tk, err := s.Acquire(ctx, method, t)
 	if err != nil {
+		s.Hold(ctx, method) // a rejection storm is paced (shed.Shedder.Hold)
+		_ = grpc.SetTrailer(ctx, metadata.Pairs(ReasonKey, reasonOf(err)))
 		return ctx, tk, Status(err)
 	}
 	ctx = tier.WithTier(ctx, t)
@@ -60,11 +69,14 @@ func Status(err error) error {
 	if err == nil {
 		return nil
 	}
-	reason := "overload"
+	return status.Error(Code, "shed: "+reasonOf(err))
+}
+
+func reasonOf(err error) string {
 	if rj, ok := err.(*shed.Rejection); ok {
-		reason = rj.Reason.String()
+		return rj.Reason.String()
 	}
-	return status.Error(Code, "shed: "+reason)
+	return shed.ReasonOverload.String()
 }
 
 // UnaryServerInterceptor sheds unary calls.

@@ -114,7 +114,11 @@ func TestUnaryShedsLowTierKeepsCritical(t *testing.T) {
 			crit <- err
 		})
 		wg.Go(func() {
-			_, err := client.Check(as("batch", ""), &healthpb.HealthCheckRequest{}) // table: sheddable
+			var tr metadata.MD
+			_, err := client.Check(as("batch", ""), &healthpb.HealthCheckRequest{}, grpc.Trailer(&tr)) // table: sheddable
+			if r := tr[shedgrpc.ReasonKey]; len(r) != 1 || "shed: "+r[0] != status.Convert(err).Message() {
+				t.Errorf("shed call's trailer %v does not carry the reason of %v", tr, err)
+			}
 			low <- err
 		})
 	}

@@ -5,6 +5,8 @@
 // a table or JSON.
 //
 //	shedbench [-scenarios 1,3] [-contenders veer,none] [-rounds 1] [-format table|json]
+//	shedbench hey [-contenders none,veer,veer-nohold] [-rounds 1] [-c 128] [-z 4s]   (the storm with hey)
+//	shedbench rejectcost [-bins old=/path/to/old/shedbench] [-rounds 3]   (server CPU per 503)
 //	shedbench serve ...   (internal: the server process)
 //
 // SHEDBENCH_SAMPLES=dir writes every request of every run as CSV to dir,
@@ -17,7 +19,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"flag"
@@ -28,19 +29,27 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"slices"
-	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	bench "github.com/veerhq/veer/bench/shed"
 )
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "rejectcost" {
+		if err := rejectCost(os.Args[2:]); err != nil {
+			log.Fatal(err)
+		}
+		return
+	}
+	if len(os.Args) > 1 && os.Args[1] == "hey" {
+		if err := heyStorm(os.Args[2:]); err != nil {
+			log.Fatal(err)
+		}
+		return
+	}
 	if len(os.Args) > 1 && os.Args[1] == "serve" {
 		if err := serve(os.Args[2:]); err != nil {
 			log.Fatal(err)
@@ -103,127 +112,8 @@ func serve(args []string) error {
 	return nil
 }
 
-// niceness is the scheduling priority of the server process (a negative
-// value needs root). It does not help against other cgroups, which share the
-// CPU by weight whatever the nice value.
-var niceness = flag.Int("nice", 0, "nice value of the server process (0: leave it)")
-
-// server is a running server process.
-type server struct {
-	cmd    *exec.Cmd
-	stdin  io.WriteCloser
-	out    *bufio.Scanner
-	addr   string
-	start  time.Time
-	pinned bool
-}
-
-func startServer(contender string, h bench.HandlerConfig, tracePath string) (*server, error) {
-	self, err := os.Executable()
-	if err != nil {
-		return nil, err
-	}
-	args := []string{"serve", "-contender", contender, "-kind", h.Kind, "-iters", strconv.Itoa(h.Iters),
-		"-slots", strconv.Itoa(h.Slots), "-sleep", h.Sleep.String(), "-paths", strings.Join(h.Paths, ","), "-trace", tracePath}
-	argv := append([]string{self}, args...)
-	pinned := false
-	if ts, err := exec.LookPath("taskset"); err == nil {
-		argv = append([]string{ts, "-c", "0"}, argv...)
-		pinned = true
-	}
-	if *niceness != 0 {
-		if n, err := exec.LookPath("nice"); err == nil {
-			argv = append([]string{n, "-n", strconv.Itoa(*niceness)}, argv...)
-		}
-	}
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Env = append(os.Environ(), "GOMAXPROCS=1")
-	cmd.Stderr = os.Stderr
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		return nil, err
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	s := &server{cmd: cmd, stdin: stdin, out: bufio.NewScanner(stdout), start: time.Now(), pinned: pinned}
-	if !s.out.Scan() || !strings.HasPrefix(s.out.Text(), "ADDR ") {
-		cmd.Process.Kill()
-		cmd.Wait()
-		return nil, fmt.Errorf("server %s did not start: %q", contender, s.out.Text())
-	}
-	s.addr = strings.TrimPrefix(s.out.Text(), "ADDR ")
-	return s, nil
-}
-
-// stop ends the server and returns its CPU time, wall time and requests.
-func (s *server) stop() (cpu, wall time.Duration, served int64, err error) {
-	s.stdin.Close()
-	for s.out.Scan() {
-		if v, ok := strings.CutPrefix(s.out.Text(), "SERVED "); ok {
-			served, _ = strconv.ParseInt(v, 10, 64)
-		}
-	}
-	if err := s.cmd.Wait(); err != nil {
-		return 0, 0, 0, err
-	}
-	wall = time.Since(s.start)
-	if ru, ok := s.cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
-		cpu = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-	}
-	return cpu, wall, served, nil
-}
-
-// capacity measures the cpu handler's throughput with no protection:
-// closed loop, 32 workers, 2 s after a 300 ms warm-up.
-func capacity(client *http.Client, iters int) (float64, error) {
-	s, err := startServer("none", bench.HandlerConfig{Kind: "cpu", Iters: iters, Paths: []string{"GET /a"}}, "")
-	if err != nil {
-		return 0, err
-	}
-	defer s.stop()
-	var n atomic.Int64
-	var measuring atomic.Bool
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	for range 32 {
-		wg.Go(func() {
-			for ctx.Err() == nil {
-				resp, err := client.Get("http://" + s.addr + "/a")
-				if err != nil {
-					continue
-				}
-				io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-				if measuring.Load() {
-					n.Add(1)
-				}
-			}
-		})
-	}
-	time.Sleep(300 * time.Millisecond)
-	measuring.Store(true)
-	time.Sleep(2 * time.Second)
-	measuring.Store(false)
-	cancel()
-	wg.Wait()
-	return float64(n.Load()) / 2, nil
-}
-
-func raiseNoFile() {
-	var rl syscall.Rlimit
-	if syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl) == nil {
-		rl.Cur = rl.Max
-		_ = syscall.Setrlimit(syscall.RLIMIT_NOFILE, &rl)
-	}
-}
-
 func run() error {
-	scen := flag.String("scenarios", "all", "comma-separated scenario numbers (1-6) or all")
+	scen := flag.String("scenarios", "all", "comma-separated scenario numbers (1-7) or all")
 	conts := flag.String("contenders", strings.Join(bench.Contenders, ","), "comma-separated contenders")
 	rounds := flag.Int("rounds", 1, "rounds; contenders alternate order each round")
 	format := flag.String("format", "table", "table or json")
@@ -236,17 +126,17 @@ func run() error {
 	iters := bench.Calibrate(*work)
 	light := max(1, int(int64(iters)*50/(*work).Microseconds())) // ~50 µs
 	client := bench.NewClient(1024)
-	capCPU, err := capacity(client, iters)
+	capCPU, perCPU, err := capacity(client, iters)
 	if err != nil {
 		return err
 	}
 	if capCPU < 20 {
 		return fmt.Errorf("measured capacity %.0f rps is too low to run the bench", capCPU)
 	}
-	log.Printf("cpu handler: %d hash rounds (~%v), capacity %.0f rps", iters, *work, capCPU)
+	log.Printf("cpu handler: %d hash rounds (~%v), capacity %.0f rps, %.0f per CPU second", iters, *work, capCPU, perCPU)
 
 	contenders := strings.Split(*conts, ",")
-	var results []bench.Result
+	var results, allRounds []bench.Result
 	pinnedAll := true
 	for _, sc := range bench.Scenarios(iters, light) {
 		if *scen != "all" && !slices.Contains(strings.Split(*scen, ","), sc.Name[:1]) {
@@ -254,19 +144,32 @@ func run() error {
 		}
 		// Capacity is measured again before each cpu scenario: on a shared
 		// machine it drifts, and every rate is a multiple of it.
-		c := capCPU
+		c, cPerCPU := capCPU, perCPU
 		switch {
 		case sc.Capacity == "dep":
-			c = float64(sc.Handler.Slots) / sc.Handler.Sleep.Seconds()
+			c, cPerCPU = float64(sc.Handler.Slots)/sc.Handler.Sleep.Seconds(), 0
 		case sc.Handler.Iters == iters:
-			if c, err = capacity(client, iters); err != nil {
+			if c, cPerCPU, err = capacity(client, iters); err != nil {
 				return err
 			}
 		}
 		phases := sc.Phases(c)
+		var mFrom, mTo time.Duration
+		for _, ph := range phases {
+			if ph.Measure {
+				mTo = mFrom + ph.Dur
+				break
+			}
+			mFrom += ph.Dur
+		}
 		var scRes []bench.Result
+		extraCPU := map[string][2]float64{}
+		scConts := slices.Clone(contenders)
+		if slices.Contains(contenders, "veer") {
+			scConts = append(scConts, sc.ExtraContenders...)
+		}
 		for round := range *rounds {
-			order := slices.Clone(contenders)
+			order := slices.Clone(scConts)
 			if round%2 == 1 {
 				slices.Reverse(order)
 			}
@@ -280,7 +183,16 @@ func run() error {
 					return err
 				}
 				pinnedAll = pinnedAll && s.pinned
+				mcpu := measureCPU(s.cmd.Process.Pid, time.Now(), mFrom, mTo)
 				samples := bench.Run(context.Background(), client, "http://"+s.addr, phases, *deadline, uint64(round+1), trace != "")
+				if d, ok := mcpu(); ok {
+					// The server's share of its core in the measured
+					// phase, and goodput per CPU second of it over the
+					// capacity run's requests per CPU second.
+					secs := (mTo - mFrom).Seconds()
+					r0 := d.Seconds() / secs
+					extraCPU[name] = [2]float64{r0, d.Seconds()}
+				}
 				cpu, wall, served, err := s.stop()
 				if err != nil {
 					return fmt.Errorf("%s/%s: server: %w", sc.Name, name, err)
@@ -292,6 +204,13 @@ func run() error {
 				}
 				r := bench.Analyze(phases, samples)
 				r.Scenario, r.Contender, r.Round, r.CapacityRPS = sc.Name, name, round, c
+				if v, ok := extraCPU[name]; ok {
+					r.Extra["cpu_share_measured"] = v[0]
+					if cPerCPU > 0 && v[1] > 0 {
+						good := r.Goodput * (mTo - mFrom).Seconds()
+						r.Extra["goodput_per_cpu"] = good / v[1] / cPerCPU
+					}
+				}
 				if served > 0 {
 					r.CPUUsPerReq = float64(cpu.Microseconds()) / float64(served)
 				}
@@ -301,14 +220,20 @@ func run() error {
 					p99, failed, _ := bench.StreamStats(samples, 1, "crit")
 					r.Extra["crit_p99_spike_ms"] = p99
 					r.Extra["crit_failed"] = float64(failed)
+					r.Extra["crit_p99_after_onset_ms"] = critAfterOnset(samples, 1, mFrom+bench.OnsetWindow)
 				}
-				log.Printf("%s %s round %d: goodput %.2f p99 %.1fms shed %.1f%%", sc.Name, name, round, r.Goodput/c, r.P99Ms, 100*r.ShedRate)
+				if strings.HasPrefix(sc.Name, "7-") {
+					storm(&r, phases, samples)
+				}
+				log.Printf("%s %s round %d: goodput %.2f (per CPU s %.2f, cpu share %.2f) p99 %.1fms shed %.1f%% crit p99 %.1fms", sc.Name, name, round,
+					r.Goodput/c, r.Extra["goodput_per_cpu"], r.Extra["cpu_share_measured"], r.P99Ms, 100*r.ShedRate, r.Extra["p99_ms_critical"])
 				scRes = append(scRes, r)
 			}
 		}
-		results = append(results, median(scRes, contenders)...)
+		results = append(results, median(scRes, scConts)...)
+		allRounds = append(allRounds, scRes...)
 	}
-	overhead(results)
+	overhead(allRounds) // the medians share their rounds' Extra maps
 	if !pinnedAll {
 		log.Print("taskset not found: the server was not pinned to CPU 0")
 	}
@@ -329,9 +254,30 @@ func run() error {
 		return bench.WriteJSON(os.Stdout, results)
 	case "table":
 		bench.WriteTable(os.Stdout, results)
+		verdicts(os.Stdout, allRounds)
 		return nil
 	}
 	return errors.New("format: want table or json")
+}
+
+// storm adds the storm scenario's figures: the critical stream's p99 and
+// failures, and the closed-loop stream's requests and refusals per second
+// in the measured phase (how fast the clients retried).
+func storm(r *bench.Result, phases []bench.Phase, samples []bench.Sample) {
+	mi := slices.IndexFunc(phases, func(p bench.Phase) bool { return p.Measure })
+	p99, failed, total := bench.StreamStats(samples, mi, "crit")
+	r.Extra["crit_p99_ms"], r.Extra["crit_failed"], r.Extra["crit_sent"] = p99, float64(failed), float64(total)
+	var sent, refused int
+	for _, s := range samples {
+		if s.Phase == mi && s.Stream == "storm" {
+			sent++
+			if s.Status == http.StatusServiceUnavailable {
+				refused++
+			}
+		}
+	}
+	secs := phases[mi].Dur.Seconds()
+	r.Extra["storm_req_per_s"], r.Extra["storm_503_per_s"] = float64(sent)/secs, float64(refused)/secs
 }
 
 // dumpSamples writes every request's fate as CSV to
@@ -371,21 +317,20 @@ func median(rs []bench.Result, order []string) []bench.Result {
 }
 
 // overhead adds, in the overhead scenario, each contender's extra CPU over
-// "none" as a percentage of a core and per request.
+// "none" of the same round as a percentage of a core and per request.
 func overhead(rs []bench.Result) {
-	var base *bench.Result
+	base := map[int]*bench.Result{}
 	for i := range rs {
 		if strings.HasPrefix(rs[i].Scenario, "4-") && rs[i].Contender == "none" {
-			base = &rs[i]
+			base[rs[i].Round] = &rs[i]
 		}
-	}
-	if base == nil {
-		return
 	}
 	for i := range rs {
-		if strings.HasPrefix(rs[i].Scenario, "4-") {
-			rs[i].Extra["extra_cpu_pct_core"] = rs[i].CPUCorePct - base.CPUCorePct
-			rs[i].Extra["extra_cpu_us_per_req"] = rs[i].CPUUsPerReq - base.CPUUsPerReq
+		b := base[rs[i].Round]
+		if b == nil || !strings.HasPrefix(rs[i].Scenario, "4-") {
+			continue
 		}
+		rs[i].Extra["extra_cpu_pct_core"] = rs[i].CPUCorePct - b.CPUCorePct
+		rs[i].Extra["extra_cpu_us_per_req"] = rs[i].CPUUsPerReq - b.CPUUsPerReq
 	}
 }

@@ -1,0 +1,126 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	bench "github.com/veerhq/veer/bench/shed"
+)
+
+// A target is one of issue 5's targets as issue 18 restated them, checked
+// on veer's results in every round of the run.
+type target struct {
+	name     string
+	scenario string // prefix of the scenario names it reads
+	// check returns the figure of one round and whether it meets the
+	// target.
+	check func(r bench.Result) (string, bool)
+}
+
+// alsoWork is one neighbour handler's CPU time, the isolation target's
+// allowance (the default -work).
+var alsoWork = 5 * time.Millisecond
+
+var targets = []target{
+	{"p99 of admitted <= 100 ms at 6x", "1-overload-6x", func(r bench.Result) (string, bool) {
+		return fmt.Sprintf("%.0fms", r.P99Ms), r.P99Ms <= 100
+	}},
+	{"goodput >= 0.90 of capacity at 2x", "1-overload-2x", ratio(0.90)},
+	{"goodput >= 0.90 of capacity at 6x", "1-overload-6x", ratio(0.90)},
+	{"1.25x (issue 18): goodput >= 0.95, p99 <= 100 ms", "1-overload-1.25x", func(r bench.Result) (string, bool) {
+		g := r.Goodput / r.CapacityRPS
+		return fmt.Sprintf("%.2f/%.0fms", g, r.P99Ms), g >= 0.95 && r.P99Ms <= 100
+	}},
+	{"critical 100% while its load <= 80% of capacity", "1-,2-,3-,5-,7-", func(r bench.Result) (string, bool) {
+		v, ok := r.Success["critical"]
+		return fmt.Sprintf("%.1f%%", 100*v), !ok || v == 1
+	}},
+	{"no sheds at <= 80% load (0.75x Poisson, fresh process)", "6-", func(r bench.Result) (string, bool) {
+		return fmt.Sprintf("%.1f%%", 100*r.ShedRate), r.ShedRate == 0 && r.Extra["warm_sheds"] == 0
+	}},
+	{"strict order outside the onset second (order_viol_after_onset = 0)", "1-,2-,3-,5-,6-", func(r bench.Result) (string, bool) {
+		v := r.Extra["order_viol_after_onset"]
+		return fmt.Sprintf("%.0f", v), v == 0
+	}},
+	{"isolation: zero critical failures, p99 after the spike's first 500 ms <= alone p99 + one handler's CPU", "3-", func(r bench.Result) (string, bool) {
+		after, alone, failed := r.Extra["crit_p99_after_onset_ms"], r.Extra["crit_p99_alone_ms"], r.Extra["crit_failed"]
+		return fmt.Sprintf("%.0f fails, %.1f vs %.1f+%.0fms (whole spike %.1f)", failed, after, alone, float64(alsoWork.Milliseconds()), r.Extra["crit_p99_spike_ms"]),
+			failed == 0 && after <= alone+float64(alsoWork.Milliseconds())
+	}},
+	{"overhead <= 1% of a core at 5 x 100 rps", "4-", func(r bench.Result) (string, bool) {
+		v, ok := r.Extra["extra_cpu_pct_core"]
+		if !ok {
+			return "no none run", false
+		}
+		return fmt.Sprintf("%+.1f%%", v), v <= 1
+	}},
+	{"storm (issue 18): goodput >= 0.85, critical 100% with p99 <= 100 ms", "7-", func(r bench.Result) (string, bool) {
+		g := r.Goodput / r.CapacityRPS
+		ok := r.Extra["crit_failed"] == 0 && r.Extra["crit_p99_ms"] <= 100
+		return fmt.Sprintf("%.2f (per CPU s %.2f), crit p99 %.0fms", g, r.Extra["goodput_per_cpu"], r.Extra["crit_p99_ms"]), g >= 0.85 && ok
+	}},
+}
+
+func ratio(min float64) func(r bench.Result) (string, bool) {
+	return func(r bench.Result) (string, bool) {
+		g := r.Goodput / r.CapacityRPS
+		return fmt.Sprintf("%.2f", g), g >= min
+	}
+}
+
+// verdicts prints one line per target with veer's figure in every round,
+// in run order, and how many rounds met it.
+func verdicts(w io.Writer, all []bench.Result) {
+	fmt.Fprintln(w, "\n## Verdicts (veer, every round; targets of issue 5 as restated by issue 18)")
+	for _, t := range targets {
+		var figs []string
+		met, n := 0, 0
+		for _, r := range all {
+			if r.Contender != "veer" || !matches(r.Scenario, t.scenario) {
+				continue
+			}
+			f, ok := t.check(r)
+			if len(strings.Split(t.scenario, ",")) > 1 {
+				f = r.Scenario[:1] + ":" + f
+			}
+			figs = append(figs, f)
+			n++
+			if ok {
+				met++
+			}
+		}
+		if n == 0 {
+			continue
+		}
+		verdict := "MET"
+		if met < n {
+			verdict = "MISSED"
+		}
+		fmt.Fprintf(w, "%-6s %d/%d  %s: %s\n", verdict, met, n, t.name, strings.Join(figs, ", "))
+	}
+}
+
+func matches(scenario, prefixes string) bool {
+	for _, p := range strings.Split(prefixes, ",") {
+		if strings.HasPrefix(scenario, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// critAfterOnset is the p99 (ms) of the critical stream's admitted
+// requests in phase pi from from on (the isolation target's window).
+func critAfterOnset(samples []bench.Sample, pi int, from time.Duration) float64 {
+	var sel []bench.Sample
+	for _, s := range samples {
+		if s.Phase == pi && s.Stream == "crit" && s.At >= from && s.Status == http.StatusOK {
+			sel = append(sel, s)
+		}
+	}
+	p99, _, _ := bench.StreamStats(sel, pi, "crit")
+	return p99
+}

@@ -1,0 +1,46 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	bench "github.com/veerhq/veer/bench/shed"
+)
+
+// TestVerdicts: a target is met only when every round of veer meets it,
+// other contenders are not judged, and overhead is judged against the
+// same round's none.
+func TestVerdicts(t *testing.T) {
+	r := func(sc, c string, round int, good, p99 float64, extra map[string]float64) bench.Result {
+		if extra == nil {
+			extra = map[string]float64{}
+		}
+		return bench.Result{Scenario: sc, Contender: c, Round: round, CapacityRPS: 100, Goodput: good, P99Ms: p99,
+			Success: map[string]float64{"critical": 1}, Extra: extra}
+	}
+	all := []bench.Result{
+		r("1-overload-6x", "veer", 0, 95, 80, nil),
+		r("1-overload-6x", "veer", 1, 95, 120, nil),
+		r("1-overload-6x", "none", 0, 10, 900, nil),
+		r("1-overload-2x", "veer", 0, 95, 50, nil),
+		r("4-overhead-5x100rps", "none", 0, 0, 1, nil),
+		r("4-overhead-5x100rps", "veer", 0, 0, 1, nil),
+		r("4-overhead-5x100rps", "none", 1, 0, 1, nil),
+		r("4-overhead-5x100rps", "veer", 1, 0, 1, nil),
+	}
+	all[4].CPUCorePct, all[5].CPUCorePct = 10, 10.5 // round 0: +0.5
+	all[6].CPUCorePct, all[7].CPUCorePct = 20, 22   // round 1: +2
+	overhead(all)
+	var b strings.Builder
+	verdicts(&b, all)
+	out := b.String()
+	for _, want := range []string{
+		"MISSED 1/2  p99 of admitted <= 100 ms at 6x: 80ms, 120ms",
+		"MET    1/1  goodput >= 0.90 of capacity at 2x: 0.95",
+		"MISSED 1/2  overhead <= 1% of a core at 5 x 100 rps: +0.5%, +2.0%",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("verdicts lack %q:\n%s", want, out)
+		}
+	}
+}

@@ -1,0 +1,114 @@
+package shed
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/veerhq/veer/tier"
+)
+
+// TestRejectionStormIsPaced, in virtual time: an endpoint sheds the
+// sheddable tier on arrival. Its first refusals are answered at once; once
+// an interval has refused more than it admitted (at least
+// stormMinRejects), a refusal is held between 7/8 of RejectHold and
+// RejectHold; a held refusal ends when its client leaves; beyond MaxHeld
+// refusals are answered at once; with a negative RejectHold never held.
+func TestRejectionStormIsPaced(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		hold     time.Duration
+		min, max time.Duration // of a refusal in the storm
+	}{
+		{"default", 0, DefaultRejectHold * 7 / 8, DefaultRejectHold},
+		{"200ms", 200 * time.Millisecond, 175 * time.Millisecond, 200 * time.Millisecond},
+		{"off", -1, 0, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				s, _ := newShedder(t, Config{Limit: LimitConfig{Static: 1}, RejectHold: c.hold})
+				s.rq = nil
+				release := make(chan struct{})
+				defer close(release)
+				h := s.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					if r.URL.Path == "/hold" {
+						<-release
+					}
+				}))
+				do := func(ctx context.Context, tr tier.Tier) (int, time.Duration) {
+					start := time.Now()
+					rec := httptest.NewRecorder()
+					req := httptest.NewRequestWithContext(ctx, http.MethodGet, "http://x/hold", nil)
+					req.Header.Set(tier.Header, tr.String())
+					h.ServeHTTP(rec, req)
+					return rec.Code, time.Since(start)
+				}
+				ctx := context.Background()
+				go do(ctx, tier.Critical) // holds the only slot
+				synctest.Wait()
+				for range 3 {
+					go do(ctx, tier.SheddablePlus) // queued, dropped at the overload
+				}
+				time.Sleep(210 * time.Millisecond)
+				synctest.Wait()
+				// The floor now refuses sheddable on arrival; not yet a storm.
+				for i := range 2 * stormMinRejects {
+					if code, took := do(ctx, tier.Sheddable); code != http.StatusServiceUnavailable || took != 0 {
+						t.Fatalf("refusal %d before the storm: %d after %v, want 503 at once", i, code, took)
+					}
+				}
+				time.Sleep(DefaultInterval) // the interval ends: it refused 20, admitted 0
+				// Ten clients retry at once; the last leaves after 1 ms.
+				took := make([]time.Duration, 10)
+				cctx, cancel := context.WithCancel(ctx)
+				for i := range took {
+					go func() {
+						rctx := ctx
+						if i == len(took)-1 {
+							rctx = cctx
+						}
+						code, d := do(rctx, tier.Sheddable)
+						if code != http.StatusServiceUnavailable {
+							t.Errorf("refusal in the storm: %d", code)
+						}
+						took[i] = d
+					}()
+				}
+				time.Sleep(time.Millisecond)
+				cancel()
+				time.Sleep(c.max + time.Millisecond)
+				synctest.Wait()
+				for i, d := range took[:len(took)-1] {
+					if d < c.min || d > c.max {
+						t.Errorf("refusal %d in the storm answered after %v, want %v..%v", i, d, c.min, c.max)
+					}
+				}
+				if want := min(c.max, time.Millisecond); took[len(took)-1] != want {
+					t.Errorf("held refusal of a client that left after 1ms ended after %v, want %v", took[len(took)-1], want)
+				}
+				if c.hold < 0 {
+					return
+				}
+				// Adapters hold through Hold (an unknown endpoint: at once).
+				t0 := time.Now()
+				s.Hold(ctx, "nowhere")
+				if time.Since(t0) != 0 {
+					t.Fatalf("Hold of an unknown endpoint took %v", time.Since(t0))
+				}
+				s.Hold(ctx, "/hold") // no route pattern: the endpoint is the path
+				if d := time.Since(t0); d < c.min || d > c.max {
+					t.Fatalf("Hold in the storm took %v, want %v..%v", d, c.min, c.max)
+				}
+				// Beyond MaxHeld, at once.
+				s.held.Store(MaxHeld)
+				if code, took := do(ctx, tier.Sheddable); code != http.StatusServiceUnavailable || took != 0 {
+					t.Fatalf("refusal beyond MaxHeld: %d after %v, want at once", code, took)
+				}
+				s.held.Store(0)
+			})
+		})
+	}
+}
