@@ -27,6 +27,7 @@ const certCheckEvery = time.Second
 type certStore struct {
 	certFile, keyFile string
 	log               *slog.Logger
+	every             time.Duration // certCheckEvery; tests set 0
 
 	mu      sync.Mutex
 	cert    *tls.Certificate
@@ -35,7 +36,7 @@ type certStore struct {
 }
 
 func newCertStore(certFile, keyFile string, log *slog.Logger) (*certStore, error) {
-	s := &certStore{certFile: certFile, keyFile: keyFile, log: log}
+	s := &certStore{certFile: certFile, keyFile: keyFile, log: log, every: certCheckEvery}
 	if err := s.load(); err != nil {
 		return nil, err
 	}
@@ -58,7 +59,7 @@ func (s *certStore) load() error {
 func (s *certStore) get(*tls.ClientHelloInfo) (*tls.Certificate, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if now := time.Now(); now.Sub(s.checked) >= certCheckEvery {
+	if now := time.Now(); now.Sub(s.checked) >= s.every {
 		s.checked = now
 		kfi, kerr := os.Stat(s.keyFile)
 		if fi, err := os.Stat(s.certFile); err == nil && kerr == nil && (!fi.ModTime().Equal(s.modTime) || kfi.ModTime().After(s.modTime)) {
