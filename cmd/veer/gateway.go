@@ -120,7 +120,7 @@ func runGateway(ctx context.Context, path string, cfg gateway.Config, log *slog.
 			_ = w.Reload()
 		case <-ctx.Done():
 			d := g.Config().Listen.ShutdownTimeout
-			log.Info("draining", "timeout", d)
+			log.Info("draining", "timeout", d.String())
 			dctx, cancel := context.WithTimeout(context.Background(), d)
 			err := g.Shutdown(dctx)
 			cancel()
