@@ -80,13 +80,23 @@ cover:
 	$(GO) tool cover -func=cover.out | tail -1
 
 clean:
-	rm -rf bin cover.out bench.txt bench-guard.txt bench-guard.md
+	rm -rf bin cover.out bench.txt bench-guard.txt bench-guard.md bench-dns.md
 
 ## sim-figures: every bundled simulator scenario as Markdown, with charts in sim-out/.
 .PHONY: sim-figures
 sim-figures:
 	mkdir -p sim-out
 	$(GO) run ./cmd/veer sim --scenario all --format markdown --plots sim-out | tee sim-out/results.md
+
+## sim-real: the scenarios of sim/testdata/real on the real Mahimahi drives, which stay
+## outside the repository (TRACES=folder, default ../shared/traces), into sim-out/real/.
+TRACES ?= ../shared/traces
+.PHONY: sim-real
+sim-real:
+	@test -f $(TRACES)/ATT-LTE-driving.down || { echo "real drives not found in $(TRACES): make sim-real TRACES=/path/to/traces"; exit 1; }
+	mkdir -p sim-out/real
+	for f in sim/testdata/real/*.yaml; do sed "s|TRACES/|$(abspath $(TRACES))/|" $$f > sim-out/real/$$(basename $$f); done
+	$(GO) run ./cmd/veer sim --scenario $$(ls sim-out/real/*.yaml | paste -sd, -) --format markdown --plots sim-out/real | tee sim-out/real/results.md
 
 ## bench-shed: side-by-side overload bench of shed vs peers (docs/shed.md); a few
 ## minutes, not part of `make test`. SHEDBENCH_FLAGS="-format json -rounds 5" etc.
@@ -100,3 +110,14 @@ bench-shed:
 .PHONY: lastmile-experiment
 lastmile-experiment:
 	cd bench && $(GO) run ./cmd/lastmilebench -n 1000 -mix default -seed 1
+
+## bench-dns: veer dns vs NSD and Knot DNS under dnsperf, same zone, rounds interleaved with the
+## order rotated (docs/dns.md); about two minutes. DNSBENCH_FLAGS="-rounds 5 -d 20s -q 200" etc.
+.PHONY: bench-dns
+bench-dns: deps build
+	cd bench && $(GO) run ./cmd/dnsbench -veer ../bin/veer $(DNSBENCH_FLAGS) | tee ../bench-dns.md
+
+## lastmile-rtt: cold and warm TTFB over emulated RTT x loss, plain vs TCP vs HTTP/3-raced (docs/lastmile.md).
+.PHONY: lastmile-rtt
+lastmile-rtt:
+	cd bench && $(GO) run ./cmd/lastmilertt -n 40 -rtt 50ms,150ms,300ms -loss 0,0.01,0.05

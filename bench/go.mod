@@ -29,6 +29,7 @@ replace github.com/veerhq/veer => ../
 require (
 	github.com/failsafe-go/failsafe-go v0.9.8
 	github.com/go-kratos/aegis v0.2.0
+	github.com/miekg/dns v1.1.73
 	github.com/quic-go/quic-go v0.65.0
 	github.com/zeromicro/go-zero v1.10.3
 )
@@ -53,7 +54,6 @@ require (
 )
 
 require (
-	github.com/miekg/dns v1.1.73 // indirect
 	github.com/quic-go/qpack v0.6.0 // indirect
 	golang.org/x/crypto v0.58.0 // indirect
 	golang.org/x/net v0.62.0 // indirect

@@ -3,6 +3,7 @@ package breaker
 import (
 	"errors"
 	"log/slog"
+	"strconv"
 	"sync"
 	"time"
 
@@ -32,7 +33,7 @@ func (s State) String() string {
 	if int(s) < len(stateNames) {
 		return stateNames[s]
 	}
-	return "state(" + itoa(int(s)) + ")"
+	return "state(" + strconv.Itoa(int(s)) + ")"
 }
 
 // Verdict is how an outcome counts.

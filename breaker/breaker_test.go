@@ -10,6 +10,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/veerhq/veer/clock"
+	"github.com/veerhq/veer/internal/metrictest"
+	"github.com/veerhq/veer/internal/must"
 	"github.com/veerhq/veer/obs"
 	"github.com/veerhq/veer/outcome"
 )
@@ -78,7 +80,7 @@ func TestBreakerSteps(t *testing.T) {
 	)
 
 	reg := prometheus.NewRegistry()
-	b := must(New(testConfig(), Options{Clock: clock.NewManual(t0), Registerer: reg, Logger: obs.Discard}))
+	b := must.Get(New(testConfig(), Options{Clock: clock.NewManual(t0), Registerer: reg, Logger: obs.Discard}))
 	// The breaker measures time from its construction; AllowAt times are
 	// absolute.
 	var held []Ticket
@@ -137,27 +139,9 @@ func TestBreakerSteps(t *testing.T) {
 	if errs := obs.Lint(reg); len(errs) > 0 {
 		t.Fatal(errs)
 	}
-	if got := counter(t, reg, "veer_breaker_stale_outcomes_total"); got != 3 {
+	if got := metrictest.Sum(t, reg, "veer_breaker_stale_outcomes_total", nil); got != 3 {
 		t.Errorf("stale outcomes = %v, want 3", got)
 	}
-}
-
-func counter(t *testing.T, g prometheus.Gatherer, name string) float64 {
-	t.Helper()
-	mfs, err := g.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	sum := 0.0
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			sum += m.GetCounter().GetValue()
-		}
-	}
-	return sum
 }
 
 func TestDefaultClassify(t *testing.T) {
@@ -192,7 +176,7 @@ func TestCustomClassify(t *testing.T) {
 		return DefaultClassify(o)
 	}
 	m := clock.NewManual(t0)
-	b := must(New(Config{MinRequests: 4, Levels: []Level{{FailureRatio: 1, Admit: 0}}}, Options{Clock: m, Classify: cls, Registerer: prometheus.NewRegistry(), Logger: obs.Discard}))
+	b := must.Get(New(Config{MinRequests: 4, Levels: []Level{{FailureRatio: 1, Admit: 0}}}, Options{Clock: m, Classify: cls, Registerer: prometheus.NewRegistry(), Logger: obs.Discard}))
 	for range 4 {
 		done, err := b.Allow()
 		if err != nil {
@@ -210,7 +194,7 @@ func TestCustomClassify(t *testing.T) {
 }
 
 func TestAllowDoneNoAlloc(t *testing.T) {
-	b := must(New(Config{}, Options{Registerer: prometheus.NewRegistry(), Logger: obs.Discard}))
+	b := must.Get(New(Config{}, Options{Registerer: prometheus.NewRegistry(), Logger: obs.Discard}))
 	ok := outcome.Of(outcome.Success)
 	allocs := testing.AllocsPerRun(1000, func() {
 		done, err := b.Allow()
@@ -225,7 +209,7 @@ func TestAllowDoneNoAlloc(t *testing.T) {
 }
 
 func TestConcurrent(t *testing.T) {
-	b := must(New(Config{MinRequests: 50}, Options{Registerer: prometheus.NewRegistry(), Logger: obs.Discard}))
+	b := must.Get(New(Config{MinRequests: 50}, Options{Registerer: prometheus.NewRegistry(), Logger: obs.Discard}))
 	var wg sync.WaitGroup
 	for g := range 8 {
 		wg.Go(func() {
@@ -282,13 +266,17 @@ func containsField(err error, field string) bool {
 
 func ExampleBreaker() {
 	m := clock.NewManual(t0)
-	b := must(New(Config{MinRequests: 4}, Options{Clock: m, Registerer: prometheus.NewRegistry(), Logger: obs.Discard}))
+	b, err := New(Config{MinRequests: 4}, Options{Clock: m, Registerer: prometheus.NewRegistry(), Logger: obs.Discard})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	for _, k := range []outcome.Kind{outcome.Success, outcome.ServerError, outcome.ServerError, outcome.ServerError} {
 		done, _ := b.Allow()
 		done(outcome.Of(k))
 	}
 	fmt.Println(b.Status().State, b.Status().Admit)
-	_, err := b.Allow()
+	_, err = b.Allow()
 	fmt.Println(err)
 	_, err = b.Allow()
 	fmt.Println(err)
@@ -299,7 +287,7 @@ func ExampleBreaker() {
 }
 
 func BenchmarkAllowDone(b *testing.B) {
-	br := must(New(Config{}, Options{Registerer: prometheus.NewRegistry(), Logger: obs.Discard}))
+	br := must.Get(New(Config{}, Options{Registerer: prometheus.NewRegistry(), Logger: obs.Discard}))
 	ok := outcome.Of(outcome.Success)
 	b.ReportAllocs()
 	for b.Loop() {
@@ -313,7 +301,7 @@ func BenchmarkAllowDone(b *testing.B) {
 // BenchmarkAllowDoneAt measures the decision core without clock reads
 // (time.Now costs ~80 ns on a kvm-clock VM).
 func BenchmarkAllowDoneAt(b *testing.B) {
-	br := must(New(Config{}, Options{Clock: clock.NewManual(t0), Registerer: prometheus.NewRegistry(), Logger: obs.Discard}))
+	br := must.Get(New(Config{}, Options{Clock: clock.NewManual(t0), Registerer: prometheus.NewRegistry(), Logger: obs.Discard}))
 	ok := outcome.Of(outcome.Success)
 	now := t0
 	b.ReportAllocs()

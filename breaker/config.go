@@ -1,7 +1,9 @@
 package breaker
 
 import (
+	"cmp"
 	"errors"
+	"strconv"
 	"time"
 
 	"github.com/veerhq/veer/config"
@@ -67,29 +69,21 @@ type Config struct {
 // Validate reports invalid fields.
 func (c *Config) Validate() error {
 	var errs []error
-	if c.Window < 0 {
-		errs = append(errs, config.Field("window", "must not be negative"))
-	}
 	if c.Buckets < 0 || c.Buckets > MaxBuckets {
 		errs = append(errs, config.Field("buckets", "must be in [0, %d]", MaxBuckets))
 	}
-	if c.MinRequests < 0 {
-		errs = append(errs, config.Field("min_requests", "must not be negative"))
-	}
-	if c.OpenFor < 0 {
-		errs = append(errs, config.Field("open_for", "must not be negative"))
-	}
-	if c.MaxProbes < 0 {
-		errs = append(errs, config.Field("max_probes", "must not be negative"))
-	}
-	if c.ProbeSuccesses < 0 {
-		errs = append(errs, config.Field("probe_successes", "must not be negative"))
-	}
+	errs = append(errs,
+		config.NotNegative("window", c.Window),
+		config.NotNegative("min_requests", c.MinRequests),
+		config.NotNegative("open_for", c.OpenFor),
+		config.NotNegative("max_probes", c.MaxProbes),
+		config.NotNegative("probe_successes", c.ProbeSuccesses),
+	)
 	if len(c.Levels) > MaxLevels {
 		errs = append(errs, config.Field("levels", "at most %d levels", MaxLevels))
 	}
 	for i, l := range c.Levels {
-		f := func(sub string) string { return "levels[" + itoa(i) + "]." + sub }
+		f := func(sub string) string { return "levels[" + strconv.Itoa(i) + "]." + sub }
 		if !(l.FailureRatio > 0 && l.FailureRatio <= 1) {
 			errs = append(errs, config.Field(f("failure_ratio"), "must be in (0, 1], got %v", l.FailureRatio))
 		}
@@ -109,36 +103,17 @@ func (c *Config) Validate() error {
 	return errors.Join(errs...)
 }
 
-func itoa(i int) string {
-	if i < 10 {
-		return string(rune('0' + i))
-	}
-	return itoa(i/10) + string(rune('0'+i%10))
-}
-
 // withDefaults fills the zero fields of a valid Config with their defaults.
 func (c Config) withDefaults() Config {
-	if c.Window == 0 {
-		c.Window = DefaultWindow
-	}
-	if c.Buckets == 0 {
-		c.Buckets = DefaultBuckets
-	}
-	if c.MinRequests == 0 {
-		c.MinRequests = DefaultMinRequests
-	}
+	c.Window = cmp.Or(c.Window, DefaultWindow)
+	c.Buckets = cmp.Or(c.Buckets, DefaultBuckets)
+	c.MinRequests = cmp.Or(c.MinRequests, DefaultMinRequests)
 	if len(c.Levels) == 0 {
 		c.Levels = DefaultLevels
 	}
-	if c.OpenFor == 0 {
-		c.OpenFor = DefaultOpenFor
-	}
-	if c.MaxProbes == 0 {
-		c.MaxProbes = DefaultMaxProbes
-	}
-	if c.ProbeSuccesses == 0 {
-		c.ProbeSuccesses = DefaultProbeSuccesses
-	}
+	c.OpenFor = cmp.Or(c.OpenFor, DefaultOpenFor)
+	c.MaxProbes = cmp.Or(c.MaxProbes, DefaultMaxProbes)
+	c.ProbeSuccesses = cmp.Or(c.ProbeSuccesses, DefaultProbeSuccesses)
 	return c
 }
 
@@ -151,14 +126,8 @@ const (
 
 // withDefaults fills the zero fields of a valid ThrottleConfig.
 func (c ThrottleConfig) withDefaults() ThrottleConfig {
-	if c.K == 0 {
-		c.K = DefaultThrottleK
-	}
-	if c.Window == 0 {
-		c.Window = DefaultThrottleWindow
-	}
-	if c.Buckets == 0 {
-		c.Buckets = DefaultThrottleBuckets
-	}
+	c.K = cmp.Or(c.K, DefaultThrottleK)
+	c.Window = cmp.Or(c.Window, DefaultThrottleWindow)
+	c.Buckets = cmp.Or(c.Buckets, DefaultThrottleBuckets)
 	return c
 }

@@ -1,7 +1,6 @@
 package breaker
 
 import (
-	"errors"
 	"reflect"
 	"strings"
 	"testing"
@@ -12,32 +11,6 @@ import (
 	"github.com/veerhq/veer/config"
 	"github.com/veerhq/veer/obs"
 )
-
-// fieldOf returns the field the *config.FieldError in err names, or "" when
-// err holds none or several.
-func fieldOf(err error) string {
-	var fields []string
-	var walk func(error)
-	walk = func(e error) {
-		if j, ok := e.(interface{ Unwrap() []error }); ok {
-			for _, x := range j.Unwrap() {
-				walk(x)
-			}
-			return
-		}
-		var fe *config.FieldError
-		if errors.As(e, &fe) {
-			fields = append(fields, fe.Field)
-		}
-	}
-	if err != nil {
-		walk(err)
-	}
-	if len(fields) != 1 {
-		return strings.Join(fields, ",")
-	}
-	return fields[0]
-}
 
 // TestNewRejectsEachInvalidField: New refuses an invalid field with an
 // error naming it, instead of replacing the config with defaults.
@@ -63,7 +36,7 @@ func TestNewRejectsEachInvalidField(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.field, func(t *testing.T) {
 			b, err := New(tt.cfg, Options{Registerer: prometheus.NewRegistry(), Logger: obs.Discard})
-			if b != nil || fieldOf(err) != tt.field {
+			if b != nil || strings.Join(config.Fields(err), ",") != tt.field {
 				t.Fatalf("New = %v, %v; want nil and an error naming %s", b, err, tt.field)
 			}
 		})
@@ -117,7 +90,7 @@ func TestNewThrottleRejectsEachInvalidField(t *testing.T) {
 	}
 	for _, tt := range tests {
 		th, err := NewThrottle(tt.cfg, ThrottleOptions{Registerer: prometheus.NewRegistry()})
-		if th != nil || fieldOf(err) != tt.field {
+		if th != nil || strings.Join(config.Fields(err), ",") != tt.field {
 			t.Errorf("NewThrottle(%+v) = %v, %v; want nil and an error naming %s", tt.cfg, th, err, tt.field)
 		}
 	}

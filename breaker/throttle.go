@@ -41,9 +41,7 @@ func (c *ThrottleConfig) Validate() error {
 	if c.K != 0 && !(c.K >= 1 && c.K <= 1000) {
 		errs = append(errs, config.Field("k", "must be in [1, 1000], got %v", c.K))
 	}
-	if c.Window < 0 {
-		errs = append(errs, config.Field("window", "must not be negative"))
-	}
+	errs = append(errs, config.NotNegative("window", c.Window))
 	if c.Buckets < 0 || c.Buckets > MaxBuckets {
 		errs = append(errs, config.Field("buckets", "must be in [0, %d]", MaxBuckets))
 	}

@@ -10,12 +10,13 @@ import (
 
 	"github.com/veerhq/veer/clock"
 	"github.com/veerhq/veer/config"
+	"github.com/veerhq/veer/internal/must"
 	"github.com/veerhq/veer/outcome"
 )
 
 func TestThrottleSteps(t *testing.T) {
 	var u float64
-	th := must(NewThrottle(ThrottleConfig{Window: time.Minute, Buckets: 6}, ThrottleOptions{
+	th := must.Get(NewThrottle(ThrottleConfig{Window: time.Minute, Buckets: 6}, ThrottleOptions{
 		Clock: clock.NewManual(t0), Rand: func() float64 { return u }, Registerer: prometheus.NewRegistry(),
 	}))
 	steps := []struct {
@@ -80,7 +81,7 @@ func FuzzConfig(f *testing.F) {
 			return
 		}
 		// A config that validates must build a working breaker.
-		b := must(New(c, Options{Clock: clock.NewManual(t0), Registerer: prometheus.NewRegistry()}))
+		b := must.Get(New(c, Options{Clock: clock.NewManual(t0), Registerer: prometheus.NewRegistry()}))
 		for range 3 {
 			if tk, err := b.AllowAt(t0); err == nil {
 				b.DoneAt(t0, tk, outcome.Of(outcome.ServerError))

@@ -16,8 +16,8 @@ import (
 // Use one Transport per dependency (host or cluster): a breaker guards one
 // thing.
 type Transport struct {
-	// Base sends admitted requests; default http.DefaultTransport.
-	Base http.RoundTripper
+	// Next sends admitted requests; nil means http.DefaultTransport.
+	Next http.RoundTripper
 	// Breaker guards the dependency; nil means none.
 	Breaker *Breaker
 	// Throttle adds client-side adaptive throttling; nil means none.
@@ -28,9 +28,9 @@ var _ http.RoundTripper = (*Transport)(nil)
 
 // RoundTrip implements http.RoundTripper.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
-	base := t.Base
-	if base == nil {
-		base = http.DefaultTransport
+	next := t.Next
+	if next == nil {
+		next = http.DefaultTransport
 	}
 	var doneB, doneT func(outcome.Outcome)
 	if t.Throttle != nil {
@@ -53,7 +53,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		doneB = d
 	}
-	resp, err := base.RoundTrip(req)
+	resp, err := next.RoundTrip(req)
 	o := outcome.Classify(resp, err)
 	if doneB != nil {
 		doneB(o)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/veerhq/veer/internal/must"
 	"github.com/veerhq/veer/obs"
 	"github.com/veerhq/veer/outcome"
 )
@@ -22,8 +23,8 @@ func TestTransport(t *testing.T) {
 		io.WriteString(w, "x")
 	}))
 	defer srv.Close()
-	b := must(New(Config{MinRequests: 5, Levels: []Level{{FailureRatio: 0.9, Admit: 0}}}, Options{Registerer: prometheus.NewRegistry(), Logger: obs.Discard}))
-	c := &http.Client{Transport: &Transport{Base: srv.Client().Transport, Breaker: b}}
+	b := must.Get(New(Config{MinRequests: 5, Levels: []Level{{FailureRatio: 0.9, Admit: 0}}}, Options{Registerer: prometheus.NewRegistry(), Logger: obs.Discard}))
+	c := &http.Client{Transport: &Transport{Next: srv.Client().Transport, Breaker: b}}
 	get := func() (*http.Response, error) {
 		resp, err := c.Get(srv.URL)
 		if err == nil {
@@ -43,7 +44,7 @@ func TestTransport(t *testing.T) {
 		t.Fatalf("after ten 404s: %+v", st)
 	}
 	// A fresh breaker sees five 500s: 100 % failures, open.
-	b = must(New(Config{MinRequests: 5, Levels: []Level{{FailureRatio: 0.9, Admit: 0}}}, Options{Registerer: prometheus.NewRegistry(), Logger: obs.Discard}))
+	b = must.Get(New(Config{MinRequests: 5, Levels: []Level{{FailureRatio: 0.9, Admit: 0}}}, Options{Registerer: prometheus.NewRegistry(), Logger: obs.Discard}))
 	c.Transport.(*Transport).Breaker = b
 	status = http.StatusInternalServerError
 	for range 5 {

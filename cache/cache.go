@@ -50,41 +50,26 @@ type Config struct {
 
 // Validate reports invalid fields.
 func (c *Config) Validate() error {
-	var errs []error
-	for _, f := range []struct {
-		name string
-		d    time.Duration
-	}{{"ttl", c.TTL}, {"max_stale", c.MaxStale}, {"error_backoff", c.ErrorBackoff}, {"load_timeout", c.LoadTimeout}} {
-		if f.d < 0 {
-			errs = append(errs, config.Field(f.name, "must not be negative"))
-		}
+	errs := []error{
+		config.NotNegative("ttl", c.TTL),
+		config.NotNegative("max_stale", c.MaxStale),
+		config.NotNegative("error_backoff", c.ErrorBackoff),
+		config.NotNegative("load_timeout", c.LoadTimeout),
+		config.NotNegative("max_entries", c.MaxEntries),
 	}
 	if ttl := cmp.Or(c.TTL, DefaultTTL); c.MaxStale > 0 && c.MaxStale < ttl {
 		errs = append(errs, config.Field("max_stale", "must not be shorter than ttl (%v)", ttl))
-	}
-	if c.MaxEntries < 0 {
-		errs = append(errs, config.Field("max_entries", "must not be negative"))
 	}
 	return errors.Join(errs...)
 }
 
 // withDefaults fills the zero fields of a valid Config with their defaults.
 func (c Config) withDefaults() Config {
-	if c.TTL == 0 {
-		c.TTL = DefaultTTL
-	}
-	if c.MaxStale == 0 {
-		c.MaxStale = max(DefaultMaxStale, c.TTL)
-	}
-	if c.ErrorBackoff == 0 {
-		c.ErrorBackoff = DefaultErrorBackoff
-	}
-	if c.LoadTimeout == 0 {
-		c.LoadTimeout = DefaultLoadTimeout
-	}
-	if c.MaxEntries == 0 {
-		c.MaxEntries = DefaultMaxEntries
-	}
+	c.TTL = cmp.Or(c.TTL, DefaultTTL)
+	c.MaxStale = cmp.Or(c.MaxStale, max(DefaultMaxStale, c.TTL))
+	c.ErrorBackoff = cmp.Or(c.ErrorBackoff, DefaultErrorBackoff)
+	c.LoadTimeout = cmp.Or(c.LoadTimeout, DefaultLoadTimeout)
+	c.MaxEntries = cmp.Or(c.MaxEntries, DefaultMaxEntries)
 	return c
 }
 

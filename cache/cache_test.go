@@ -14,6 +14,7 @@ import (
 
 	"github.com/veerhq/veer/clock"
 	"github.com/veerhq/veer/config"
+	"github.com/veerhq/veer/internal/must"
 	"github.com/veerhq/veer/obs"
 )
 
@@ -51,7 +52,7 @@ func TestStaleOnErrorSteps(t *testing.T) {
 	m := clock.NewManual(t0)
 	d := &dep{}
 	reg := prometheus.NewRegistry()
-	c := must(New(Config{TTL: time.Minute, MaxStale: 24 * time.Hour, ErrorBackoff: 5 * time.Second}, d.load, Options{Clock: m, Registerer: reg}))
+	c := must.Get(New(Config{TTL: time.Minute, MaxStale: 24 * time.Hour, ErrorBackoff: 5 * time.Second}, d.load, Options{Clock: m, Registerer: reg}))
 	steps := []struct {
 		at        time.Duration
 		val       string
@@ -91,7 +92,7 @@ func TestStaleOnErrorSteps(t *testing.T) {
 func TestSingleFlight(t *testing.T) {
 	release := make(chan struct{})
 	var calls atomic.Int32
-	c := must(New(Config{}, func(ctx context.Context, key string) (string, error) {
+	c := must.Get(New(Config{}, func(ctx context.Context, key string) (string, error) {
 		calls.Add(1)
 		<-release
 		return "v", nil
@@ -136,7 +137,7 @@ func TestSingleFlight(t *testing.T) {
 func TestBounded(t *testing.T) {
 	d := &dep{val: "x"}
 	reg := prometheus.NewRegistry()
-	c := must(New(Config{MaxEntries: 3}, d.load, Options{Clock: clock.NewManual(t0), Registerer: reg}))
+	c := must.Get(New(Config{MaxEntries: 3}, d.load, Options{Clock: clock.NewManual(t0), Registerer: reg}))
 	ctx := context.Background()
 	for _, k := range []string{"a", "b", "c", "a", "d"} { // "a" used again: "b" is the oldest
 		c.Get(ctx, k)
@@ -159,7 +160,7 @@ func TestInvalidate(t *testing.T) {
 	m := clock.NewManual(t0)
 	d := &dep{val: "v1"}
 	var published []string
-	c := must(New(Config{}, d.load, Options{Clock: m, Registerer: prometheus.NewRegistry(), Publish: func(_ context.Context, key string) error {
+	c := must.Get(New(Config{}, d.load, Options{Clock: m, Registerer: prometheus.NewRegistry(), Publish: func(_ context.Context, key string) error {
 		published = append(published, key)
 		return nil
 	}}))
@@ -187,7 +188,7 @@ func TestInvalidate(t *testing.T) {
 func TestInvalidateDuringLoad(t *testing.T) {
 	entered, release := make(chan struct{}), make(chan struct{})
 	first := true
-	c := must(New(Config{}, func(ctx context.Context, key string) (string, error) {
+	c := must.Get(New(Config{}, func(ctx context.Context, key string) (string, error) {
 		if first {
 			first = false
 			close(entered)
@@ -254,13 +255,4 @@ func ExampleCache() {
 	// token-for-alice stale <nil>
 	// cache: no value to serve
 	// IAM unreachable
-}
-
-// must returns v, panicking on err: for constructors whose config the test
-// knows to be valid (the invalid ones are tested in config_test.go).
-func must[T any](v T, err error) T {
-	if err != nil {
-		panic(err)
-	}
-	return v
 }

@@ -12,29 +12,6 @@ import (
 	"github.com/veerhq/veer/config"
 )
 
-// fieldOf returns the field the *config.FieldError in err names ("" when
-// none; several joined by commas).
-func fieldOf(err error) string {
-	var fields []string
-	var walk func(error)
-	walk = func(e error) {
-		if j, ok := e.(interface{ Unwrap() []error }); ok {
-			for _, x := range j.Unwrap() {
-				walk(x)
-			}
-			return
-		}
-		var fe *config.FieldError
-		if errors.As(e, &fe) {
-			fields = append(fields, fe.Field)
-		}
-	}
-	if err != nil {
-		walk(err)
-	}
-	return strings.Join(fields, ",")
-}
-
 func loadKey(_ context.Context, key string) (string, error) { return key, nil }
 
 // TestNewRejectsEachInvalidField: New refuses an invalid field with an
@@ -55,7 +32,7 @@ func TestNewRejectsEachInvalidField(t *testing.T) {
 	}
 	for _, tt := range tests {
 		c, err := New(tt.cfg, loadKey, Options{Registerer: prometheus.NewRegistry()})
-		if c != nil || fieldOf(err) != tt.field {
+		if c != nil || strings.Join(config.Fields(err), ",") != tt.field {
 			t.Errorf("New(%+v) = %v, %v; want nil and an error naming %s", tt.cfg, c, err, tt.field)
 		}
 	}

@@ -18,6 +18,7 @@ package config
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -52,6 +53,17 @@ func Field(path, format string, args ...any) *FieldError {
 	return &FieldError{Field: path, Err: fmt.Errorf(format, args...)}
 }
 
+// NotNegative returns a FieldError for field when v is negative, else nil,
+// so that a Validate lists such checks in one append (errors.Join drops the
+// nils): errs = append(errs, config.NotNegative("window", c.Window), ...).
+func NotNegative[T cmp.Ordered](field string, v T) error {
+	var zero T
+	if v < zero {
+		return Field(field, "must not be negative")
+	}
+	return nil
+}
+
 // In prefixes the field path of every FieldError inside err with prefix, so a
 // nested struct's Validate can be reused by its parent:
 // config.In("limits", l.Validate()).
@@ -78,6 +90,20 @@ func In(prefix string, err error) error {
 		out = append(out, &FieldError{Field: prefix, Err: e})
 	}
 	return errors.Join(out...)
+}
+
+// Fields lists the field paths named by the FieldErrors in err (joined
+// errors included), in order; nil when there are none. Tests and tools use
+// it to check which fields a Validate refused.
+func Fields(err error) []string {
+	var out []string
+	for _, e := range flatten(err) {
+		var fe *FieldError
+		if e != nil && errors.As(e, &fe) {
+			out = append(out, fe.Field)
+		}
+	}
+	return out
 }
 
 func (e *FieldError) Error() string {

@@ -132,5 +132,36 @@ func FuzzParse(f *testing.F) {
 				t.Fatalf("Parse accepted a config that fails Validate: %v", verr)
 			}
 		}
+		// Locate reads the same untrusted bytes: it must not panic and
+		// must keep the field it was given.
+		lerr := config.Locate(config.Field("endpoints[0].target", "x"), "fuzz.yaml", data)
+		if got := config.Fields(lerr); len(got) != 1 || got[0] != "endpoints[0].target" {
+			t.Fatalf("Locate lost the field: %v", lerr)
+		}
 	})
+}
+
+func TestFields(t *testing.T) {
+	err := errors.Join(config.Field("a", "x"), config.In("b", errors.Join(config.Field("c", "y"), errors.New("plain"))))
+	if got := strings.Join(config.Fields(err), ","); got != "a,b.c,b" {
+		t.Fatalf("Fields = %q, want a,b.c,b", got)
+	}
+	if got := config.Fields(nil); got != nil {
+		t.Fatalf("Fields(nil) = %v", got)
+	}
+}
+
+func TestNotNegative(t *testing.T) {
+	if err := config.NotNegative("window", -time.Second); err == nil || err.Error() != "window: must not be negative" {
+		t.Fatalf("NotNegative(-1s) = %v", err)
+	}
+	if err := config.NotNegative("window", 0*time.Second); err != nil {
+		t.Fatalf("NotNegative(0) = %#v, want a nil error", err)
+	}
+	if err := config.NotNegative("ratio", 0.5); err != nil {
+		t.Fatalf("NotNegative(0.5) = %#v, want a nil error", err)
+	}
+	if got := config.Fields(errors.Join(config.NotNegative("a", 1), config.NotNegative("b", -1))); len(got) != 1 || got[0] != "b" {
+		t.Fatalf("joined = %v, want [b]", got)
+	}
 }

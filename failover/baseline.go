@@ -28,7 +28,7 @@ func NewRoundRobin(cfg Config) (*RoundRobin, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &RoundRobin{baseline{n: len(cfg.Backups), threshold: 1}}, nil
+	return &RoundRobin{baseline{n: len(cfg.Backups), threshold: 1, fail: newStatusSet(cfg.FailureStatuses)}}, nil
 }
 
 // NewThreshold returns the threshold baseline for cfg: it switches after
@@ -37,15 +37,16 @@ func NewThreshold(cfg Config) (*Threshold, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Threshold{baseline{n: len(cfg.Backups), threshold: cfg.withDefaults().FailureThreshold}}, nil
+	return &Threshold{baseline{n: len(cfg.Backups), threshold: cfg.withDefaults().FailureThreshold, fail: newStatusSet(cfg.FailureStatuses)}}, nil
 }
 
 // baseline switches to the next domain after `threshold` consecutive network
 // failures on the current one. Outcomes are counted as in Uber: only for the
-// current domain, network kinds are failures, ClientCanceled is ignored,
-// anything else resets the count.
+// current domain, network kinds (and Config.FailureStatuses) are failures,
+// ClientCanceled is ignored, anything else resets the count.
 type baseline struct {
 	n, threshold int
+	fail         statusSet
 	domain       int
 	failures     int
 }
@@ -81,7 +82,7 @@ func (b *baseline) Report(now time.Time, domain int, o outcome.Outcome) Action {
 	if domain != b.domain || o.Kind == outcome.ClientCanceled {
 		return Action{Canary: None}
 	}
-	if !o.Kind.Network() {
+	if !b.fail.failure(o) {
 		b.failures = 0
 		return Action{Canary: None}
 	}

@@ -159,19 +159,37 @@ var instantResp = &http.Response{StatusCode: 200, Body: http.NoBody, Header: htt
 
 func (instant) RoundTrip(*http.Request) (*http.Response, error) { return instantResp, nil }
 
+// instantBody answers at once with a response that has a body (an empty
+// one, without allocating).
+type instantBody struct{ resp *http.Response }
+
+type emptyBody struct{}
+
+func (emptyBody) Read([]byte) (int, error) { return 0, io.EOF }
+func (emptyBody) Close() error             { return nil }
+
+func (i instantBody) RoundTrip(*http.Request) (*http.Response, error) {
+	i.resp.Body = emptyBody{}
+	return i.resp, nil
+}
+
 // TestSteadyStateAllocs: on primary a request addressed to the primary goes
 // out as it is (no allocation); on another domain the Transport allocates
-// once, the rewritten copy of the request with its URL. The target
-// is at most two.
+// once, the rewritten copy of the request with its URL; a response with a
+// body costs one more, the wrapper that watches body-read errors. The
+// issue's target is at most two.
 func TestSteadyStateAllocs(t *testing.T) {
 	for _, c := range []struct {
 		name, url string
 		restored  bool
+		body      bool
 		want      float64
 	}{
-		{"primary", "http://api.example.com/x", false, 0},
-		{"primary with port", "http://api.example.com:8080/x", false, 0},
-		{"backup", "http://api.example.com/x", true, 1},
+		{"primary", "http://api.example.com/x", false, false, 0},
+		{"primary with port", "http://api.example.com:8080/x", false, false, 0},
+		{"backup", "http://api.example.com/x", true, false, 1},
+		{"primary with body", "http://api.example.com/x", false, true, 1},
+		{"backup with body", "http://api.example.com/x", true, true, 2},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			cfg := Config{
@@ -184,7 +202,11 @@ func TestSteadyStateAllocs(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			tr, err := NewTransport(cfg, instant{})
+			var next http.RoundTripper = instant{}
+			if c.body {
+				next = instantBody{&http.Response{StatusCode: 200, Header: http.Header{}}}
+			}
+			tr, err := NewTransport(cfg, next)
 			if err != nil {
 				t.Fatal(err)
 			}

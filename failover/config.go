@@ -28,10 +28,13 @@ const (
 	DefaultCanaryTimeout       = 3 * time.Second
 	DefaultCanaryRetryInterval = 5 * time.Second
 	DefaultCanaryRetryMax      = 30 * time.Second
+	DefaultHistoryTTL          = time.Hour
+	DefaultHistorySize         = 16
 )
 
 // The policy names accepted in Config.Policy.
 const (
+	PolicyVeer       = "veer"
 	PolicyUber       = "uber"
 	PolicyRoundRobin = "round_robin"
 	PolicyThreshold  = "threshold"
@@ -40,6 +43,9 @@ const (
 // maxThreshold bounds FailureThreshold: the Uber policy keeps the times of
 // the last FailureThreshold failures.
 const maxThreshold = 1000
+
+// maxHistorySize bounds HistorySize.
+const maxHistorySize = 1024
 
 // Config configures the failover policies and the Transport. The zero value
 // of every field except Primary and Backups takes the documented default.
@@ -50,8 +56,11 @@ type Config struct {
 	// Backups are the backup domains in the order canaries probe them.
 	// At least one is required; none may equal Primary or repeat.
 	Backups []string `yaml:"backups" json:"backups"`
-	// Policy picks the decision core: "uber" (default), or one of the
-	// baselines "round_robin" and "threshold".
+	// Policy picks the decision core: "veer" (default: the Uber machine
+	// with ConfirmPrimary and the per-network history, see
+	// docs/failover.md), "uber" (the seed's machine exactly, ConfirmPrimary
+	// and DeviceOfflineCheck as set), or one of the baselines "round_robin"
+	// and "threshold".
 	Policy string `yaml:"policy" json:"policy"`
 
 	// CanaryPath is the health endpoint canaries request. Default "/health".
@@ -111,9 +120,27 @@ type Config struct {
 	// to PRIMARY (reason primary_confirmed); if not, it enters BACKUP on
 	// that backup as the seed does. It costs one extra canary (bounded by
 	// CanaryTimeout) per would-be entry into BACKUP and none otherwise.
-	// Default false: the seed's exact behaviour (see docs/failover.md for
+	// Default false for the "uber" policy (the seed's exact behaviour);
+	// the default "veer" policy always confirms (see docs/failover.md for
 	// the measured trade-off).
 	ConfirmPrimary bool `yaml:"confirm_primary" json:"confirm_primary"`
+
+	// FailureStatuses lists HTTP statuses that count as failures of the
+	// domain, as network errors do (opt-in; e.g. [502, 504] for an edge
+	// that answers for a dead origin). Risk: a 5xx storm of the whole
+	// backend then moves every client to the backups, where it may meet
+	// the same backend. Default empty: only network errors count. Codes
+	// 400 to 599.
+	FailureStatuses []int `yaml:"failure_statuses" json:"failure_statuses"`
+
+	// HistoryTTL is how long the "veer" policy remembers that the primary
+	// failed on a network (the seed's "prediction from history"): a launch
+	// or a network change onto that network within it starts FAILOVER at
+	// once. Default 1h.
+	HistoryTTL time.Duration `yaml:"history_ttl" json:"history_ttl"`
+	// HistorySize bounds the networks remembered (the least recent is
+	// forgotten first). Default 16, at most 1024.
+	HistorySize int `yaml:"history_size" json:"history_size"`
 
 	// Store persists the backup domain across restarts. Default nil: in
 	// memory only.
@@ -155,7 +182,13 @@ type Canary struct {
 // withDefaults returns c with zero fields set to their defaults.
 func (c Config) withDefaults() Config {
 	if c.Policy == "" {
-		c.Policy = PolicyUber
+		c.Policy = PolicyVeer
+	}
+	if c.HistoryTTL == 0 {
+		c.HistoryTTL = DefaultHistoryTTL
+	}
+	if c.HistorySize == 0 {
+		c.HistorySize = DefaultHistorySize
 	}
 	if c.CanaryPath == "" {
 		c.CanaryPath = DefaultCanaryPath
@@ -224,9 +257,17 @@ func (c Config) Validate() error {
 		}
 	}
 	switch c.Policy {
-	case "", PolicyUber, PolicyRoundRobin, PolicyThreshold:
+	case "", PolicyVeer, PolicyUber, PolicyRoundRobin, PolicyThreshold:
 	default:
-		add(config.Field("policy", "unknown policy %q: want %s, %s or %s", c.Policy, PolicyUber, PolicyRoundRobin, PolicyThreshold))
+		add(config.Field("policy", "unknown policy %q: want %s, %s, %s or %s", c.Policy, PolicyVeer, PolicyUber, PolicyRoundRobin, PolicyThreshold))
+	}
+	for i, s := range c.FailureStatuses {
+		if s < 400 || s > 599 {
+			add(config.Field("failure_statuses["+strconv.Itoa(i)+"]", "%d: want an HTTP status from 400 to 599", s))
+		}
+	}
+	if c.HistorySize < 0 || c.HistorySize > maxHistorySize {
+		add(config.Field("history_size", "%d: want 0 (default %d) up to %d", c.HistorySize, DefaultHistorySize, maxHistorySize))
 	}
 	if c.CanaryPath != "" && !strings.HasPrefix(c.CanaryPath, "/") {
 		add(config.Field("canary_path", "%q must start with /", c.CanaryPath))
@@ -252,6 +293,7 @@ func (c Config) Validate() error {
 		{"recovery_timeout_step", c.RecoveryTimeoutStep},
 		{"recovery_timeout_max", c.RecoveryTimeoutMax},
 		{"recovery_decay", c.RecoveryDecay},
+		{"history_ttl", c.HistoryTTL},
 	} {
 		if d.v < 0 {
 			add(config.Field(d.name, "%v is negative", d.v))

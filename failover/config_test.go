@@ -10,24 +10,7 @@ import (
 )
 
 // fieldsOf lists the fields named by the FieldErrors in err.
-func fieldsOf(err error) []string {
-	var out []string
-	var walk func(error)
-	walk = func(e error) {
-		if j, ok := e.(interface{ Unwrap() []error }); ok {
-			for _, x := range j.Unwrap() {
-				walk(x)
-			}
-			return
-		}
-		var fe *config.FieldError
-		if errors.As(e, &fe) {
-			out = append(out, fe.Field)
-		}
-	}
-	walk(err)
-	return out
-}
+func fieldsOf(err error) []string { return config.Fields(err) }
 
 func TestValidate(t *testing.T) {
 	good := Config{Primary: "api.example.com", Backups: []string{"dc1.example.com:8443"}}

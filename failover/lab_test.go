@@ -2,15 +2,10 @@ package failover
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"io"
 	"log/slog"
-	"math/big"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -20,8 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 	"go.uber.org/goleak"
 )
 
@@ -47,6 +40,7 @@ type lab struct {
 
 type labServer struct {
 	name string
+	h    http.Handler // nil: answer with the name
 	srv  *httptest.Server
 	mu   sync.Mutex
 	reqs []seen
@@ -91,13 +85,16 @@ func newLabTLS(t *testing.T, withTLS bool, names ...string) *lab {
 }
 
 // up starts a fresh server for name (on a new port of its address).
-func (l *lab) up(name string) *labServer {
+func (l *lab) up(name string) *labServer { return l.upWith(name, nil) }
+
+// upWith is up with h serving the requests (after they are recorded).
+func (l *lab) upWith(name string, h http.Handler) *labServer {
 	l.t.Helper()
 	ln, err := net.Listen("tcp", l.ips[name]+":0")
 	if err != nil {
 		l.t.Fatalf("listen for %s: %v", name, err)
 	}
-	s := &labServer{name: name}
+	s := &labServer{name: name, h: h}
 	s.srv = httptest.NewUnstartedServer(http.HandlerFunc(s.serve))
 	s.srv.Listener.Close()
 	s.srv.Listener = ln
@@ -222,6 +219,10 @@ func (s *labServer) serve(w http.ResponseWriter, r *http.Request) {
 	if hold != nil && v.canary != "" {
 		hold <- struct{}{} // tell the test the canary arrived ...
 		<-hold             // ... and wait for its go-ahead
+	}
+	if s.h != nil {
+		s.h.ServeHTTP(w, r)
+		return
 	}
 	io.WriteString(w, s.name)
 }
@@ -348,6 +349,14 @@ type notifyStore struct {
 	writes chan string
 }
 
+// LoadHistory and SaveHistory pass through (the embedded Store is a File).
+func (s notifyStore) LoadHistory() ([]NetworkFailure, error) {
+	return s.Store.(HistoryStore).LoadHistory()
+}
+func (s notifyStore) SaveHistory(h []NetworkFailure) error {
+	return s.Store.(HistoryStore).SaveHistory(h)
+}
+
 func (s notifyStore) Save(d string) error {
 	err := s.Store.Save(d)
 	s.writes <- "save " + d
@@ -370,38 +379,6 @@ func (s notifyStore) want(t *testing.T, w string) {
 	case <-time.After(waitTimeout):
 		t.Fatalf("no store write within %v, want %q", waitTimeout, w)
 	}
-}
-
-// counter returns the value of the veer_failover counter or gauge name with
-// the given label values (in label-name order), or -1 if absent.
-func counter(t *testing.T, g prometheus.Gatherer, name string, labels map[string]string) float64 {
-	t.Helper()
-	mfs, err := g.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	metric:
-		for _, m := range mf.GetMetric() {
-			for _, lp := range m.GetLabel() {
-				if v, ok := labels[lp.GetName()]; ok && v != lp.GetValue() {
-					continue metric
-				}
-			}
-			return value(m)
-		}
-	}
-	return -1
-}
-
-func value(m *dto.Metric) float64 {
-	if c := m.GetCounter(); c != nil {
-		return c.GetValue()
-	}
-	return m.GetGauge().GetValue()
 }
 
 // logRecorder is a slog.Handler keeping the records it sees.
@@ -439,36 +416,4 @@ func hasPrefixAll(list []string, prefix string) bool {
 		}
 	}
 	return len(list) > 0
-}
-
-// selfSigned makes a self-signed certificate valid for names, and a pool
-// trusting it.
-func selfSigned(t *testing.T, names []string) (*tls.Config, *x509.CertPool) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "veer failover lab"},
-		DNSNames:              names,
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(time.Hour),
-		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
-		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AddCert(cert)
-	return &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key, Leaf: cert}}}, pool
 }

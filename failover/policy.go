@@ -116,6 +116,8 @@ const (
 	ReasonDeviceOffline           // every canary failed: the device is offline
 	ReasonBaselineSwitch          // a baseline policy moved to another domain
 	ReasonPrimaryConfirmed        // ConfirmPrimary: the primary answered its canary in FAILOVER
+	ReasonHistory                 // the primary failed recently on the network the device is on
+	ReasonAnsweredFailure         // veer: a failure that is an answer (refused, DNS error, TLS alert)
 )
 
 func (r Reason) String() string {
@@ -146,6 +148,10 @@ func (r Reason) String() string {
 		return "baseline_switch"
 	case ReasonPrimaryConfirmed:
 		return "primary_confirmed"
+	case ReasonHistory:
+		return "history"
+	case ReasonAnsweredFailure:
+		return "answered_failure"
 	}
 	return "unknown"
 }
@@ -156,6 +162,45 @@ func (r Reason) String() string {
 type quietPolicy interface {
 	Policy
 	successIsNoop() bool
+}
+
+// NewPolicy returns the policy cfg.Policy names (default "veer"): the one
+// function that maps a Config to its decision core, used by NewTransport and
+// by the simulator, so that both run exactly the same policy for the same
+// Config.
+func NewPolicy(cfg Config) (Policy, error) {
+	switch cfg.Policy {
+	case PolicyUber:
+		return NewUber(cfg)
+	case PolicyRoundRobin:
+		return NewRoundRobin(cfg)
+	case PolicyThreshold:
+		return NewThreshold(cfg)
+	}
+	return NewVeer(cfg)
+}
+
+// statusSet is a set of HTTP status codes below 640 (Config.FailureStatuses).
+type statusSet [10]uint64
+
+func newStatusSet(codes []int) statusSet {
+	var s statusSet
+	for _, c := range codes {
+		if c >= 0 && c < 640 {
+			s[c/64] |= 1 << (c % 64)
+		}
+	}
+	return s
+}
+
+func (s *statusSet) has(code int) bool {
+	return code >= 0 && code < 640 && s[code/64]&(1<<(code%64)) != 0
+}
+
+// failure reports whether a regular request's outcome counts as a failure of
+// its domain: a network outcome, or a status listed in FailureStatuses.
+func (s *statusSet) failure(o outcome.Outcome) bool {
+	return o.Kind.Network() || o.Status != 0 && o.Kind != outcome.ClientCanceled && s.has(o.Status)
 }
 
 var (

@@ -128,6 +128,7 @@ func TestRealClockTimers(t *testing.T) {
 		next := &http.Transport{DialContext: pn.dial}
 		ev := make(events, 16)
 		tr, err := NewTransport(Config{
+			Policy:       PolicyUber, // the seed's timers
 			Primary:      "primary.test",
 			Backups:      []string{"dc1.test"},
 			Registerer:   prometheus.NewRegistry(),
@@ -192,6 +193,7 @@ func TestCanaryBackoffRealClock(t *testing.T) {
 		var at []time.Duration
 		start := time.Now()
 		tr, err := NewTransport(Config{
+			Policy:       PolicyUber, // the seed's timers
 			Primary:      "primary.test",
 			Backups:      []string{"dc1.test"},
 			Registerer:   prometheus.NewRegistry(),

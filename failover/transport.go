@@ -2,8 +2,6 @@ package failover
 
 import (
 	"context"
-	"errors"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -17,10 +15,6 @@ import (
 	"github.com/veerhq/veer/obs"
 	"github.com/veerhq/veer/outcome"
 )
-
-// CanaryHeader marks canary requests ("Veer-Canary: 1") so that servers
-// and logs can tell them from app traffic.
-const CanaryHeader = "Veer-Canary"
 
 // Transport is an http.RoundTripper that applies a failover Policy to the
 // requests it carries. Each request addressed to the configured primary
@@ -39,8 +33,10 @@ const CanaryHeader = "Veer-Canary"
 // one in flight per domain, and the policy's wake-ups run on one timer of
 // Config.Clock.
 //
-// Only the response headers are classified: an error while reading the
-// body later is not seen by the policy.
+// The response headers are classified when they arrive; an error while the
+// caller reads the body (a connection reset mid-body, a timeout) is
+// classified when it happens and reported as a failure of that request.
+// Responses whose status is in Config.FailureStatuses count as failures.
 type Transport struct {
 	next    http.RoundTripper
 	ownNext *http.Transport // the default next, closed by Close
@@ -72,8 +68,13 @@ type Transport struct {
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup // canaries, timer callbacks and store writes
 
-	pmu       sync.Mutex // serialises Store writes
-	persisted uint64     // pseq of the last decision written
+	network string    // the last SetNetwork
+	histGen uint64    // the policy's history generation last taken for the store
+	fail    statusSet // Config.FailureStatuses
+
+	pmu        sync.Mutex // serialises Store writes
+	persisted  uint64     // pseq of the last domain decision written
+	hpersisted uint64     // pseq of the last history written
 }
 
 var _ http.RoundTripper = (*Transport)(nil)
@@ -113,16 +114,7 @@ func NewTransport(cfg Config, next http.RoundTripper) (*Transport, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	var policy Policy
-	var err error
-	switch cfg.Policy {
-	case PolicyRoundRobin:
-		policy, err = NewRoundRobin(cfg)
-	case PolicyThreshold:
-		policy, err = NewThreshold(cfg)
-	default:
-		policy, err = NewUber(cfg)
-	}
+	policy, err := NewPolicy(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -134,6 +126,7 @@ func NewTransport(cfg Config, next http.RoundTripper) (*Transport, error) {
 		policy: policy,
 	}
 	t.quiet, _ = policy.(quietPolicy)
+	t.fail = newStatusSet(cfg.FailureStatuses)
 	if t.next == nil {
 		t.ownNext = defaultNext()
 		t.next = t.ownNext
@@ -158,39 +151,12 @@ func NewTransport(cfg Config, next http.RoundTripper) (*Transport, error) {
 	t.m = newMetrics(cfg.Registerer, len(t.hosts))
 	t.ctx, t.cancel = context.WithCancel(context.Background())
 
-	restored := None
-	if cfg.Store != nil {
-		saved, err := cfg.Store.Load()
-		stale := false
-		switch {
-		case err != nil:
-			t.log.Warn("failover: ignoring unreadable store", "err", err)
-			stale = errors.Is(err, ErrCorruptStore)
-		case saved != "":
-			for i, b := range cfg.Backups {
-				if strings.EqualFold(b, saved) {
-					restored = i + 1
-				}
-			}
-			if restored == None {
-				t.log.Warn("failover: ignoring saved domain that is not a configured backup", "domain", saved)
-				stale = true
-			}
-		}
-		if stale { // remove it, so that the warning is not repeated at every start
-			if err := cfg.Store.Clear(); err != nil {
-				t.log.Warn("failover: cannot clear the store", "err", err)
-			}
-		}
+	restored, hist := t.restore()
+	if r, ok := policy.(NetworkAware); ok && len(hist) > 0 {
+		r.Remember(hist)
 	}
 	t.m.setState(Primary)
-	t.mu.Lock()
-	now := t.clk.Now()
-	a := policy.Start(now, restored)
-	t.applyLocked(now, a, PrimaryIndex, nil)
-	job := t.persistJobLocked()
-	t.mu.Unlock()
-	t.persist(job)
+	t.step(func(now time.Time) Action { return policy.Start(now, restored) })
 	return t, nil
 }
 
@@ -270,22 +236,30 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	t.m.requests[s.domain].Inc()
 	resp, err := t.next.RoundTrip(out)
-	if err == nil && !s.reportSuccess {
-		return resp, err // steady state: a response changes nothing
+	if err == nil && !s.reportSuccess && !t.fail.has(resp.StatusCode) {
+		// Steady state: a response changes nothing, but its body may
+		// still fail.
+		return t.watchBody(resp, s.domain, false, outcome.Outcome{}), err
 	}
 	now := t.clk.Now()
 	o := outcome.ClassifyAt(resp, err, now)
-	if o.Kind == outcome.ClientCanceled || !o.Kind.Network() && !s.reportSuccess {
+	switch {
+	case o.Kind == outcome.ClientCanceled:
 		return resp, err
+	case t.fail.failure(o):
+		t.step(func(time.Time) Action { return t.policy.Report(now, s.domain, o) })
+		return resp, err // a failure already: nothing more to learn from the body
+	case !s.reportSuccess:
+		return t.watchBody(resp, s.domain, false, o), err
 	}
-	t.mu.Lock()
-	if !t.closed {
-		from := t.policy.Domain()
-		t.applyLocked(now, t.policy.Report(now, s.domain, o), from, nil)
+	// A success that may change the state: it counts when the body has
+	// been read (or closed by the caller); a body that fails is a failure.
+	if w := t.watchBody(resp, s.domain, true, o); w != nil {
+		if _, ok := w.Body.(*watchedBody); ok {
+			return w, err
+		}
 	}
-	job := t.persistJobLocked()
-	t.mu.Unlock()
-	t.persist(job)
+	t.step(func(time.Time) Action { return t.policy.Report(now, s.domain, o) })
 	return resp, err
 }
 
@@ -324,29 +298,6 @@ func (t *Transport) newPorts(u *url.URL) *portHosts {
 	return ph
 }
 
-// NetworkChanged tells the policy that the device changed network (Wi-Fi to
-// cellular, say): failure streaks restart, FAILOVER returns to PRIMARY and
-// BACKUP probes the primary at once. When the wrapped round tripper has a
-// NetworkChanged method too (lastmile.Transport does), it is called as well.
-func (t *Transport) NetworkChanged() {
-	// The wrapped round tripper may keep per-network state of its own (the
-	// last-mile chain's working routes, its broken-protocol memory): it
-	// forgets the old network first, so that the probe the policy starts
-	// below does not go out on the old network's routes.
-	if n, ok := t.next.(interface{ NetworkChanged() }); ok {
-		n.NetworkChanged()
-	}
-	t.mu.Lock()
-	if !t.closed {
-		now := t.clk.Now()
-		from := t.policy.Domain()
-		t.applyLocked(now, t.policy.NetworkChanged(now), from, nil)
-	}
-	job := t.persistJobLocked()
-	t.mu.Unlock()
-	t.persist(job)
-}
-
 // CloseIdleConnections closes the wrapped round tripper's idle connections
 // when it has that method (http.Client.CloseIdleConnections calls it).
 func (t *Transport) CloseIdleConnections() {
@@ -380,7 +331,7 @@ func (t *Transport) Close() error {
 // applyLocked carries out a policy Action; from is the traffic domain before
 // the call that returned it. notify, if not nil, runs just before the
 // OnTransition callback.
-func (t *Transport) applyLocked(now time.Time, a Action, from int, notify func()) {
+func (t *Transport) applyLocked(now time.Time, a Action, from int, notify func(time.Time)) {
 	report := true
 	if t.quiet != nil {
 		report = !t.quiet.successIsNoop()
@@ -393,6 +344,7 @@ func (t *Transport) applyLocked(now time.Time, a Action, from int, notify func()
 	if tr.Changed() {
 		t.transitionLocked(tr, from)
 	}
+	t.rememberLocked()
 	if a.Canary != None && a.Canary < len(t.hosts) {
 		t.sendCanaryLocked(a.Canary)
 	}
@@ -401,24 +353,11 @@ func (t *Transport) applyLocked(now time.Time, a Action, from int, notify func()
 	// place: whatever their receiver does next (advance a manual clock,
 	// send requests) sees the Transport in its new state.
 	if notify != nil {
-		notify()
+		notify(now)
 	}
 	if tr.Changed() && t.cfg.OnTransition != nil {
 		t.cfg.OnTransition(Event{At: now, From: tr.From, To: tr.To, Reason: tr.Reason, FromDomain: t.hosts[from], Domain: t.hosts[tr.Domain]})
 	}
-}
-
-// persistence decisions, taken under mu and written after it is released
-const (
-	persistNone = iota
-	persistSave
-	persistClear
-)
-
-type persistJob struct {
-	seq    uint64
-	op     int
-	domain string
 }
 
 // transitionLocked counts and logs a transition and takes the persistence
@@ -427,50 +366,7 @@ func (t *Transport) transitionLocked(tr Transition, from int) {
 	t.m.transition(tr)
 	t.log.Info("failover: transition", "from", tr.From.String(), "to", tr.To.String(),
 		"reason", tr.Reason.String(), "from_domain", t.hosts[from], "domain", t.hosts[tr.Domain])
-	if t.cfg.Store != nil {
-		switch {
-		case tr.To == Backup && tr.Reason != ReasonRestored && tr.Domain != from:
-			t.pseq++
-			t.pending = persistJob{seq: t.pseq, op: persistSave, domain: t.hosts[tr.Domain]}
-		case tr.Domain == PrimaryIndex && from != PrimaryIndex:
-			t.pseq++
-			t.pending = persistJob{seq: t.pseq, op: persistClear}
-		}
-	}
-}
-
-// persistJobLocked takes the pending store write, if any, and counts it in
-// wg so that Close waits for it.
-func (t *Transport) persistJobLocked() persistJob {
-	j := t.pending
-	t.pending = persistJob{}
-	if j.op != persistNone {
-		t.wg.Add(1)
-	}
-	return j
-}
-
-// persist writes j unless a later decision was written already.
-func (t *Transport) persist(j persistJob) {
-	if j.op == persistNone {
-		return
-	}
-	defer t.wg.Done()
-	t.pmu.Lock()
-	defer t.pmu.Unlock()
-	if j.seq <= t.persisted {
-		return
-	}
-	t.persisted = j.seq
-	var err error
-	if j.op == persistSave {
-		err = t.cfg.Store.Save(j.domain)
-	} else {
-		err = t.cfg.Store.Clear()
-	}
-	if err != nil {
-		t.log.Warn("failover: store write failed", "err", err)
-	}
+	t.persistTransitionLocked(tr, from)
 }
 
 // armLocked points the wake-up timer at wake (zero: none).
@@ -499,80 +395,42 @@ func (t *Transport) armLocked(wake time.Time) {
 }
 
 func (t *Transport) onTimer() {
-	t.mu.Lock()
-	if t.closed || t.wakeAt.IsZero() {
-		t.mu.Unlock()
-		return
-	}
-	now := t.clk.Now()
-	if now.Before(t.wakeAt) { // a stale firing: wait for the rest
-		t.timer.Reset(t.wakeAt.Sub(now))
-		t.mu.Unlock()
-		return
-	}
-	t.wakeAt = time.Time{}
-	from := t.policy.Domain()
-	t.applyLocked(now, t.policy.Tick(now), from, nil)
-	job := t.persistJobLocked()
-	t.mu.Unlock()
-	t.persist(job)
-}
-
-func (t *Transport) sendCanaryLocked(d int) {
-	if t.closed || t.inflight[d] {
-		return // the result of the canary in flight will answer
-	}
-	t.inflight[d] = true
-	t.wg.Add(1)
-	go t.runCanary(d)
-}
-
-func (t *Transport) runCanary(d int) {
-	defer t.wg.Done()
-	o := t.probe(d)
-	now := t.clk.Now()
-	t.mu.Lock()
-	t.inflight[d] = false
-	if t.closed {
-		t.mu.Unlock()
-		return
-	}
-	t.m.canary(d, o.OK())
-	from := t.policy.Domain()
-	t.applyLocked(now, t.policy.CanaryDone(now, d, o), from, func() {
-		if t.cfg.OnCanary != nil {
-			t.cfg.OnCanary(t.hosts[d], Canary{At: now, OK: o.OK(), Kind: o.Kind})
+	t.step(func(now time.Time) Action {
+		if t.wakeAt.IsZero() {
+			return keep
 		}
+		if now.Before(t.wakeAt) { // a stale firing: wait for the rest
+			t.timer.Reset(t.wakeAt.Sub(now))
+			return keep
+		}
+		t.wakeAt = time.Time{}
+		return t.policy.Tick(now)
 	})
+}
+
+// step is the one place where the policy is called: with the lock held (and
+// nothing done once the Transport is closed), call returns the policy's
+// Action at the given time; step applies it, then writes the persistence
+// decision it implies after releasing the lock. An Action of keep leaves the
+// wake-up timer as it is.
+func (t *Transport) step(call func(now time.Time) Action) { t.stepNotify(call, nil) }
+
+// stepNotify is step with a callback run just before OnTransition.
+func (t *Transport) stepNotify(call func(now time.Time) Action, notify func(now time.Time)) {
+	t.mu.Lock()
+	if !t.closed {
+		now := t.clk.Now()
+		from := t.policy.Domain()
+		a := call(now)
+		if a != keep {
+			t.applyLocked(now, a, from, notify)
+		}
+	}
 	job := t.persistJobLocked()
 	t.mu.Unlock()
 	t.persist(job)
 }
 
-// probe sends one canary to domain d through the wrapped round tripper and
-// classifies its result.
-func (t *Transport) probe(d int) outcome.Outcome {
-	ctx, cancel := context.WithTimeout(t.ctx, t.cfg.CanaryTimeout)
-	defer cancel()
-	scheme := "https"
-	switch {
-	case t.cfg.CanaryScheme != "":
-		scheme = t.cfg.CanaryScheme
-	case t.scheme.Load() == schemeHTTP:
-		scheme = "http"
-	}
-	host := t.ports.Load().hosts[d]
-	u := &url.URL{Scheme: scheme, Host: host, Path: t.cfg.CanaryPath}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
-	if err != nil {
-		return outcome.Outcome{Kind: outcome.NetworkOther, Err: err}
-	}
-	req.Header.Set(CanaryHeader, "1")
-	resp, err := t.next.RoundTrip(req)
-	o := outcome.ClassifyAt(resp, err, t.clk.Now())
-	if err == nil {
-		io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-		resp.Body.Close()
-	}
-	return o
-}
+// keep is a sentinel Action telling step to leave everything, the timer
+// included, as it is.
+var keep = Action{Canary: -2}

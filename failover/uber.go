@@ -60,6 +60,18 @@ type Uber struct {
 	retryMax      time.Duration
 	offlineCheck  bool
 	confirm       bool
+	fail          statusSet     // Config.FailureStatuses
+	fastAnswers   bool          // veer: a failure that is an answer starts FAILOVER (veer.go)
+	confirmMin    time.Duration // veer: least wait for the confirming primary canary; 0: CanaryTimeout
+	canaryTimeout time.Duration
+
+	// per-network memory (history.go); kept across Start
+	useHist bool
+	histTTL time.Duration
+	histMax int
+	hist    []NetworkFailure
+	histGen uint64
+	network string // the network the device is on, "" if unknown; reset by Start
 
 	state  State
 	domain int
@@ -69,11 +81,13 @@ type Uber struct {
 	streakStart time.Time
 	ring        []time.Time // times of the last `threshold` failures, at index i%threshold
 
-	canary  int       // domain whose canary result is awaited, or None
-	held    int       // FAILOVER with ConfirmPrimary: the backup that answered while primary is probed, or None
-	sweep   bool      // RECOVERY: probe backups too when primary fails
-	roundAt time.Time // FAILOVER: start of the next canary round; zero if none is due
-	rounds  int       // FAILOVER: failed canary rounds since entering it
+	canary    int       // domain whose canary result is awaited, or None
+	held      int       // FAILOVER with ConfirmPrimary: the backup that answered while primary is probed, or None
+	askedAt   time.Time // when the awaited canary was asked for
+	confirmBy time.Time // FAILOVER, held: when an unanswered primary canary counts as failed; zero: never
+	sweep     bool      // RECOVERY: probe backups too when primary fails
+	roundAt   time.Time // FAILOVER: start of the next canary round; zero if none is due
+	rounds    int       // FAILOVER: failed canary rounds since entering it
 
 	entries      int // entries into BACKUP counted by the recovery delay
 	recoveryAt   time.Time
@@ -102,6 +116,10 @@ func NewUber(cfg Config) (*Uber, error) {
 		retryMax:      c.CanaryRetryMax,
 		offlineCheck:  c.DeviceOfflineCheck,
 		confirm:       c.ConfirmPrimary,
+		canaryTimeout: c.CanaryTimeout,
+		fail:          newStatusSet(c.FailureStatuses),
+		histTTL:       c.HistoryTTL,
+		histMax:       c.HistorySize,
 		ring:          make([]time.Time, c.FailureThreshold),
 		canary:        None,
 		held:          None,
@@ -111,16 +129,19 @@ func NewUber(cfg Config) (*Uber, error) {
 
 // Start implements Policy. A restored backup index in 1..n starts in BACKUP
 // on it (reason restored) with the first recovery delay; anything else
-// starts in PRIMARY. Start resets every piece of state, recovery growth
-// included, so one Uber can serve many sessions in turn without
-// allocating.
+// starts in PRIMARY. Start resets every piece of state, recovery growth and
+// the current network included, so one Uber can serve many sessions in turn
+// without allocating; the per-network memory is the device's and is kept
+// (Remember(nil) clears it).
 func (u *Uber) Start(now time.Time, restored int) Action {
 	ring := u.ring
 	clear(ring)
 	*u = Uber{
 		n: u.n, threshold: u.threshold, window: u.window, streakTimeout: u.streakTimeout,
 		rtBase: u.rtBase, rtStep: u.rtStep, rtMax: u.rtMax, decay: u.decay, retry: u.retry, retryMax: u.retryMax,
-		offlineCheck: u.offlineCheck, confirm: u.confirm, ring: ring,
+		offlineCheck: u.offlineCheck, confirm: u.confirm, fail: u.fail, ring: ring,
+		fastAnswers: u.fastAnswers, confirmMin: u.confirmMin, canaryTimeout: u.canaryTimeout,
+		useHist: u.useHist, histTTL: u.histTTL, histMax: u.histMax, hist: u.hist, histGen: u.histGen,
 		state: Primary, domain: PrimaryIndex, canary: None, held: None, primarySince: now,
 	}
 	if restored >= 1 && restored <= u.n {
@@ -140,7 +161,7 @@ func (u *Uber) Report(now time.Time, domain int, o outcome.Outcome) Action {
 	if domain != u.domain || o.Kind == outcome.ClientCanceled {
 		return u.idle()
 	}
-	if !o.Kind.Network() {
+	if !u.fail.failure(o) {
 		if u.state == Failover {
 			return u.toPrimary(now, ReasonPrimarySuccess)
 		}
@@ -150,7 +171,11 @@ func (u *Uber) Report(now time.Time, domain int, o outcome.Outcome) Action {
 	if u.state != Primary && u.state != Backup {
 		return u.idle() // FAILOVER and RECOVERY are probing already
 	}
-	if r := u.failure(now); r != ReasonNone {
+	r := u.failure(now)
+	if r == ReasonNone && u.state == Primary && u.fastAnswers && answered(o) {
+		r = ReasonAnsweredFailure
+	}
+	if r != ReasonNone {
 		if u.state == Primary {
 			return u.toFailover(now, r)
 		}
@@ -200,13 +225,14 @@ func (u *Uber) CanaryDone(now time.Time, domain int, o outcome.Outcome) Action {
 			return u.toPrimary(now, ReasonDeviceOffline)
 		case ok && u.confirm:
 			u.held = domain
-			return u.ask(PrimaryIndex)
+			u.confirmBy = u.confirmDeadline(now)
+			return u.ask(now, PrimaryIndex)
 		case ok:
 			return u.toBackup(now, domain, ReasonCanarySuccess)
 		case domain < u.n:
-			return u.ask(domain + 1)
+			return u.ask(now, domain+1)
 		case u.offlineCheck:
-			return u.ask(PrimaryIndex)
+			return u.ask(now, PrimaryIndex)
 		default:
 			u.roundAt = now.Add(u.retryDelay(u.rounds))
 			u.rounds++
@@ -220,7 +246,7 @@ func (u *Uber) CanaryDone(now time.Time, domain int, o outcome.Outcome) Action {
 			return u.toBackup(now, domain, ReasonCanarySuccess)
 		case u.sweep:
 			if next := u.nextBackup(domain); next != None {
-				return u.ask(next)
+				return u.ask(now, next)
 			}
 		}
 		return u.toBackup(now, u.domain, ReasonRecoveryFailure)
@@ -249,7 +275,11 @@ func (u *Uber) Tick(now time.Time) Action {
 	case Failover:
 		if u.canary == None && !u.roundAt.IsZero() && !now.Before(u.roundAt) {
 			u.roundAt = time.Time{}
-			return u.ask(1)
+			return u.ask(now, 1)
+		}
+		if u.confirmExpired(now) { // the primary did not answer in time
+			u.canary = None // its late answer is ignored
+			return u.toBackup(now, u.held, ReasonCanarySuccess)
 		}
 	case Backup:
 		if !now.Before(u.recoveryAt) {
@@ -278,39 +308,6 @@ func (u *Uber) NetworkChanged(now time.Time) Action {
 	return u.idle()
 }
 
-// RecoveryAt returns when the recovery timer fires; meaningful in BACKUP.
-func (u *Uber) RecoveryAt() time.Time { return u.recoveryAt }
-
-// recoveryDelay is the delay of the k-th entry into BACKUP (k >= 1).
-func (u *Uber) recoveryDelay(k int) time.Duration {
-	if k < 1 {
-		k = 1
-	}
-	d := u.rtBase
-	if u.rtStep > 0 {
-		steps := (u.rtMax - u.rtBase) / u.rtStep // steps before the cap
-		if int64(k-1) > int64(steps) {
-			return u.rtMax
-		}
-		d += time.Duration(k-1) * u.rtStep
-	}
-	return min(d, u.rtMax)
-}
-
-// retryDelay is the pause after the failed canary round that follows k
-// earlier failed rounds (k >= 0): CanaryRetryInterval doubled k times,
-// capped at CanaryRetryMax.
-func (u *Uber) retryDelay(k int) time.Duration {
-	d := u.retry
-	for ; k > 0 && d < u.retryMax; k-- {
-		if d > u.retryMax/2 {
-			return u.retryMax
-		}
-		d *= 2
-	}
-	return min(d, u.retryMax)
-}
-
 // transitions
 
 func (u *Uber) toFailover(now time.Time, r Reason) Action {
@@ -319,13 +316,18 @@ func (u *Uber) toFailover(now time.Time, r Reason) Action {
 	u.streak = 0
 	u.roundAt = time.Time{}
 	u.canary = 1
+	u.askedAt = now
 	u.held = None
+	u.confirmBy = time.Time{}
 	u.rounds = 0
 	return u.act(1, from, r)
 }
 
 func (u *Uber) toBackup(now time.Time, domain int, r Reason) Action {
 	from := u.state
+	if from == Failover && r == ReasonCanarySuccess || from == Recovery && r == ReasonRecoveryFailure {
+		u.record(now) // the primary failed (again) on this network
+	}
 	if from == Failover && u.decay > 0 {
 		if steps := int(now.Sub(u.primarySince) / u.decay); steps > 0 {
 			u.entries = max(u.entries-steps, 0)
@@ -347,6 +349,7 @@ func (u *Uber) settle(s State, domain int) {
 	u.streak = 0
 	u.canary = None
 	u.held = None
+	u.confirmBy = time.Time{}
 	u.sweep = false
 	u.roundAt = time.Time{}
 	u.rounds = 0
@@ -363,6 +366,10 @@ func (u *Uber) toRecovery(now time.Time, r Reason, sweep bool) Action {
 
 func (u *Uber) toPrimary(now time.Time, r Reason) Action {
 	from := u.state
+	switch r {
+	case ReasonPrimarySuccess, ReasonPrimaryConfirmed, ReasonRecoverySuccess:
+		u.forget() // the primary answers on this network
+	}
 	if u.domain != PrimaryIndex {
 		u.primarySince = now
 	}
@@ -371,8 +378,9 @@ func (u *Uber) toPrimary(now time.Time, r Reason) Action {
 }
 
 // ask requests a canary to domain, without a state change.
-func (u *Uber) ask(domain int) Action {
+func (u *Uber) ask(now time.Time, domain int) Action {
 	u.canary = domain
+	u.askedAt = now
 	return Action{Canary: domain, Wake: u.wake()}
 }
 
@@ -396,6 +404,9 @@ func (u *Uber) wake() time.Time {
 	case Failover:
 		if u.canary == None {
 			return u.roundAt
+		}
+		if u.held != None {
+			return u.confirmBy
 		}
 	case Backup:
 		if u.streak > 0 {

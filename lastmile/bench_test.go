@@ -29,7 +29,7 @@ func BenchmarkRoundTrip(b *testing.B) {
 	}
 	b.Cleanup(plain.CloseIdleConnections)
 	opts := w.options(b)
-	cfgs := map[string]Config{"h2": {Race: RaceConfig{DisableH3: true}}, "h3": {}}
+	cfgs := map[string]Config{"h2": {Race: RaceConfig{DisableH3: true}}, "h3": {Race: RaceConfig{AssumeH3: true}}} // the node does not advertise h3
 	run := func(b *testing.B, rt http.RoundTripper) {
 		req, _ := http.NewRequestWithContext(context.Background(), http.MethodGet, url, nil)
 		for b.Loop() {
@@ -111,8 +111,8 @@ func BenchmarkColdStart(b *testing.B) {
 		name string
 		cfg  Config
 	}{
-		{"lastmile-h2", Config{Steps: []Step{StepDirect}, Race: RaceConfig{DisableH3: true}}},
-		{"lastmile-h3", Config{Steps: []Step{StepDirect}}},
+		{"lastmile-h2", Config{Steps: []RouteStep{StepDirect}, Race: RaceConfig{DisableH3: true}}},
+		{"lastmile-h3", Config{Steps: []RouteStep{StepDirect}, Race: RaceConfig{AssumeH3: true}}}, // the node does not advertise h3
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			for b.Loop() {

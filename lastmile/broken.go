@@ -16,12 +16,14 @@ type brokenMemory struct {
 
 	mu sync.Mutex
 	m  map[brokenKey]brokenState
+
+	onChange func() // called after a mark is set or cleared (persistence)
 }
 
 type brokenKey struct {
 	network uint64
 	addr    string
-	step    Step
+	proto   Protocol
 }
 
 type brokenState struct {
@@ -34,7 +36,7 @@ func newBrokenMemory(base, max time.Duration) *brokenMemory {
 }
 
 // broken reports whether step is currently marked broken on addr.
-func (b *brokenMemory) broken(network uint64, addr string, s Step, now time.Time) bool {
+func (b *brokenMemory) broken(network uint64, addr string, s Protocol, now time.Time) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	st, ok := b.m[brokenKey{network, addr, s}]
@@ -42,9 +44,8 @@ func (b *brokenMemory) broken(network uint64, addr string, s Step, now time.Time
 }
 
 // fail records a failure and returns how long the protocol stays broken.
-func (b *brokenMemory) fail(network uint64, addr string, s Step, now time.Time) time.Duration {
+func (b *brokenMemory) fail(network uint64, addr string, s Protocol, now time.Time) time.Duration {
 	b.mu.Lock()
-	defer b.mu.Unlock()
 	k := brokenKey{network, addr, s}
 	st := b.m[k]
 	d := b.base
@@ -55,14 +56,23 @@ func (b *brokenMemory) fail(network uint64, addr string, s Step, now time.Time) 
 	st.failures++
 	st.until = now.Add(d)
 	b.m[k] = st
+	b.mu.Unlock()
+	if b.onChange != nil {
+		b.onChange()
+	}
 	return d
 }
 
 // succeed forgets the failures of step on addr.
-func (b *brokenMemory) succeed(network uint64, addr string, s Step) {
+func (b *brokenMemory) succeed(network uint64, addr string, s Protocol) {
 	b.mu.Lock()
-	delete(b.m, brokenKey{network, addr, s})
+	k := brokenKey{network, addr, s}
+	_, had := b.m[k]
+	delete(b.m, k)
 	b.mu.Unlock()
+	if had && b.onChange != nil {
+		b.onChange()
+	}
 }
 
 // forget drops every entry of networks other than keep.

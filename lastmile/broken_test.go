@@ -34,20 +34,20 @@ func TestBrokenMemoryBackoff(t *testing.T) {
 		now := t0.Add(s.at)
 		switch s.event {
 		case "fail":
-			if got := b.fail(s.network, node, StepH3, now); got != s.want {
+			if got := b.fail(s.network, node, ProtocolH3, now); got != s.want {
 				t.Fatalf("step %d: fail -> %v, want %v", i, got, s.want)
 			}
 		case "succeed":
-			b.succeed(s.network, node, StepH3)
+			b.succeed(s.network, node, ProtocolH3)
 		case "check":
-			if got := b.broken(s.network, node, StepH3, now); got != (s.want == 1) {
+			if got := b.broken(s.network, node, ProtocolH3, now); got != (s.want == 1) {
 				t.Fatalf("step %d: broken = %v, want %v", i, got, s.want == 1)
 			}
 		}
 	}
-	b.fail(2, node, StepTCP, t0)
+	b.fail(2, node, ProtocolTCP, t0)
 	b.forget(2)
-	if b.broken(1, node, StepH3, t0.Add(12*time.Minute)) || !b.broken(2, node, StepTCP, t0) {
+	if b.broken(1, node, ProtocolH3, t0.Add(12*time.Minute)) || !b.broken(2, node, ProtocolTCP, t0) {
 		t.Fatal("forget kept the wrong network")
 	}
 }

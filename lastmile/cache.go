@@ -15,8 +15,9 @@ import (
 	"github.com/veerhq/veer/internal/atomicfile"
 )
 
-// cacheFileVersion is the version of the persisted cache file format.
-const cacheFileVersion = 1
+// cacheFileVersion is the version of the persisted cache file format
+// written (2 adds the protocol memory); version 1 files are read too.
+const cacheFileVersion = 2
 
 // maxCacheFileSize bounds a cache file; a larger one is treated as corrupt.
 const maxCacheFileSize = 4 << 20
@@ -46,6 +47,17 @@ type dnsCache struct {
 	wg      sync.WaitGroup
 
 	saveMu sync.Mutex // serialises file writes
+
+	// loaded is what the file held besides DNS answers; extras, if set,
+	// returns what to write instead (the Transport's live memory).
+	loaded fileExtras
+	extras func() fileExtras
+}
+
+// fileExtras is the protocol memory persisted beside the DNS answers.
+type fileExtras struct {
+	protocols []protoEntry
+	altSvc    []altSvcEntry
 }
 
 func newDNSCache(path string, maxEntries int, now time.Time, log *slog.Logger) *dnsCache {
@@ -61,12 +73,12 @@ func newDNSCache(path string, maxEntries int, now time.Time, log *slog.Logger) *
 		log.Warn("lastmile: DNS cache file unreadable, starting empty", "path", path, "err", err)
 		return c
 	}
-	m, err := parseCacheFile(data)
+	f, err := parseCacheFile(data)
 	if err != nil {
 		log.Warn("lastmile: DNS cache file corrupt, ignored", "path", path, "err", err)
 		return c
 	}
-	c.m = m
+	c.m, c.loaded = f.entries, f.extras
 	c.evict(now)
 	return c
 }
@@ -83,6 +95,18 @@ func (c *dnsCache) put(name string, addrs []netip.Addr, ttl time.Duration, now t
 	c.mu.Lock()
 	c.m[name] = cacheEntry{addrs: addrs, expires: now.Add(ttl), stored: now}
 	c.evict(now)
+	c.changedLocked()
+}
+
+// touch schedules a write of the file (the protocol memory changed).
+func (c *dnsCache) touch() {
+	c.mu.Lock()
+	c.changedLocked()
+}
+
+// changedLocked marks the cache dirty and makes sure a writer runs; it
+// unlocks mu.
+func (c *dnsCache) changedLocked() {
 	if c.path == "" {
 		c.mu.Unlock()
 		return
@@ -124,6 +148,11 @@ func (c *dnsCache) writer() {
 		c.dirty = false
 		snap := c.snapshotLocked()
 		c.mu.Unlock()
+		x := c.loaded
+		if c.extras != nil {
+			x = c.extras()
+		}
+		snap.Protocols, snap.AltSvc = x.protocols, x.altSvc
 		if err := c.save(snap); err != nil {
 			c.log.Warn("lastmile: DNS cache not persisted", "path", c.path, "err", err)
 		}
@@ -166,8 +195,16 @@ func (c *dnsCache) evict(time.Time) {
 }
 
 type cacheFile struct {
-	Version int              `json:"version"`
-	Entries []cacheFileEntry `json:"entries"`
+	Version   int              `json:"version"`
+	Entries   []cacheFileEntry `json:"entries"`
+	Protocols []protoEntry     `json:"protocols,omitempty"`
+	AltSvc    []altSvcEntry    `json:"alt_svc,omitempty"`
+}
+
+// parsedCache is a decoded cache file.
+type parsedCache struct {
+	entries map[string]cacheEntry
+	extras  fileExtras
 }
 
 type cacheFileEntry struct {
@@ -199,36 +236,40 @@ func (c *dnsCache) save(f cacheFile) error {
 // parseCacheFile decodes a persisted cache. Entries with a bad name or no
 // valid address make the whole file corrupt: a file that was not written by
 // save is not trusted in part.
-func parseCacheFile(data []byte) (map[string]cacheEntry, error) {
+func parseCacheFile(data []byte) (parsedCache, error) {
+	var out parsedCache
 	if len(data) > maxCacheFileSize {
-		return nil, fmt.Errorf("%w: %d bytes", ErrCacheFile, len(data))
+		return out, fmt.Errorf("%w: %d bytes", ErrCacheFile, len(data))
 	}
 	var f cacheFile
 	if err := json.Unmarshal(data, &f); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrCacheFile, err)
+		return out, fmt.Errorf("%w: %v", ErrCacheFile, err)
 	}
-	if f.Version != cacheFileVersion {
-		return nil, fmt.Errorf("%w: version %d, want %d", ErrCacheFile, f.Version, cacheFileVersion)
+	if f.Version != 1 && f.Version != cacheFileVersion {
+		return out, fmt.Errorf("%w: version %d, want %d", ErrCacheFile, f.Version, cacheFileVersion)
 	}
 	m := make(map[string]cacheEntry, len(f.Entries))
 	for i, e := range f.Entries {
 		if _, ok := dns.IsDomainName(e.Name); !ok || e.Name != dns.CanonicalName(e.Name) {
-			return nil, fmt.Errorf("%w: entries[%d]: bad name %q", ErrCacheFile, i, e.Name)
+			return out, fmt.Errorf("%w: entries[%d]: bad name %q", ErrCacheFile, i, e.Name)
 		}
 		if len(e.Addrs) == 0 {
-			return nil, fmt.Errorf("%w: entries[%d]: no address", ErrCacheFile, i)
+			return out, fmt.Errorf("%w: entries[%d]: no address", ErrCacheFile, i)
 		}
 		for _, a := range e.Addrs {
 			if !usable(a) {
-				return nil, fmt.Errorf("%w: entries[%d]: bad address %v", ErrCacheFile, i, a)
+				return out, fmt.Errorf("%w: entries[%d]: bad address %v", ErrCacheFile, i, a)
 			}
 		}
 		if e.Expires.Before(e.Stored) {
-			return nil, fmt.Errorf("%w: entries[%d]: expires before stored", ErrCacheFile, i)
+			return out, fmt.Errorf("%w: entries[%d]: expires before stored", ErrCacheFile, i)
 		}
 		m[e.Name] = cacheEntry{addrs: e.Addrs, expires: e.Expires, stored: e.Stored}
 	}
-	return m, nil
+	if err := validExtras(f.Protocols, f.AltSvc); err != nil {
+		return out, err
+	}
+	return parsedCache{m, fileExtras{f.Protocols, f.AltSvc}}, nil
 }
 
 func jsonMarshal(v any) ([]byte, error) { return json.Marshal(v) }

@@ -20,13 +20,25 @@ type Config struct {
 	// Steps is the route chain in order. Default: scheduler, direct, cdn,
 	// fallback_ip. A step without configuration (no scheduler URL, no CDN
 	// domains, no fallback IPs) is skipped.
-	Steps []Step `yaml:"steps" json:"steps"`
+	Steps []RouteStep `yaml:"steps" json:"steps"`
 	// Port is used for hosts given without a port and for CDN domains.
 	// Default 443.
 	Port int `yaml:"port" json:"port"`
 	// MaxRouteFailures is how many consecutive network failures on a working
 	// route drop it, so that the next request re-runs the chain. Default 3.
 	MaxRouteFailures int `yaml:"max_route_failures" json:"max_route_failures"`
+	// NoRouteHold is how long a failed chain run for a host is remembered:
+	// requests to that host in that time fail at once with the same error
+	// instead of running the chain again. NetworkChanged forgets it.
+	// Default 2s; negative: not remembered.
+	NoRouteHold time.Duration `yaml:"no_route_hold" json:"no_route_hold"`
+	// Stagger is happy eyeballs across nodes and route steps (RFC 8305
+	// section 5): how long a node, or a route step, may try without a
+	// route before the next one starts beside it (a failure starts the
+	// next one at once). The first route wins; when both an earlier and a
+	// later attempt are ready, the one that answered first is kept.
+	// Default 200ms; negative: one after another.
+	Stagger time.Duration `yaml:"stagger" json:"stagger"`
 	// DNS configures the resolver chain.
 	DNS DNSConfig `yaml:"dns" json:"dns"`
 	// Scheduler configures the scheduling-service client.
@@ -44,7 +56,7 @@ type Config struct {
 type DNSConfig struct {
 	// Order is the resolver chain in order. Default: system, private_udp,
 	// private_race, doh, bootstrap. Steps without configuration are skipped.
-	Order []Step `yaml:"order" json:"order"`
+	Order []ResolverStep `yaml:"order" json:"order"`
 	// PrivateServers are the private DNS servers ("ZNS"), "ip:port" (port
 	// default 53), tried in order. Default none.
 	PrivateServers []string `yaml:"private_servers" json:"private_servers"`
@@ -71,6 +83,17 @@ type DNSConfig struct {
 	// MaxStale is how long past its TTL an answer may be served when every
 	// source fails (RFC 8767 serve-stale). Default 72h; negative disables.
 	MaxStale time.Duration `yaml:"max_stale" json:"max_stale"`
+	// StaleAnswerTimeout is RFC 8767's client response timer: when a
+	// stale answer is cached and resolution has not answered after this
+	// long, the stale answer is served while resolution goes on in the
+	// background to refresh the cache. Default 1.8s; negative: stale data
+	// only after every source failed.
+	StaleAnswerTimeout time.Duration `yaml:"stale_answer_timeout" json:"stale_answer_timeout"`
+	// DeadServerHold is how long a resolver that timed out (a private
+	// server over UDP or over TCP, the system resolver, the DoH endpoint)
+	// is not asked again, within a chain run and across runs. Default 30s;
+	// negative: always ask.
+	DeadServerHold time.Duration `yaml:"dead_server_hold" json:"dead_server_hold"`
 	// CacheFile persists the cache (written atomically after each change;
 	// a corrupt file is ignored with a warning). Default none (memory only).
 	CacheFile string `yaml:"cache_file" json:"cache_file"`
@@ -101,6 +124,12 @@ type RaceConfig struct {
 	ConnectTimeout time.Duration `yaml:"connect_timeout" json:"connect_timeout"`
 	// DisableH3 turns HTTP/3 off (TCP only). Default false.
 	DisableH3 bool `yaml:"disable_h3" json:"disable_h3"`
+	// AssumeH3 races QUIC to every node from the first contact. Default
+	// false: QUIC is tried only on a node that advertised HTTP/3, in an
+	// Alt-Svc header on the same port (remembered for its max-age and
+	// persisted with the DNS cache) or in a scheduler answer; an origin
+	// that never advertised h3 costs no QUIC attempt.
+	AssumeH3 bool `yaml:"assume_h3" json:"assume_h3"`
 	// BrokenBase is how long a protocol that failed on a node is skipped
 	// after its first failure; each further failure doubles it. Default 5m.
 	BrokenBase time.Duration `yaml:"broken_base" json:"broken_base"`
@@ -126,9 +155,17 @@ type FallbackIP struct {
 	ServerName string `yaml:"server_name" json:"server_name"`
 }
 
+// Defaults of zero-valued fields (the others are written in withDefaults).
+const (
+	defaultNoRouteHold        = 2 * time.Second
+	defaultStagger            = 200 * time.Millisecond
+	defaultStaleAnswerTimeout = 1800 * time.Millisecond // RFC 8767 section 5
+	defaultDeadServerHold     = 30 * time.Second
+)
+
 var (
-	defaultSteps = []Step{StepScheduler, StepDirect, StepCDN, StepFallbackIP}
-	defaultOrder = []Step{StepSystem, StepPrivateUDP, StepPrivateRace, StepDoH, StepBootstrap}
+	defaultSteps = []RouteStep{StepScheduler, StepDirect, StepCDN, StepFallbackIP}
+	defaultOrder = []ResolverStep{StepSystem, StepPrivateUDP, StepPrivateRace, StepDoH, StepBootstrap}
 )
 
 // Validate reports every invalid field.
@@ -240,9 +277,9 @@ func (c RaceConfig) Validate() error {
 	return errors.Join(errs...)
 }
 
-func validSteps(field string, steps, known []Step) error {
+func validSteps[S ~string](field string, steps, known []S) error {
 	var errs []error
-	seen := map[Step]bool{}
+	seen := map[S]bool{}
 	for i, s := range steps {
 		if !slices.Contains(known, s) {
 			errs = append(errs, config.Field(field+"["+strconv.Itoa(i)+"]", "unknown step %q (known: %v)", s, known))
@@ -262,6 +299,8 @@ func (c Config) withDefaults() Config {
 	}
 	c.Port = orInt(c.Port, 443)
 	c.MaxRouteFailures = orInt(c.MaxRouteFailures, 3)
+	c.NoRouteHold = orDur(c.NoRouteHold, defaultNoRouteHold)
+	c.Stagger = orDur(c.Stagger, defaultStagger)
 	d := &c.DNS
 	if len(d.Order) == 0 {
 		d.Order = defaultOrder
@@ -274,6 +313,8 @@ func (c Config) withDefaults() Config {
 	d.MinTTL = orDur(d.MinTTL, 10*time.Second)
 	d.MaxTTL = orDur(d.MaxTTL, time.Hour)
 	d.MaxStale = orDur(d.MaxStale, 72*time.Hour)
+	d.StaleAnswerTimeout = orDur(d.StaleAnswerTimeout, defaultStaleAnswerTimeout)
+	d.DeadServerHold = orDur(d.DeadServerHold, defaultDeadServerHold)
 	d.MaxEntries = orInt(d.MaxEntries, 1024)
 	s := &c.Scheduler
 	s.Timeout = orDur(s.Timeout, 3*time.Second)

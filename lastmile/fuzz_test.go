@@ -82,23 +82,27 @@ func FuzzParseAnswer(f *testing.F) {
 }
 
 // FuzzParseCacheFile: a cache file that parses survives a save/parse round
-// trip unchanged in size; nothing panics.
+// trip unchanged in size (answers and protocol memory); nothing panics.
 func FuzzParseCacheFile(f *testing.F) {
 	f.Add([]byte(`{"version":1,"entries":[{"name":"api.test.","addrs":["127.0.0.1","::1"],"expires":"2026-01-01T00:05:00Z","stored":"2026-01-01T00:00:00Z"}]}`))
-	f.Add([]byte(`{"version":2}`))
+	f.Add([]byte(`{"version":2,"entries":[],"protocols":[{"network":"wifi:1","addr":"127.0.0.1:443","protocol":"h3","failures":2,"until":"2026-01-01T00:05:00Z"}],"alt_svc":[{"addr":"[::1]:443","until":"2026-01-01T00:05:00Z"}]}`))
+	f.Add([]byte(`{"version":3}`))
 	f.Add([]byte(`{"version":1,"entries":[{"name":"API.test","addrs":[]}]}`))
 	f.Add([]byte(`not json`))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		m, err := parseCacheFile(data)
+		p, err := parseCacheFile(data)
 		if err != nil {
 			return
 		}
-		c := &dnsCache{m: m, maxEntries: len(m) + 1}
-		b, err := jsonMarshal(c.snapshotLocked())
+		c := &dnsCache{m: p.entries, maxEntries: len(p.entries) + 1}
+		snap := c.snapshotLocked()
+		snap.Protocols, snap.AltSvc = p.extras.protocols, p.extras.altSvc
+		b, err := jsonMarshal(snap)
 		must(t, err)
-		m2, err := parseCacheFile(b)
-		if err != nil || len(m2) != len(m) {
-			t.Fatalf("round trip: %d entries -> %d, %v", len(m), len(m2), err)
+		p2, err := parseCacheFile(b)
+		if err != nil || len(p2.entries) != len(p.entries) || len(p2.extras.protocols) != len(p.extras.protocols) || len(p2.extras.altSvc) != len(p.extras.altSvc) {
+			t.Fatalf("round trip: %d/%d/%d entries -> %d/%d/%d, %v", len(p.entries), len(p.extras.protocols), len(p.extras.altSvc),
+				len(p2.entries), len(p2.extras.protocols), len(p2.extras.altSvc), err)
 		}
 	})
 }

@@ -48,7 +48,7 @@ func (e *dnsEnv) dnsConfig() DNSConfig {
 	return DNSConfig{
 		PrivateServers: []string{e.private.Addr()},
 		DoHURL:         e.doh.URL(),
-		Timeout:        300 * time.Millisecond,
+		Timeout:        600 * time.Millisecond, // a DoH step (TLS + HTTP/2) must fit under -race on a loaded machine
 	}
 }
 
@@ -62,6 +62,15 @@ func (e *dnsEnv) options(t testing.TB) Options {
 		Registerer:     prometheus.NewRegistry(),
 		Logger:         obs.Discard,
 	}
+}
+
+// steps converts step names for comparison with Trace.FailedSteps.
+func steps[S ~string](s ...S) []string {
+	out := make([]string, len(s))
+	for i, v := range s {
+		out[i] = string(v)
+	}
+	return out
 }
 
 func must(t testing.TB, err error) {

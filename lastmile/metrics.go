@@ -47,6 +47,6 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	}
 }
 
-func (m *metrics) fail(s Step, k outcome.Kind) {
+func (m *metrics) fail(s string, k outcome.Kind) {
 	m.failures.WithLabelValues(string(s), k.String()).Inc()
 }

@@ -18,21 +18,23 @@ import (
 // returns it) and dials the same address itself after that, whatever host
 // the request names: the node, not DNS, decides where bytes go.
 type nodeRT struct {
-	step Step
-	addr string
-	sni  string
-	h3   *http3.Transport
-	tcp  *http.Transport
+	proto Protocol
+	addr  string
+	sni   string
+	h3    *http3.Transport
+	tcp   *http.Transport
 
 	mu   sync.Mutex
 	next *conn // the race winner, handed to the first dial
+
+	learn func(values []string) // records an Alt-Svc header (TCP nodes)
 }
 
 var _ http.RoundTripper = (*nodeRT)(nil)
 
 func newNodeRT(r *racer, c *conn, addr, sni string, useTLS bool) *nodeRT {
-	n := &nodeRT{step: c.step, addr: addr, sni: sni, next: c}
-	if c.step == StepH3 {
+	n := &nodeRT{proto: c.step, addr: addr, sni: sni, next: c}
+	if c.step == ProtocolH3 {
 		n.h3 = &http3.Transport{
 			TLSClientConfig: r.tlsConfig(sni),
 			QUICConfig:      r.quicConfig(),
@@ -49,6 +51,7 @@ func newNodeRT(r *racer, c *conn, addr, sni string, useTLS bool) *nodeRT {
 		}
 		return n
 	}
+	n.learn = func(v []string) { r.alt.learn(addr, v, r.clk.Now()) }
 	n.tcp = &http.Transport{
 		ForceAttemptHTTP2:   true,
 		MaxIdleConnsPerHost: 16,
@@ -105,7 +108,13 @@ func (n *nodeRT) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		return resp, err
 	}
-	return n.tcp.RoundTrip(req)
+	resp, err := n.tcp.RoundTrip(req)
+	if err == nil && n.learn != nil {
+		if v := resp.Header["Alt-Svc"]; len(v) > 0 {
+			n.learn(v)
+		}
+	}
+	return resp, err
 }
 
 func (n *nodeRT) close() {

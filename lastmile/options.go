@@ -33,6 +33,14 @@ type Options struct {
 	RootCAs *x509.CertPool
 	// DialContext dials TCP to nodes. Default: a net.Dialer.
 	DialContext func(ctx context.Context, network, addr string) (net.Conn, error)
+	// NetworkName, if set, returns an opaque label of the network the
+	// device is on (say "wifi:"+a hash of the SSID, or "cellular"); it is
+	// called by New and by each NetworkChanged. Broken-protocol memory is
+	// persisted per label with the DNS cache (DNSConfig.CacheFile) and
+	// restored when the device is back on a network with that label.
+	// Default: every network is "", and a launch restores the memory of
+	// the last network.
+	NetworkName func() string
 	// OnTrace, if set, is called with the Trace of every request after its
 	// route was chosen (or the chain failed), for logs.
 	OnTrace func(*Trace)

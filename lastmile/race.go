@@ -25,6 +25,7 @@ type racer struct {
 	roots  *x509.CertPool
 	dial   func(ctx context.Context, network, addr string) (net.Conn, error)
 	broken *brokenMemory
+	alt    *altSvcMemory
 	m      *metrics
 
 	base context.Context // canceled by close: ends background attempts
@@ -34,7 +35,7 @@ type racer struct {
 
 func newRacer(cfg RaceConfig, opts Options, m *metrics) *racer {
 	r := &racer{cfg: cfg, clk: clock.Or(opts.Clock), roots: opts.RootCAs, dial: opts.DialContext, m: m,
-		broken: newBrokenMemory(cfg.BrokenBase, cfg.BrokenMax)}
+		broken: newBrokenMemory(cfg.BrokenBase, cfg.BrokenMax), alt: newAltSvcMemory()}
 	if r.dial == nil {
 		r.dial = (&net.Dialer{}).DialContext
 	}
@@ -51,8 +52,8 @@ func (r *racer) close() {
 // conn is an established connection: a QUIC connection or a TLS (or, for
 // plain http, TCP) connection.
 type conn struct {
-	step  Step   // StepH3 or StepTCP
-	proto string // h3, h2, http/1.1
+	step  Protocol // ProtocolH3 or ProtocolTCP
+	proto string   // h3, h2, http/1.1
 	quic  *quic.Conn
 	tcp   net.Conn
 }
@@ -70,6 +71,7 @@ func (c *conn) close() {
 type raceOpts struct {
 	plain    bool // plain TCP (http://): no TLS, no HTTP/3
 	noH3     bool // the node does not offer HTTP/3
+	h3       bool // the node offers HTTP/3 (a scheduler answer): try it
 	together bool // start TCP with QUIC instead of after Race.TCPDelay
 }
 
@@ -78,7 +80,7 @@ type raceOpts struct {
 type running struct{ detach func() bool }
 
 type attempt struct {
-	step Step
+	step Protocol
 	c    *conn
 	err  error
 }
@@ -90,17 +92,17 @@ type attempt struct {
 func (r *racer) race(ctx context.Context, network uint64, addr, sni string, o raceOpts, tr *Trace) (*conn, error) {
 	now := r.clk.Now()
 	useTLS := !o.plain
-	h3 := useTLS && !r.cfg.DisableH3 && !o.noH3
-	h3Broken := h3 && r.broken.broken(network, addr, StepH3, now)
-	tcpBroken := r.broken.broken(network, addr, StepTCP, now)
+	h3 := r.tryH3(addr, o, now)
+	h3Broken := h3 && r.broken.broken(network, addr, ProtocolH3, now)
+	tcpBroken := r.broken.broken(network, addr, ProtocolTCP, now)
 	if h3Broken && !tcpBroken {
 		h3 = false // known broken: go straight to TCP
 	}
 	results := make(chan attempt, 2)
 	var started []running
 	var tcpStart time.Time
-	start := func(s Step) {
-		if s == StepTCP {
+	start := func(s Protocol) {
+		if s == ProtocolTCP {
 			tcpStart = r.clk.Now()
 		}
 		actx, cancel := context.WithTimeout(r.base, r.cfg.ConnectTimeout)
@@ -112,13 +114,13 @@ func (r *racer) race(ctx context.Context, network uint64, addr, sni string, o ra
 			defer cancel()
 			var c *conn
 			var err error
-			if s == StepH3 {
+			if s == ProtocolH3 {
 				c, err = r.dialQUIC(actx, addr, sni)
 			} else {
 				c, err = r.dialTCP(actx, addr, sni, useTLS)
 			}
-			if err != nil && ctx.Err() == nil && errors.Is(actx.Err(), context.DeadlineExceeded) && outcome.ClassifyError(err) != outcome.QUICHandshake {
-				err = outcome.Wrap(outcome.ConnectTimeout, err)
+			if err != nil {
+				err = attemptError(ctx, actx, err)
 			}
 			results <- attempt{s, c, err}
 		}()
@@ -126,7 +128,7 @@ func (r *racer) race(ctx context.Context, network uint64, addr, sni string, o ra
 	var timer clock.Timer
 	var tcpC <-chan time.Time
 	if h3 {
-		start(StepH3)
+		start(ProtocolH3)
 		delay := r.cfg.TCPDelay
 		if o.together {
 			delay = 0
@@ -135,7 +137,7 @@ func (r *racer) race(ctx context.Context, network uint64, addr, sni string, o ra
 		tcpC = timer.C()
 		defer timer.Stop()
 	} else {
-		start(StepTCP)
+		start(ProtocolTCP)
 	}
 	tcpStarted := !h3
 	pending := len(started)
@@ -149,16 +151,16 @@ func (r *racer) race(ctx context.Context, network uint64, addr, sni string, o ra
 			// rather than waiting out the QUIC handshake timeout. QUIC
 			// finishes in the background and is marked broken if it fails.
 			err := outcome.Wrap(outcome.QUICHandshake, ErrQUICAbandoned)
-			tr.fail(Failure{Step: StepH3, Target: addr, Kind: outcome.QUICHandshake, Err: err})
-			r.m.fail(StepH3, outcome.QUICHandshake)
-			r.markBroken(network, addr, StepH3)
+			tr.fail(Failure{Protocol: ProtocolH3, Target: addr, Kind: outcome.QUICHandshake, Err: err})
+			r.m.fail(string(ProtocolH3), outcome.QUICHandshake)
+			r.markBroken(network, addr, ProtocolH3)
 			r.release(started, pending, results, network, addr, true)
 			return nil, firstErr
 		case <-tcpC:
 			tcpC = nil
 			if !tcpStarted {
 				tcpStarted = true
-				start(StepTCP)
+				start(ProtocolTCP)
 				pending++
 			}
 		case a := <-results:
@@ -173,8 +175,12 @@ func (r *racer) race(ctx context.Context, network uint64, addr, sni string, o ra
 				return a.c, nil
 			}
 			k := outcome.ClassifyError(a.err)
-			tr.fail(Failure{Step: a.step, Target: addr, Kind: k, Err: a.err})
-			r.m.fail(a.step, k)
+			if k != outcome.ClientCanceled || ctx.Err() == nil {
+				// (an attempt canceled because another node or step won
+				// is not a failure)
+				tr.fail(Failure{Protocol: a.step, Target: addr, Kind: k, Err: a.err})
+				r.m.fail(string(a.step), k)
+			}
 			if ctx.Err() == nil && k != outcome.ClientCanceled {
 				r.markBroken(network, addr, a.step)
 			}
@@ -184,13 +190,13 @@ func (r *racer) race(ctx context.Context, network uint64, addr, sni string, o ra
 			if !tcpStarted {
 				tcpStarted = true
 				tcpC = nil
-				start(StepTCP)
+				start(ProtocolTCP)
 				pending++
 			}
 			if pending == 0 {
 				return nil, a.err
 			}
-			if a.step == StepTCP && graceC == nil && (k == outcome.ConnectRefused || k == outcome.ConnectionReset) {
+			if a.step == ProtocolTCP && graceC == nil && (k == outcome.ConnectRefused || k == outcome.ConnectionReset) {
 				// One more round trip (as long as TCP took to fail): QUIC
 				// had its head start and that round trip already.
 				grace := r.clk.NewTimer(max(r.clk.Since(tcpStart), minQUICGrace))
@@ -200,6 +206,25 @@ func (r *racer) race(ctx context.Context, network uint64, addr, sni string, o ra
 		}
 	}
 }
+
+// attemptError classifies a failed attempt whose context may have ended: a
+// deadline (the attempt's own, or the step's in ctx) is a connect timeout,
+// a network failure of the node; only a cancellation of ctx that is not a
+// deadline stays ClientCanceled.
+func attemptError(ctx, actx context.Context, err error) error {
+	k := outcome.ClassifyError(err)
+	if k == outcome.QUICHandshake || k == outcome.ConnectTimeout {
+		return err
+	}
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) || ctx.Err() == nil && errors.Is(actx.Err(), context.DeadlineExceeded) {
+		return outcome.Wrap(outcome.ConnectTimeout, err)
+	}
+	return err
+}
+
+// ErrUDPRefused: the node's UDP port answered a QUIC attempt with an ICMP
+// port-unreachable; QUIC failed at once (outcome.ConnectRefused).
+var ErrUDPRefused = errors.New("lastmile: QUIC: UDP port unreachable")
 
 // minQUICGrace is the least time QUIC still gets after TCP failed outright
 // (otherwise: as long as TCP took to fail, about one round trip).
@@ -242,13 +267,23 @@ func (r *racer) release(started []running, pending int, results <-chan attempt, 
 // remembered broken.
 func (r *racer) nodeBroken(network uint64, addr string, o raceOpts) bool {
 	now := r.clk.Now()
-	if !r.broken.broken(network, addr, StepTCP, now) {
+	if !r.broken.broken(network, addr, ProtocolTCP, now) {
 		return false
 	}
-	return o.plain || o.noH3 || r.cfg.DisableH3 || r.broken.broken(network, addr, StepH3, now)
+	return !r.tryH3(addr, o, now) || r.broken.broken(network, addr, ProtocolH3, now)
 }
 
-func (r *racer) markBroken(network uint64, addr string, s Step) {
+// tryH3 reports whether the race tries QUIC to addr: over TLS, HTTP/3 not
+// disabled, and the node advertised h3 (Alt-Svc, a scheduler answer) or
+// RaceConfig.AssumeH3 is set.
+func (r *racer) tryH3(addr string, o raceOpts, now time.Time) bool {
+	if o.plain || o.noH3 || r.cfg.DisableH3 {
+		return false
+	}
+	return r.cfg.AssumeH3 || o.h3 || r.alt.advertised(addr, now)
+}
+
+func (r *racer) markBroken(network uint64, addr string, s Protocol) {
 	r.broken.fail(network, addr, s, r.clk.Now())
 	r.m.broken.WithLabelValues(string(s)).Inc()
 }
@@ -263,14 +298,22 @@ func (r *racer) quicConfig() *quic.Config {
 
 // dialQUIC completes a QUIC handshake for HTTP/3.
 func (r *racer) dialQUIC(ctx context.Context, addr, sni string) (*conn, error) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	stop := probeUDP(ctx, addr, cancel)
+	defer stop()
 	qc, err := quic.DialAddr(ctx, addr, r.tlsConfig(sni, http3.NextProtoH3), r.quicConfig())
 	if err != nil {
+		if cause := context.Cause(ctx); errors.Is(cause, syscall.ECONNREFUSED) {
+			// An ICMP port-unreachable: nothing listens for QUIC there.
+			return nil, outcome.Wrap(outcome.ConnectRefused, fmt.Errorf("%w: %s: %w", ErrUDPRefused, addr, cause))
+		}
 		if errors.Is(err, context.Canceled) {
 			return nil, err
 		}
 		return nil, outcome.Wrap(outcome.QUICHandshake, err)
 	}
-	return &conn{step: StepH3, proto: "h3", quic: qc}, nil
+	return &conn{step: ProtocolH3, proto: "h3", quic: qc}, nil
 }
 
 // dialTCP dials TCP and, with useTLS, completes a TLS handshake offering h2
@@ -286,7 +329,7 @@ func (r *racer) dialTCP(ctx context.Context, addr, sni string, useTLS bool) (*co
 		return nil, err
 	}
 	if !useTLS {
-		return &conn{step: StepTCP, proto: "http/1.1", tcp: raw}, nil
+		return &conn{step: ProtocolTCP, proto: "http/1.1", tcp: raw}, nil
 	}
 	tc := tls.Client(raw, r.tlsConfig(sni, "h2", "http/1.1"))
 	if err := tc.HandshakeContext(ctx); err != nil {
@@ -300,7 +343,7 @@ func (r *racer) dialTCP(ctx context.Context, addr, sni string, useTLS bool) (*co
 	if proto == "" {
 		proto = "http/1.1"
 	}
-	return &conn{step: StepTCP, proto: proto, tcp: tc}, nil
+	return &conn{step: ProtocolTCP, proto: proto, tcp: tc}, nil
 }
 
 func errorsAs[T any](err error, target *T) bool { return errors.As(err, target) }

@@ -11,6 +11,7 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/miekg/dns"
@@ -41,6 +42,13 @@ type Resolver struct {
 	bootstrap map[string][]netip.Addr
 	expected  map[string][]netip.Prefix
 	m         *metrics
+
+	mu      sync.Mutex
+	bg      context.Context // lookups' context: canceled by Close
+	stopBG  context.CancelFunc
+	lookups sync.WaitGroup
+	flights map[string]*dnsFlight
+	dead    map[deadKey]time.Time
 }
 
 // NewResolver returns the resolver chain for cfg. It loads cfg.CacheFile if
@@ -62,7 +70,10 @@ func newResolver(cfg DNSConfig, opts Options, m *metrics) *Resolver {
 		bootstrap: map[string][]netip.Addr{},
 		expected:  map[string][]netip.Prefix{},
 		m:         m,
+		flights:   map[string]*dnsFlight{},
+		dead:      map[deadKey]time.Time{},
 	}
+	r.bg, r.stopBG = context.WithCancel(context.Background())
 	if r.sys == nil {
 		r.sys = net.DefaultResolver
 	}
@@ -92,20 +103,30 @@ func newResolver(cfg DNSConfig, opts Options, m *metrics) *Resolver {
 	return r
 }
 
-// Flush waits until every cached answer so far is persisted to
-// DNSConfig.CacheFile. Persistence runs in the background, off the request
-// path; call Flush (or Close) before the process exits.
-func (r *Resolver) Flush() { r.cache.flush() }
-
-// Close flushes the cache file. The Resolver stays usable.
-func (r *Resolver) Close() error {
+// Flush waits for the lookups still running in the background (a stale
+// answer was served while they go on) and until every cached answer so far
+// is persisted to DNSConfig.CacheFile. Persistence runs in the background,
+// off the request path; call Flush (or Close) before the process exits.
+func (r *Resolver) Flush() {
+	r.lookups.Wait()
 	r.cache.flush()
+}
+
+// Close cancels the lookups running in the background and flushes the cache
+// file. The Resolver stays usable.
+func (r *Resolver) Close() error {
+	r.mu.Lock()
+	stop := r.stopBG
+	r.bg, r.stopBG = context.WithCancel(context.Background())
+	r.mu.Unlock()
+	stop()
+	r.Flush()
 	return nil
 }
 
 // Resolve returns the addresses of host and the step that produced them.
 // An IP literal is returned as is.
-func (r *Resolver) Resolve(ctx context.Context, host string) ([]netip.Addr, Step, error) {
+func (r *Resolver) Resolve(ctx context.Context, host string) ([]netip.Addr, ResolverStep, error) {
 	if a, err := netip.ParseAddr(host); err == nil {
 		return []netip.Addr{a}, "", nil
 	}
@@ -120,67 +141,55 @@ func (r *Resolver) Resolve(ctx context.Context, host string) ([]netip.Addr, Step
 		r.answered(tr, StepCache)
 		return entry.addrs, StepCache, nil
 	}
-	var last error
-	staleTried := false
-	serveStale := func() ([]netip.Addr, bool) {
-		staleTried = true
-		if !cached || r.cfg.MaxStale < 0 || r.clk.Now().Sub(entry.expires) > r.cfg.MaxStale {
-			return nil, false
+	staleOK := cached && r.staleUsable(entry, now)
+	f := r.lookup(name, staleOK)
+	var staleC <-chan time.Time
+	if staleOK && r.cfg.StaleAnswerTimeout > 0 {
+		// RFC 8767's client response timer: answer from stale data when
+		// resolution takes too long; the lookup goes on to refresh the
+		// cache.
+		tm := r.clk.NewTimer(r.cfg.StaleAnswerTimeout)
+		defer tm.Stop()
+		staleC = tm.C()
+	}
+	select {
+	case <-f.done:
+		tr.add(f.tr.record())
+		if f.err == nil {
+			r.answered(tr, f.step)
+			return f.addrs, f.step, nil
 		}
+		if staleOK && r.staleUsable(entry, r.clk.Now()) {
+			r.answered(tr, StepStale)
+			return entry.addrs, StepStale, nil
+		}
+		return nil, "", fmt.Errorf("lastmile: resolve %s: %w", host, f.err)
+	case <-staleC:
+		tr.add(f.tr.record())
 		r.answered(tr, StepStale)
-		return entry.addrs, true
+		return entry.addrs, StepStale, nil
+	case <-ctx.Done():
+		tr.add(f.tr.record())
+		return nil, "", fmt.Errorf("lastmile: resolve %s: %w", host, waitDNSError(ctx))
 	}
-	for _, step := range r.cfg.Order {
-		if step == StepBootstrap {
-			// Stale data from a real answer beats hard-coded addresses.
-			if addrs, ok := serveStale(); ok {
-				return addrs, StepStale, nil
-			}
-		}
-		if !r.configured(step, name) {
-			continue
-		}
-		addrs, ttl, err := r.try(ctx, step, name)
-		if err == nil {
-			err = r.checkExpected(step, name, addrs)
-		}
-		if err != nil {
-			last = err
-			r.failed(tr, step, name, err)
-			if ctx.Err() != nil {
-				break
-			}
-			continue
-		}
-		if step != StepBootstrap {
-			r.cache.put(name, addrs, r.clampTTL(ttl), r.clk.Now())
-		}
-		r.answered(tr, step)
-		return addrs, step, nil
-	}
-	if !staleTried {
-		if addrs, ok := serveStale(); ok {
-			return addrs, StepStale, nil
-		}
-	}
-	if last == nil {
-		last = outcome.Wrap(outcome.DNSServerFailure, ErrNoResolver)
-	}
-	return nil, "", fmt.Errorf("lastmile: resolve %s: %w", host, last)
 }
 
-func (r *Resolver) answered(tr *Trace, s Step) {
+func (r *Resolver) staleUsable(e cacheEntry, now time.Time) bool {
+	return r.cfg.MaxStale >= 0 && now.Sub(e.expires) <= r.cfg.MaxStale
+}
+
+func (r *Resolver) answered(tr *Trace, s ResolverStep) {
 	tr.setResolver(s)
 	r.m.answers.WithLabelValues(string(s)).Inc()
 }
 
-func (r *Resolver) failed(tr *Trace, s Step, target string, err error) {
+func (r *Resolver) failed(tr *Trace, s ResolverStep, target string, err error) {
 	k := outcome.ClassifyError(err)
-	tr.fail(Failure{Step: s, Target: target, Kind: k, Err: err})
-	r.m.fail(s, k)
+	tr.fail(Failure{Resolver: s, Target: target, Kind: k, Err: err})
+	r.m.fail(string(s), k)
 }
 
-func (r *Resolver) configured(s Step, name string) bool {
+func (r *Resolver) configured(s ResolverStep, name string) bool {
 	switch s {
 	case StepSystem:
 		return true
@@ -198,14 +207,21 @@ func (r *Resolver) clampTTL(ttl time.Duration) time.Duration {
 	return min(max(ttl, r.cfg.MinTTL), r.cfg.MaxTTL)
 }
 
-func (r *Resolver) try(ctx context.Context, s Step, name string) ([]netip.Addr, time.Duration, error) {
+func (r *Resolver) try(ctx context.Context, s ResolverStep, name string, skipDead bool) ([]netip.Addr, time.Duration, error) {
 	ctx, cancel := context.WithTimeout(ctx, r.cfg.Timeout)
 	defer cancel()
 	switch s {
 	case StepSystem:
+		if !r.alive(deadKey{"system", ""}, skipDead) {
+			return nil, 0, deadError("system resolver")
+		}
 		addrs, err := r.sys.LookupNetIP(ctx, "ip", strings.TrimSuffix(name, "."))
 		if err != nil {
-			return nil, 0, outcome.Wrap(dnsKind(ctx, err), err)
+			err = outcome.Wrap(dnsKind(ctx, err), err)
+		}
+		r.note(deadKey{"system", ""}, err)
+		if err != nil {
+			return nil, 0, err
 		}
 		var out []netip.Addr
 		for _, a := range addrs {
@@ -220,37 +236,26 @@ func (r *Resolver) try(ctx context.Context, s Step, name string) ([]netip.Addr, 
 		return out, r.cfg.SystemTTL, nil
 	case StepPrivateUDP:
 		return r.eachServer(ctx, name, func(ctx context.Context, server string, q *dns.Msg) (*dns.Msg, error) {
-			return exchange(ctx, "udp", server, q)
+			return r.exchange(ctx, "udp", server, q, skipDead)
 		})
 	case StepPrivateRace:
-		return r.eachServer(ctx, name, raceExchange)
+		return r.eachServer(ctx, name, func(ctx context.Context, server string, q *dns.Msg) (*dns.Msg, error) {
+			return r.raceExchange(ctx, server, q, skipDead)
+		})
 	case StepDoH:
-		return query(ctx, name, func(ctx context.Context, q *dns.Msg) (*dns.Msg, error) {
+		k := deadKey{"doh", r.cfg.DoHURL}
+		if !r.alive(k, skipDead) {
+			return nil, 0, deadError("DoH " + r.cfg.DoHURL)
+		}
+		addrs, ttl, err := query(ctx, name, func(ctx context.Context, q *dns.Msg) (*dns.Msg, error) {
 			return r.dohExchange(ctx, q)
 		})
+		r.note(k, err)
+		return addrs, ttl, err
 	case StepBootstrap:
 		return r.bootstrap[name], 0, nil
 	}
 	return nil, 0, outcome.Wrap(outcome.DNSServerFailure, ErrNoResolver)
-}
-
-type exchangeFunc func(ctx context.Context, server string, q *dns.Msg) (*dns.Msg, error)
-
-func (r *Resolver) eachServer(ctx context.Context, name string, ex exchangeFunc) ([]netip.Addr, time.Duration, error) {
-	var last error
-	for _, s := range r.servers {
-		addrs, ttl, err := query(ctx, name, func(ctx context.Context, q *dns.Msg) (*dns.Msg, error) {
-			return ex(ctx, s, q)
-		})
-		if err == nil {
-			return addrs, ttl, nil
-		}
-		last = err
-		if ctx.Err() != nil {
-			break
-		}
-	}
-	return nil, 0, last
 }
 
 // query asks for A and AAAA concurrently and merges the answers. It fails
@@ -314,36 +319,6 @@ func exchange(ctx context.Context, network, server string, q *dns.Msg) (*dns.Msg
 	return resp, nil
 }
 
-// raceExchange sends q over UDP and TCP at once and returns the first
-// usable answer (a truncated UDP answer is not usable).
-func raceExchange(ctx context.Context, server string, q *dns.Msg) (*dns.Msg, error) {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	type res struct {
-		m   *dns.Msg
-		err error
-	}
-	ch := make(chan res, 2)
-	for _, network := range []string{"udp", "tcp"} {
-		go func() {
-			m, err := exchange(ctx, network, server, q.Copy())
-			if err == nil && m.Rcode == dns.RcodeServerFailure {
-				err = outcome.Wrap(outcome.DNSServerFailure, fmt.Errorf("%w: SERVFAIL over %s", ErrRcode, network))
-			}
-			ch <- res{m, err}
-		}()
-	}
-	first := <-ch
-	if first.err == nil {
-		return first.m, nil
-	}
-	second := <-ch
-	if second.err == nil {
-		return second.m, nil
-	}
-	return nil, first.err
-}
-
 func dnsKind(ctx context.Context, err error) outcome.Kind {
 	var ne net.Error
 	if errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil || errors.As(err, &ne) && ne.Timeout() {
@@ -358,7 +333,7 @@ func dnsKind(ctx context.Context, err error) outcome.Kind {
 // checkExpected reports ErrHijacked when name has expected ranges and an
 // address falls outside all of them. Bootstrap addresses are configuration
 // and not checked.
-func (r *Resolver) checkExpected(s Step, name string, addrs []netip.Addr) error {
+func (r *Resolver) checkExpected(s ResolverStep, name string, addrs []netip.Addr) error {
 	if s == StepBootstrap || len(r.expected) == 0 {
 		return nil
 	}

@@ -28,30 +28,30 @@ func TestResolverChain(t *testing.T) {
 		name      string
 		modes     modes
 		method    string
-		order     []Step
+		order     []ResolverStep
 		bootstrap bool
-		want      Step
-		failed    []Step
+		want      ResolverStep
+		failed    []string
 		wantKinds []outcome.Kind
 	}{
 		{name: "system answers", want: StepSystem},
 		{name: "public SERVFAIL -> private UDP", modes: modes{public: lmtest.ServFail}, want: StepPrivateUDP,
-			failed: []Step{StepSystem}, wantKinds: []outcome.Kind{outcome.DNSServerFailure}},
+			failed: steps(StepSystem), wantKinds: []outcome.Kind{outcome.DNSServerFailure}},
 		{name: "public dead -> private UDP", modes: modes{public: lmtest.Silent}, want: StepPrivateUDP,
-			failed: []Step{StepSystem}, wantKinds: []outcome.Kind{outcome.DNSTimeout}},
+			failed: steps(StepSystem), wantKinds: []outcome.Kind{outcome.DNSTimeout}},
 		{name: "private UDP dropped -> TCP wins the race", modes: modes{public: lmtest.Silent, private: lmtest.DropUDP},
-			want: StepPrivateRace, failed: []Step{StepSystem, StepPrivateUDP},
+			want: StepPrivateRace, failed: steps(StepSystem, StepPrivateUDP),
 			wantKinds: []outcome.Kind{outcome.DNSTimeout, outcome.DNSTimeout}},
 		{name: "public hijacked -> private", modes: modes{public: lmtest.Hijack}, want: StepPrivateUDP,
-			failed: []Step{StepSystem}, wantKinds: []outcome.Kind{outcome.DNSServerFailure}},
+			failed: steps(StepSystem), wantKinds: []outcome.Kind{outcome.DNSServerFailure}},
 		{name: "all UDP/TCP DNS dead -> DoH GET", modes: modes{public: lmtest.ServFail, private: lmtest.Refuse},
-			want: StepDoH, failed: []Step{StepSystem, StepPrivateUDP, StepPrivateRace}},
+			want: StepDoH, failed: steps(StepSystem, StepPrivateUDP, StepPrivateRace)},
 		{name: "DoH POST", modes: modes{public: lmtest.ServFail, private: lmtest.ServFail}, method: "POST",
-			want: StepDoH, failed: []Step{StepSystem, StepPrivateUDP, StepPrivateRace}},
+			want: StepDoH, failed: steps(StepSystem, StepPrivateUDP, StepPrivateRace)},
 		{name: "everything dead -> bootstrap", modes: modes{lmtest.ServFail, lmtest.ServFail, lmtest.ServFail}, bootstrap: true,
-			want: StepBootstrap, failed: []Step{StepSystem, StepPrivateUDP, StepPrivateRace, StepDoH}},
-		{name: "private preferred", order: []Step{StepPrivateUDP, StepSystem}, want: StepPrivateUDP},
-		{name: "NXDOMAIN everywhere is not found", modes: modes{}, order: []Step{StepSystem}, want: ""},
+			want: StepBootstrap, failed: steps(StepSystem, StepPrivateUDP, StepPrivateRace, StepDoH)},
+		{name: "private preferred", order: []ResolverStep{StepPrivateUDP, StepSystem}, want: StepPrivateUDP},
+		{name: "NXDOMAIN everywhere is not found", modes: modes{}, order: []ResolverStep{StepSystem}, want: ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -106,8 +106,9 @@ func TestResolverCacheAndServeStale(t *testing.T) {
 	e := newDNSEnv(t, apiRecords)
 	clk := clock.NewManual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	cfg := e.dnsConfig()
-	cfg.Order = []Step{StepSystem, StepPrivateUDP}
+	cfg.Order = []ResolverStep{StepSystem, StepPrivateUDP}
 	cfg.MaxStale = time.Hour
+	cfg.DeadServerHold = -1 // each row asks every server (TestResolverDeadServer covers the memory)
 	cfg.MinTTL = time.Second
 	cfg.SystemTTL = 300 * time.Second
 	cfg.CacheFile = filepath.Join(t.TempDir(), "dns.json")
@@ -123,7 +124,7 @@ func TestResolverCacheAndServeStale(t *testing.T) {
 	steps := []struct {
 		advance time.Duration
 		alive   bool
-		want    Step
+		want    ResolverStep
 	}{
 		{0, true, StepSystem},
 		{time.Second, true, StepCache},        // TTL 300 s: fresh, no query

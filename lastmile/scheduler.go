@@ -146,6 +146,14 @@ func (s *scheduler) forget() {
 	s.mu.Unlock()
 }
 
+// cached reports whether an answer for domain is cached and fresh.
+func (s *scheduler) cached(domain string) bool {
+	s.mu.Lock()
+	e, ok := s.cache[domain]
+	s.mu.Unlock()
+	return ok && s.clk.Now().Before(e.expires)
+}
+
 // nodes returns the access nodes for domain.
 func (s *scheduler) nodes(ctx context.Context, network uint64, domain string, tr *Trace) ([]AccessNode, error) {
 	s.mu.Lock()
@@ -167,7 +175,7 @@ func (s *scheduler) nodes(ctx context.Context, network uint64, domain string, tr
 	}
 	// First over TCP to each address, then HTTP/3 and HTTP/2 raced.
 	var last error
-	for _, o := range []raceOpts{{noH3: true}, {together: true}} {
+	for _, o := range []raceOpts{{noH3: true}, {h3: true, together: true}} {
 		for _, ip := range ips[:min(len(ips), 2)] {
 			addr := net.JoinHostPort(ip.String(), port)
 			resp, err := s.ask(ctx, network, addr, host, body, o, tr)
@@ -192,8 +200,11 @@ func (s *scheduler) nodes(ctx context.Context, network uint64, domain string, tr
 
 func (s *scheduler) fail(tr *Trace, err error) {
 	k := outcome.ClassifyError(err)
-	tr.fail(Failure{Step: StepScheduler, Target: s.u.Host, Kind: k, Err: err})
-	s.m.fail(StepScheduler, k)
+	if k == outcome.ClientCanceled {
+		return // canceled because another step won: not a failure
+	}
+	tr.fail(Failure{Route: StepScheduler, Target: s.u.Host, Kind: k, Err: err})
+	s.m.fail(string(StepScheduler), k)
 }
 
 func (s *scheduler) ask(ctx context.Context, network uint64, addr, sni string, body []byte, o raceOpts, tr *Trace) (*ScheduleResponse, error) {

@@ -10,40 +10,53 @@ import (
 	"github.com/veerhq/veer/outcome"
 )
 
-// Step names one step of the resolver chain or of the route chain. The
-// values are bounded and used as metric labels.
-type Step string
+// RouteStep names a step of the route chain (Config.Steps): how a
+// request's host is reached. The values are bounded and used as metric
+// labels.
+type RouteStep string
 
-// Route steps (Config.Steps) and the route-reuse pseudo step.
+// Route steps and the route-reuse pseudo step.
 const (
-	StepRoute      Step = "route"       // a working route from an earlier request
-	StepScheduler  Step = "scheduler"   // access nodes from the scheduling service
-	StepDirect     Step = "direct"      // the request's host through the resolver chain
-	StepCDN        Step = "cdn"         // a CDN vendor domain
-	StepFallbackIP Step = "fallback_ip" // a configured load-balancer address
+	StepRoute      RouteStep = "route"       // a working route from an earlier request
+	StepScheduler  RouteStep = "scheduler"   // access nodes from the scheduling service
+	StepDirect     RouteStep = "direct"      // the request's host through the resolver chain
+	StepCDN        RouteStep = "cdn"         // a CDN vendor domain
+	StepFallbackIP RouteStep = "fallback_ip" // a configured load-balancer address
 )
 
-// Resolver steps (DNSConfig.Order) and the cache pseudo steps.
+// ResolverStep names a step of the resolver chain (DNSConfig.Order): how a
+// name became addresses. The values are bounded and used as metric labels.
+type ResolverStep string
+
+// Resolver steps and the cache pseudo steps.
 const (
-	StepSystem      Step = "system"       // the system (or injected) *net.Resolver
-	StepPrivateUDP  Step = "private_udp"  // private DNS over UDP
-	StepPrivateRace Step = "private_race" // private DNS, UDP and TCP raced
-	StepDoH         Step = "doh"          // DNS over HTTPS, RFC 8484
-	StepBootstrap   Step = "bootstrap"    // addresses from config
-	StepCache       Step = "cache"        // a fresh cached answer
-	StepStale       Step = "stale"        // a stale cached answer (RFC 8767)
+	StepSystem      ResolverStep = "system"       // the system (or injected) *net.Resolver
+	StepPrivateUDP  ResolverStep = "private_udp"  // private DNS over UDP
+	StepPrivateRace ResolverStep = "private_race" // private DNS, UDP and TCP raced
+	StepDoH         ResolverStep = "doh"          // DNS over HTTPS, RFC 8484
+	StepBootstrap   ResolverStep = "bootstrap"    // addresses from config
+	StepCache       ResolverStep = "cache"        // a fresh cached answer
+	StepStale       ResolverStep = "stale"        // a stale cached answer (RFC 8767)
 )
 
-// Protocol attempt steps of the race.
+// Protocol names one attempt of the protocol race to a node.
+type Protocol string
+
+// The race's protocol attempts.
 const (
-	StepH3  Step = "h3"  // HTTP/3 over QUIC
-	StepTCP Step = "tcp" // TLS over TCP, then HTTP/2 or HTTP/1.1
+	ProtocolH3  Protocol = "h3"  // HTTP/3 over QUIC
+	ProtocolTCP Protocol = "tcp" // TLS over TCP, then HTTP/2 or HTTP/1.1
 )
 
 // Failure is one failed step: what was tried, how it failed and why.
+// Exactly one of Route, Resolver and Protocol is set.
 type Failure struct {
-	// Step is the step that failed (a route, resolver or protocol step).
-	Step Step
+	// Route is the route step that failed, if a route step did.
+	Route RouteStep
+	// Resolver is the resolver step that failed, if a resolver step did.
+	Resolver ResolverStep
+	// Protocol is the protocol attempt that failed, if one did.
+	Protocol Protocol
 	// Target is what the step was trying: a name, an address, a URL.
 	Target string
 	// Kind is the classified failure.
@@ -52,8 +65,44 @@ type Failure struct {
 	Err error
 }
 
+// Step returns the name of the step that failed, whichever kind it is.
+func (f Failure) Step() string { return stepName(f.Route, f.Resolver, f.Protocol) }
+
+func stepName(r RouteStep, s ResolverStep, p Protocol) string {
+	switch {
+	case p != "":
+		return string(p)
+	case s != "":
+		return string(s)
+	}
+	return string(r)
+}
+
 func (f Failure) String() string {
-	return fmt.Sprintf("%s %s: %s: %v", f.Step, f.Target, f.Kind, f.Err)
+	return fmt.Sprintf("%s %s: %s: %v", f.Step(), f.Target, f.Kind, f.Err)
+}
+
+// Skip is a candidate the chain passed over without trying it: not a
+// failure (nothing was sent, nothing failed on this request). Exactly one of
+// Route and Resolver is set.
+type Skip struct {
+	// Route is the route step whose node was skipped (every protocol to it
+	// remembered broken: Reason wraps ErrSkippedBroken).
+	Route RouteStep
+	// Resolver is the resolver step skipped (every server it would ask
+	// remembered dead: Reason wraps ErrDeadResolver).
+	Resolver ResolverStep
+	// Target is the candidate: an address or a name.
+	Target string
+	// Reason says why.
+	Reason error
+}
+
+// Step returns the name of the skipped step.
+func (s Skip) Step() string { return stepName(s.Route, s.Resolver, "") }
+
+func (s Skip) String() string {
+	return fmt.Sprintf("%s %s: skipped: %v", s.Step(), s.Target, s.Reason)
 }
 
 // Trace records how one request was routed. Attach one with WithTrace before
@@ -66,9 +115,9 @@ type Trace struct {
 	Host string
 	// Served is the route step that carried the request (StepRoute when an
 	// earlier route was reused), empty if none did.
-	Served Step
+	Served RouteStep
 	// Resolver is the resolver step that produced the address, if any.
-	Resolver Step
+	Resolver ResolverStep
 	// Protocol is the negotiated protocol: "h3", "h2" or "http/1.1".
 	Protocol string
 	// Addr is the address the request was sent to.
@@ -77,6 +126,10 @@ type Trace struct {
 	ServerName string
 	// Failures lists every failed step in the order they were recorded.
 	Failures []Failure
+	// Skipped lists candidates passed over without an attempt (every
+	// protocol remembered broken); such a candidate may still serve the
+	// request on the chain's last pass, so a skip is not a failure.
+	Skipped []Skip
 	// Chain is how long route discovery took (zero when a route was reused).
 	Chain time.Duration
 }
@@ -90,7 +143,16 @@ func (t *Trace) fail(f Failure) {
 	t.mu.Unlock()
 }
 
-func (t *Trace) setResolver(s Step) {
+func (t *Trace) skip(s Skip) {
+	if t == nil {
+		return
+	}
+	t.mu.Lock()
+	t.Skipped = append(t.Skipped, s)
+	t.mu.Unlock()
+}
+
+func (t *Trace) setResolver(s ResolverStep) {
 	if t == nil {
 		return
 	}
@@ -99,13 +161,14 @@ func (t *Trace) setResolver(s Step) {
 	t.mu.Unlock()
 }
 
-// FailedSteps returns the steps of the recorded failures, in order.
-func (t *Trace) FailedSteps() []Step {
+// FailedSteps returns the names of the failed steps (Failure.Step), in
+// order.
+func (t *Trace) FailedSteps() []string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	out := make([]Step, len(t.Failures))
+	out := make([]string, len(t.Failures))
 	for i, f := range t.Failures {
-		out[i] = f.Step
+		out[i] = f.Step()
 	}
 	return out
 }
@@ -123,7 +186,14 @@ func (t *Trace) String() string {
 		fmt.Fprintf(&b, " proto=%s addr=%s sni=%s", t.Protocol, t.Addr, t.ServerName)
 	}
 	for _, f := range t.Failures {
-		fmt.Fprintf(&b, " [%s %s %s]", f.Step, f.Target, f.Kind)
+		fmt.Fprintf(&b, " [%s %s %s]", f.Step(), f.Target, f.Kind)
+	}
+	for _, s := range t.Skipped {
+		why := "remembered_broken"
+		if s.Resolver != "" {
+			why = "remembered_dead"
+		}
+		fmt.Fprintf(&b, " skipped[%s %s %s]", s.Step(), s.Target, why)
 	}
 	return b.String()
 }

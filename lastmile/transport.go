@@ -3,11 +3,8 @@ package lastmile
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -36,10 +33,17 @@ type Transport struct {
 	network atomic.Uint64
 	routes  atomic.Pointer[routeTable]
 
-	mu     sync.Mutex // guards routes writes, nodes, locks
-	nodes  map[nodeKey]*nodeRT
-	locks  map[routeKey]chan struct{}
-	closed bool
+	bg     context.Context // chain runs' context: canceled by Close
+	stopBG context.CancelFunc
+	runs   sync.WaitGroup
+
+	mu        sync.Mutex   // guards routes writes, nodes, flights, failed, netName, otherNets
+	netName   string       // Options.NetworkName of the current network
+	otherNets []protoEntry // persisted broken marks of other named networks
+	nodes     map[nodeKey]*nodeRT
+	flights   map[routeKey]*flight
+	failed    map[routeKey]failedRun
+	closed    bool
 }
 
 var _ http.RoundTripper = (*Transport)(nil)
@@ -55,8 +59,8 @@ type routeTable map[routeKey]*route
 // route is a working way to reach a host: immutable but for its failure
 // count.
 type route struct {
-	step       Step
-	resolver   Step
+	step       RouteStep
+	resolver   ResolverStep
 	addr       string
 	serverName string
 	proto      string
@@ -67,7 +71,7 @@ type route struct {
 
 type nodeKey struct {
 	addr, sni string
-	step      Step
+	proto     Protocol
 	tls       bool
 }
 
@@ -79,14 +83,16 @@ func New(cfg Config, opts Options) (*Transport, error) {
 	}
 	cfg = cfg.withDefaults()
 	t := &Transport{
-		cfg:   cfg,
-		opts:  opts,
-		clk:   clock.Or(opts.Clock),
-		log:   obs.LoggerOr(opts.Logger),
-		m:     newMetrics(opts.Registerer),
-		nodes: map[nodeKey]*nodeRT{},
-		locks: map[routeKey]chan struct{}{},
+		cfg:     cfg,
+		opts:    opts,
+		clk:     clock.Or(opts.Clock),
+		log:     obs.LoggerOr(opts.Logger),
+		m:       newMetrics(opts.Registerer),
+		nodes:   map[nodeKey]*nodeRT{},
+		flights: map[routeKey]*flight{},
+		failed:  map[routeKey]failedRun{},
 	}
+	t.bg, t.stopBG = context.WithCancel(context.Background())
 	t.res = newResolver(cfg.DNS, opts, t.m)
 	t.racer = newRacer(cfg.Race, opts, t.m)
 	if cfg.Scheduler.URL != "" {
@@ -94,6 +100,7 @@ func New(cfg Config, opts Options) (*Transport, error) {
 	}
 	t.servedRoute = t.m.served.WithLabelValues(string(StepRoute))
 	t.routes.Store(&routeTable{})
+	t.loadProtocolMemory()
 	return t, nil
 }
 
@@ -172,8 +179,8 @@ func (t *Transport) send(r *route, req *http.Request, tr *Trace) (*http.Response
 	resp, err := r.rt.RoundTrip(req)
 	if err != nil {
 		if k := outcome.ClassifyError(err); k.Network() {
-			tr.fail(Failure{Step: StepRoute, Target: r.addr, Kind: k, Err: err})
-			t.m.fail(StepRoute, k)
+			tr.fail(Failure{Route: StepRoute, Target: r.addr, Kind: k, Err: err})
+			t.m.fail(string(StepRoute), k)
 			if int(r.failures.Add(1)) >= t.cfg.MaxRouteFailures {
 				t.dropRoute(r)
 			}
@@ -215,12 +222,14 @@ func (t *Transport) setRoute(k routeKey, r *route) {
 // re-runs the chain. The DNS cache is kept (it is what survives outages).
 func (t *Transport) NetworkChanged() {
 	n := t.network.Add(1)
-	t.racer.broken.forget(n)
+	t.switchNetwork(n-1, n)
+	t.res.forgetDead()
 	if t.sched != nil {
 		t.sched.forget()
 	}
 	t.mu.Lock()
 	t.routes.Store(&routeTable{})
+	clear(t.failed)
 	nodes := t.nodes
 	t.nodes = map[nodeKey]*nodeRT{}
 	t.mu.Unlock()
@@ -231,6 +240,7 @@ func (t *Transport) NetworkChanged() {
 
 // Close releases every connection and waits for background handshakes.
 func (t *Transport) Close() error {
+	t.stopBG()
 	t.mu.Lock()
 	t.closed = true
 	t.routes.Store(&routeTable{})
@@ -238,6 +248,7 @@ func (t *Transport) Close() error {
 	t.nodes = map[nodeKey]*nodeRT{}
 	t.mu.Unlock()
 	t.racer.close()
+	t.runs.Wait()
 	for _, n := range nodes {
 		n.close()
 	}
@@ -258,254 +269,8 @@ func (t *Transport) CloseIdleConnections() {
 	}
 }
 
-// lock serialises discovery per route key, honouring ctx.
-func (t *Transport) lock(ctx context.Context, k routeKey) (func(), error) {
-	t.mu.Lock()
-	ch, ok := t.locks[k]
-	if !ok {
-		ch = make(chan struct{}, 1)
-		t.locks[k] = ch
-	}
-	t.mu.Unlock()
-	select {
-	case ch <- struct{}{}:
-		return func() { <-ch }, nil
-	case <-ctx.Done():
-		return nil, outcome.Wrap(outcome.ClientCanceled, ctx.Err())
-	}
-}
-
-// candidate is one address to race to.
-type candidate struct {
-	addr       string
-	serverName string
-	resolver   Step
-	noH3       bool
-}
-
-// discover runs the route chain for k.
-func (t *Transport) discover(ctx context.Context, k routeKey, tr *Trace) (*route, error) {
-	if tr != nil {
-		tr.mu.Lock()
-		tr.Host = k.host
-		tr.mu.Unlock()
-	}
-	unlock, err := t.lock(ctx, k)
-	if err != nil {
-		return nil, err
-	}
-	defer unlock()
-	if r := (*t.routes.Load())[k]; r != nil {
-		tr.fill(k.host, StepRoute, r, 0)
-		return r, nil
-	}
-	start := t.clk.Now()
-	network := t.network.Load()
-	host, port := splitHostPort(k.host, t.defaultPort(k))
-	var last error
-	d := &discovery{}
-	for _, step := range t.cfg.Steps {
-		r, err := t.tryStep(ctx, d, step, network, k, host, port, tr)
-		if err == nil {
-			d := t.clk.Since(start)
-			t.m.chain.Observe(d.Seconds())
-			t.m.served.WithLabelValues(string(step)).Inc()
-			tr.fill(k.host, step, r, d)
-			return r, nil
-		}
-		if errors.Is(err, errSkip) {
-			continue
-		}
-		last = err
-		kind := outcome.ClassifyError(err)
-		tr.fail(Failure{Step: step, Target: k.host, Kind: kind, Err: err})
-		t.m.fail(step, kind)
-		if ctx.Err() != nil {
-			break
-		}
-	}
-	// Nodes skipped because every protocol was remembered broken get one
-	// last chance: the memory is a hint, not a verdict.
-	d.final = true
-	for _, sk := range d.skipped {
-		if ctx.Err() != nil {
-			break
-		}
-		r, err := t.connect(ctx, d, sk.step, network, k, sk.c, tr)
-		if err == nil {
-			dur := t.clk.Since(start)
-			t.m.chain.Observe(dur.Seconds())
-			t.m.served.WithLabelValues(string(sk.step)).Inc()
-			tr.fill(k.host, sk.step, r, dur)
-			return r, nil
-		}
-		last = err
-	}
-	if last == nil {
-		last = outcome.Wrap(outcome.NetworkOther, errors.New("no route step configured"))
-	}
-	return nil, fmt.Errorf("%w: %s: %w", ErrNoRoute, k.host, last)
-}
-
-// discovery is the state of one chain run.
-type discovery struct {
-	final   bool // retrying skipped nodes: skip nothing
-	skipped []skippedCandidate
-}
-
-type skippedCandidate struct {
-	step Step
-	c    candidate
-}
-
-// ErrSkippedBroken is recorded in a Trace for a node skipped because every
-// protocol to it is remembered broken on this network; such nodes are
-// retried after every other step failed.
-var ErrSkippedBroken = errors.New("lastmile: node skipped: every protocol remembered broken")
-
-func (t *Transport) defaultPort(k routeKey) int {
-	if !k.tls {
-		return 80
-	}
-	return t.cfg.Port
-}
-
-// errSkip marks a step without configuration.
-var errSkip = errors.New("lastmile: step not configured")
-
-// tryStep produces the step's candidates lazily and races to each in order.
-func (t *Transport) tryStep(ctx context.Context, d *discovery, step Step, network uint64, k routeKey, host, port string, tr *Trace) (*route, error) {
-	var last error
-	try := func(cands []candidate) *route {
-		for _, c := range cands {
-			r, err := t.connect(ctx, d, step, network, k, c, tr)
-			if err == nil {
-				return r
-			}
-			last = err
-			if ctx.Err() != nil {
-				return nil
-			}
-		}
-		return nil
-	}
-	switch step {
-	case StepScheduler:
-		if t.sched == nil {
-			return nil, errSkip
-		}
-		nodes, err := t.sched.nodes(ctx, network, host, tr)
-		if err != nil {
-			return nil, err
-		}
-		cands := make([]candidate, 0, len(nodes))
-		for _, n := range nodes {
-			sni := n.ServerName
-			if sni == "" {
-				sni = host
-			}
-			cands = append(cands, candidate{addr: n.Addr, serverName: sni, noH3: !n.offers("h3")})
-		}
-		if r := try(cands); r != nil {
-			return r, nil
-		}
-	case StepDirect:
-		ips, rs, err := t.res.Resolve(ctx, host)
-		if err != nil {
-			return nil, err
-		}
-		cands := make([]candidate, 0, len(ips))
-		for _, ip := range ips {
-			cands = append(cands, candidate{addr: net.JoinHostPort(ip.String(), port), serverName: host, resolver: rs})
-		}
-		if r := try(cands); r != nil {
-			return r, nil
-		}
-	case StepCDN:
-		if len(t.cfg.CDN) == 0 {
-			return nil, errSkip
-		}
-		for _, d := range t.cfg.CDN {
-			ips, rs, err := t.res.Resolve(ctx, d.Domain)
-			if err != nil {
-				last = err
-				continue
-			}
-			p := strconv.Itoa(orInt(d.Port, t.cfg.Port))
-			sni := d.ServerName
-			if sni == "" {
-				sni = d.Domain
-			}
-			cands := make([]candidate, 0, len(ips))
-			for _, ip := range ips {
-				cands = append(cands, candidate{addr: net.JoinHostPort(ip.String(), p), serverName: sni, resolver: rs})
-			}
-			if r := try(cands); r != nil {
-				return r, nil
-			}
-			if ctx.Err() != nil {
-				break
-			}
-		}
-	case StepFallbackIP:
-		if len(t.cfg.FallbackIPs) == 0 {
-			return nil, errSkip
-		}
-		cands := make([]candidate, 0, len(t.cfg.FallbackIPs))
-		for _, f := range t.cfg.FallbackIPs {
-			ap, _ := parseAddrPort(f.Addr, uint16(t.cfg.Port)) // validated
-			sni := f.ServerName
-			if sni == "" {
-				sni = host
-			}
-			cands = append(cands, candidate{addr: ap.String(), serverName: sni})
-		}
-		if r := try(cands); r != nil {
-			return r, nil
-		}
-	default:
-		return nil, errSkip
-	}
-	if last == nil {
-		last = outcome.Wrap(outcome.NetworkOther, errors.New("no candidate"))
-	}
-	return nil, last
-}
-
-// connect races to one candidate and installs the route on success.
-func (t *Transport) connect(ctx context.Context, d *discovery, step Step, network uint64, k routeKey, c candidate, tr *Trace) (*route, error) {
-	o := raceOpts{plain: !k.tls, noH3: c.noH3}
-	if !d.final && t.racer.nodeBroken(network, c.addr, o) {
-		d.skipped = append(d.skipped, skippedCandidate{step, c})
-		err := outcome.Wrap(outcome.NetworkOther, ErrSkippedBroken)
-		tr.fail(Failure{Step: step, Target: c.addr, Kind: outcome.NetworkOther, Err: err})
-		return nil, err
-	}
-	conn, err := t.racer.race(ctx, network, c.addr, c.serverName, o, tr)
-	if err != nil {
-		return nil, err
-	}
-	nk := nodeKey{addr: c.addr, sni: c.serverName, step: conn.step, tls: k.tls}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.closed || t.network.Load() != network {
-		conn.close()
-		return nil, outcome.Wrap(outcome.ClientCanceled, errors.New("lastmile: transport closed or network changed during discovery"))
-	}
-	n, ok := t.nodes[nk]
-	if ok {
-		n.adopt(conn)
-	} else {
-		n = newNodeRT(t.racer, conn, c.addr, c.serverName, k.tls)
-		t.nodes[nk] = n
-	}
-	r := &route{step: step, resolver: c.resolver, addr: c.addr, serverName: c.serverName, proto: conn.proto, network: network, rt: n}
-	t.setRoute(k, r)
-	return r, nil
-}
-
 // fill records the route that serves a request.
-func (tr *Trace) fill(host string, served Step, r *route, chain time.Duration) {
+func (tr *Trace) fill(host string, served RouteStep, r *route, chain time.Duration) {
 	if tr == nil {
 		return
 	}

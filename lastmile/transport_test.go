@@ -1,12 +1,7 @@
 package lastmile
 
 import (
-	"context"
 	"errors"
-	"io"
-	"net"
-	"net/http"
-	"net/netip"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -14,108 +9,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/veerhq/veer/clock"
 	"github.com/veerhq/veer/lastmile/lmtest"
 	"github.com/veerhq/veer/obs"
 	"github.com/veerhq/veer/outcome"
 )
-
-var nodeNames = []string{"api.test", "api2.test", "cdn1.test", "cdn2.test", "lb.test", "sched.test"}
-
-// world is a loopback internet: DNS servers, access nodes, a scheduler.
-type world struct {
-	*dnsEnv
-	reg *prometheus.Registry
-}
-
-func newWorld(t *testing.T) *world {
-	t.Helper()
-	recs := map[string][]netip.Addr{}
-	for _, n := range nodeNames {
-		recs[n] = addrs("127.0.0.1")
-	}
-	return &world{dnsEnv: newDNSEnv(t, recs), reg: prometheus.NewRegistry()}
-}
-
-func (w *world) node(t *testing.T, name string, o lmtest.NodeOptions) *lmtest.Node {
-	t.Helper()
-	o.Names = nodeNames
-	n, err := lmtest.NewNode(name, w.ca, o)
-	must(t, err)
-	t.Cleanup(func() { n.Close() })
-	return n
-}
-
-// deadAddr is a loopback address nothing listens on (TCP refused, UDP
-// unanswered).
-func deadAddr(t *testing.T) string {
-	t.Helper()
-	pc, ln, err := lmtest.ListenPair()
-	must(t, err)
-	addr := ln.Addr().String()
-	ln.Close()
-	pc.Close()
-	return addr
-}
-
-func port(addr string) int {
-	_, p, _ := net.SplitHostPort(addr)
-	n, _ := strconv.Atoi(p)
-	return n
-}
-
-func (w *world) transport(t *testing.T, cfg Config, mod ...func(*Options)) *Transport {
-	t.Helper()
-	if cfg.DNS.Timeout == 0 {
-		d := w.dnsConfig()
-		d.Order, d.CacheFile, d.Bootstrap, d.Expected = cfg.DNS.Order, cfg.DNS.CacheFile, cfg.DNS.Bootstrap, cfg.DNS.Expected
-		cfg.DNS = d
-	}
-	if cfg.Race.ConnectTimeout == 0 {
-		cfg.Race.ConnectTimeout = 2 * time.Second
-	}
-	if cfg.Race.TCPDelay == 0 {
-		// Tests that expect HTTP/3 to win must not depend on the machine's
-		// load: TCP starts only when QUIC failed.
-		cfg.Race.TCPDelay = 5 * time.Second
-	}
-	opts := w.options(t)
-	opts.Registerer = w.reg
-	for _, m := range mod {
-		m(&opts)
-	}
-	tp, err := New(cfg, opts)
-	must(t, err)
-	t.Cleanup(func() { tp.Close() })
-	return tp
-}
-
-// get sends GET url through tp and returns the body and the trace.
-func get(t *testing.T, tp http.RoundTripper, url string) (string, *Trace, error) {
-	t.Helper()
-	tr := &Trace{}
-	ctx, cancel := context.WithTimeout(WithTrace(context.Background(), tr), 20*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	must(t, err)
-	resp, err := tp.RoundTrip(req)
-	if err != nil {
-		return "", tr, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	return string(b), tr, err
-}
-
-func mustGet(t *testing.T, tp http.RoundTripper, url string) (string, *Trace) {
-	t.Helper()
-	body, tr, err := get(t, tp, url)
-	if err != nil {
-		t.Fatalf("GET %s: %v; trace %s", url, err, tr)
-	}
-	return body, tr
-}
 
 func TestRaceHTTP3WinsAndRouteIsReused(t *testing.T) {
 	w := newWorld(t)
@@ -170,9 +68,9 @@ func TestQUICBlockedTCPWins(t *testing.T) {
 	t.Run("failed QUIC is remembered as broken for the node", func(t *testing.T) {
 		// TCP would start only after a minute: it starts at once when QUIC
 		// fails (handshake timeout), and the next race skips QUIC.
-		tp := w.transport(t, Config{Race: RaceConfig{TCPDelay: time.Minute, ConnectTimeout: 300 * time.Millisecond}})
+		tp := w.transport(t, Config{Race: RaceConfig{TCPDelay: time.Minute, ConnectTimeout: time.Second}})
 		_, tr := mustGet(t, tp, "https://api.test:"+p+"/")
-		if tr.Protocol != "h2" || !slices.Equal(tr.FailedSteps(), []Step{StepH3}) || tr.Failures[0].Kind != outcome.QUICHandshake {
+		if tr.Protocol != "h2" || !slices.Equal(tr.FailedSteps(), steps(ProtocolH3)) || tr.Failures[0].Kind != outcome.QUICHandshake {
 			t.Fatalf("first: %s", tr)
 		}
 		_, tr = mustGet(t, tp, "https://api2.test:"+p+"/") // same node, new route
@@ -182,7 +80,7 @@ func TestQUICBlockedTCPWins(t *testing.T) {
 		// On another network QUIC is tried again.
 		tp.NetworkChanged()
 		_, tr = mustGet(t, tp, "https://api2.test:"+p+"/")
-		if !slices.Equal(tr.FailedSteps(), []Step{StepH3}) {
+		if !slices.Equal(tr.FailedSteps(), steps(ProtocolH3)) {
 			t.Fatalf("after network change: %s", tr)
 		}
 	})
@@ -213,12 +111,15 @@ func TestSchedulerNodesInOrder(t *testing.T) {
 	if body != "good HTTP/2.0" || tr.Served != StepScheduler || tr.Addr != good.Addr() || tr.ServerName != "api.test" {
 		t.Fatalf("body %q trace %s", body, tr)
 	}
-	if fs := tr.FailedSteps(); !slices.Contains(fs, StepTCP) {
+	if fs := tr.FailedSteps(); !slices.Contains(fs, string(ProtocolTCP)) {
 		t.Fatalf("dead node's failure not traced: %s", tr)
 	}
-	// TCP was refused and QUIC did not answer within the grace: the node was
-	// given up without waiting for the QUIC handshake timeout (2 s here).
-	abandoned := slices.ContainsFunc(tr.Failures, func(f Failure) bool { return errors.Is(f.Err, ErrQUICAbandoned) })
+	// The dead node's UDP port is closed: QUIC failed at once on the ICMP
+	// port-unreachable (or, had that been lost, was abandoned after TCP was
+	// refused), never waiting for the QUIC handshake timeout (2 s here).
+	abandoned := slices.ContainsFunc(tr.Failures, func(f Failure) bool {
+		return errors.Is(f.Err, ErrQUICAbandoned) || errors.Is(f.Err, ErrUDPRefused)
+	})
 	if !abandoned || tr.Chain >= 2*time.Second {
 		t.Fatalf("QUIC to the dead node not abandoned (chain %v): %s", tr.Chain, tr)
 	}
@@ -240,14 +141,14 @@ func TestSchedulerRetriedOverHTTP3WhenTCPFails(t *testing.T) {
 	sn := w.node(t, "sched", lmtest.NodeOptions{Handler: sched})
 	sn.BlockTCP(true)
 	tp := w.transport(t, Config{
-		Steps:     []Step{StepScheduler},
+		Steps:     []RouteStep{StepScheduler},
 		Scheduler: SchedulerConfig{URL: "https://sched.test:" + strconv.Itoa(port(sn.Addr())) + "/v1/schedule"},
 	})
 	_, tr := mustGet(t, tp, "https://api.test/")
 	if tr.Served != StepScheduler || sched.Asked() != 1 {
 		t.Fatalf("asked %d; %s", sched.Asked(), tr)
 	}
-	if fs := tr.FailedSteps(); len(fs) == 0 || fs[0] != StepTCP {
+	if fs := tr.FailedSteps(); len(fs) == 0 || fs[0] != string(ProtocolTCP) {
 		t.Fatalf("first TCP attempt's failure not traced: %s", tr)
 	}
 }
@@ -263,6 +164,7 @@ func TestSchedulerDownCDNThenFallbackIP(t *testing.T) {
 	w.private.SetRecord("api.test")
 	w.dohBack.SetRecord("api.test")
 	cfg := Config{
+		Stagger:     -1, // each step's failure is asserted: one after another
 		Scheduler:   SchedulerConfig{URL: "https://sched.test:" + strconv.Itoa(port(sn.Addr())) + "/v1/schedule"},
 		CDN:         []CDNDomain{{Domain: "cdn1.test", Port: dead}, {Domain: "cdn-gone.test", Port: dead}},
 		FallbackIPs: []FallbackIP{{Addr: lb.Addr(), ServerName: "lb.test"}},
@@ -274,7 +176,7 @@ func TestSchedulerDownCDNThenFallbackIP(t *testing.T) {
 		t.Fatalf("body %q trace %s", body, tr)
 	}
 	fs := tr.FailedSteps()
-	for _, s := range []Step{StepScheduler, StepDirect, StepCDN} {
+	for _, s := range steps(StepScheduler, StepDirect, StepCDN) {
 		if !slices.Contains(fs, s) {
 			t.Errorf("step %s failure not traced: %s", s, tr)
 		}
@@ -312,7 +214,7 @@ func TestDeadRouteIsReroutedWithinTheRequest(t *testing.T) {
 	a.Close() // node a dies: the next dial is refused, the request was never sent
 	tp.CloseIdleConnections()
 	body, tr := mustGet(t, tp, url)
-	if body != "b HTTP/2.0" || tr.Served != StepFallbackIP || tr.Failures[0].Step != StepRoute ||
+	if body != "b HTTP/2.0" || tr.Served != StepFallbackIP || tr.Failures[0].Route != StepRoute ||
 		tr.Failures[0].Kind != outcome.ConnectRefused {
 		t.Fatalf("body %q trace %s", body, tr)
 	}
@@ -335,7 +237,7 @@ func TestRepeatedFailuresRerunTheChain(t *testing.T) {
 	a.BlockTCP(true) // node a accepts and resets: not provably unsent
 	tp.CloseIdleConnections()
 	for i := range 2 {
-		if _, tr, err := get(t, tp, url); err == nil || tr.Served != StepRoute || tr.FailedSteps()[0] != StepRoute {
+		if _, tr, err := get(t, tp, url); err == nil || tr.Served != StepRoute || tr.FailedSteps()[0] != string(StepRoute) {
 			t.Fatalf("request %d on the dead route: err %v trace %s", i, err, tr)
 		}
 	}
@@ -364,7 +266,7 @@ func TestScenarios(t *testing.T) {
 		w.private.SetMode(lmtest.DropUDP)
 		tp := w.transport(t, Config{})
 		_, tr := mustGet(t, tp, "https://api.test:"+strconv.Itoa(port(n.Addr()))+"/")
-		if tr.Resolver != StepPrivateRace || !slices.Equal(tr.FailedSteps(), []Step{StepSystem, StepPrivateUDP}) {
+		if tr.Resolver != StepPrivateRace || !slices.Equal(tr.FailedSteps(), steps(StepSystem, StepPrivateUDP)) {
 			t.Fatalf("%s", tr)
 		}
 	})
@@ -412,7 +314,7 @@ func TestEverythingDownReportsNoRoute(t *testing.T) {
 	if !errors.Is(err, ErrNoRoute) || !outcome.ClassifyError(err).Network() {
 		t.Fatalf("err = %v (kind %v)", err, outcome.ClassifyError(err))
 	}
-	if fs := tr.FailedSteps(); !slices.Contains(fs, StepDirect) || !slices.Contains(fs, StepFallbackIP) || tr.Host != "api.test" {
+	if fs := tr.FailedSteps(); !slices.Contains(fs, string(StepDirect)) || !slices.Contains(fs, string(StepFallbackIP)) || tr.Host != "api.test" {
 		t.Fatalf("%s", tr)
 	}
 }
@@ -424,6 +326,10 @@ func TestNodeBrokenOnAllProtocolsIsSkippedThenRetriedLast(t *testing.T) {
 	sched := lmtest.NewScheduler(300, lmtest.AccessNode{Addr: dead})
 	sn := w.node(t, "sched", lmtest.NodeOptions{Handler: sched})
 	tp := w.transport(t, Config{
+		// Direct first, steps one after another: the scheduler's answer
+		// comes after the direct step marked the node broken.
+		Steps:       []RouteStep{StepDirect, StepScheduler, StepFallbackIP},
+		Stagger:     -1,
 		Scheduler:   SchedulerConfig{URL: "https://sched.test:" + strconv.Itoa(port(sn.Addr())) + "/v1/schedule"},
 		FallbackIPs: []FallbackIP{{Addr: lb.Addr()}},
 		Race:        RaceConfig{TCPDelay: time.Millisecond, ConnectTimeout: 200 * time.Millisecond},
@@ -434,11 +340,11 @@ func TestNodeBrokenOnAllProtocolsIsSkippedThenRetriedLast(t *testing.T) {
 		t.Fatalf("%s", tr)
 	}
 	skipped := 0
-	for _, f := range tr.Failures {
-		if errors.Is(f.Err, ErrSkippedBroken) && f.Target == dead {
+	for _, sk := range tr.Skipped {
+		if errors.Is(sk.Reason, ErrSkippedBroken) && sk.Target == dead {
 			skipped++
-			if f.Step != StepDirect {
-				t.Errorf("skipped in step %s", f.Step)
+			if sk.Route != StepScheduler {
+				t.Errorf("skipped in step %s", sk.Route)
 			}
 		}
 	}
@@ -465,7 +371,7 @@ func TestConcurrentRequestsShareOneDiscovery(t *testing.T) {
 			ch <- res{body, tr, err}
 		}()
 	}
-	served := map[Step]int{}
+	served := map[RouteStep]int{}
 	for range N {
 		r := <-ch
 		if r.err != nil || r.body != "n HTTP/3.0" {
@@ -473,8 +379,11 @@ func TestConcurrentRequestsShareOneDiscovery(t *testing.T) {
 		}
 		served[r.tr.Served]++
 	}
-	if served[StepDirect] != 1 || served[StepRoute] != N-1 {
-		t.Fatalf("served %v, want one discovery and %d reuses", served, N-1)
+	// Requests that joined the run in flight report the step it found;
+	// the metric counts chain runs and route reuses.
+	runs := testutilCount(t, w.reg, "veer_lastmile_served_total", map[string]string{"step": "direct"})
+	if runs != 1 || served[StepDirect]+served[StepRoute] != N {
+		t.Fatalf("%v chain runs, served %v; want one run shared by %d requests", runs, served, N)
 	}
 	if q := w.public.Queries(); q > 4 {
 		t.Fatalf("%d DNS queries for one discovery", q)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/veerhq/veer/clock"
 	"github.com/veerhq/veer/config/watch"
+	"github.com/veerhq/veer/internal/metrictest"
 	"github.com/veerhq/veer/obs"
 	"github.com/veerhq/veer/outcome"
 )
@@ -114,7 +115,7 @@ func TestBodyLimit(t *testing.T) {
 	if !errors.As(readErr, &mbe) {
 		t.Fatalf("handler read error %v, want *http.MaxBytesError", readErr)
 	}
-	if got := counterValue(t, reg, "veer_limit_body_rejected_total"); got != 2 {
+	if got := metrictest.Sum(t, reg, "veer_limit_body_rejected_total", nil); got != 2 {
 		t.Fatalf("body rejections %v, want 2", got)
 	}
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/veerhq/veer/clock"
 	"github.com/veerhq/veer/config"
+	"github.com/veerhq/veer/internal/metrictest"
 	"github.com/veerhq/veer/obs"
 )
 
@@ -172,7 +173,7 @@ func TestBoundedKeys(t *testing.T) {
 	if admitted != 102 {
 		t.Fatalf("admitted %d, want 102", admitted)
 	}
-	if got := counterValue(t, reg, "veer_limit_key_overflow_total"); got != 9900 {
+	if got := metrictest.Sum(t, reg, "veer_limit_key_overflow_total", nil); got != 9900 {
 		t.Fatalf("overflow counter %v, want 9900", got)
 	}
 	// Three seconds later the keys are idle with full buckets: new keys
@@ -183,7 +184,7 @@ func TestBoundedKeys(t *testing.T) {
 			t.Fatalf("new key %d rejected after eviction", i)
 		}
 	}
-	if got := counterValue(t, reg, "veer_limit_evicted_keys_total"); got < 50 {
+	if got := metrictest.Sum(t, reg, "veer_limit_evicted_keys_total", nil); got < 50 {
 		t.Fatalf("evicted %v, want ≥ 50", got)
 	}
 	if n := l.Keys("tenant"); n > 100 {
@@ -252,23 +253,6 @@ func TestScale(t *testing.T) {
 	if got := (Limits{Rate: 1, Concurrency: 1}).Scale(8); got != (Limits{Rate: 0.125, Burst: 1, Concurrency: 1}) {
 		t.Fatalf("Scale(8) of a tiny limit = %+v, want never zero", got)
 	}
-}
-
-func counterValue(t *testing.T, g prometheus.Gatherer, name string) float64 {
-	t.Helper()
-	mfs, err := g.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	sum := 0.0
-	for _, mf := range mfs {
-		if mf.GetName() == name {
-			for _, m := range mf.GetMetric() {
-				sum += m.GetCounter().GetValue()
-			}
-		}
-	}
-	return sum
 }
 
 func FuzzConfig(f *testing.F) {

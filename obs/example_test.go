@@ -17,3 +17,9 @@ func ExampleLint() {
 	// Output:
 	// metric "veer_shed_dropped": name must end in a unit or kind (_total, _seconds, _bytes, _ratio, _info, _count, _state, _requests, _limit, _inflight, _entries, _keys, _sessions, _timestamp_seconds)
 }
+
+// ExampleNameOr: a component given no name labels its metrics "default".
+func ExampleNameOr() {
+	fmt.Println(obs.NameOr(""), obs.NameOr("payments"))
+	// Output: default payments
+}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/veerhq/veer/internal/metrictest"
 	"github.com/veerhq/veer/obs"
 )
 
@@ -24,7 +25,7 @@ func TestRegisterIsIdempotent(t *testing.T) {
 	}
 	a.WithLabelValues("x").Inc()
 	b.WithLabelValues("x").Inc()
-	if v := counterValue(t, reg); v != 2 {
+	if v := metrictest.Sum(t, reg, "veer_test_events_total", nil); v != 2 {
 		t.Fatalf("shared counter = %v, want 2", v)
 	}
 	defer func() {
@@ -33,14 +34,6 @@ func TestRegisterIsIdempotent(t *testing.T) {
 		}
 	}()
 	obs.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Name: "veer_test_events_total", Help: "h"}, []string{"other"}))
-}
-
-func counterValue(t *testing.T, g prometheus.Gatherer) float64 {
-	mfs, err := g.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return mfs[0].GetMetric()[0].GetCounter().GetValue()
 }
 
 func TestCheckName(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"reflect"
 	"strconv"
 	"syscall"
 	"time"
@@ -102,7 +103,7 @@ func ClassifyError(err error) Kind {
 			return DNSServerFailure
 		}
 	}
-	if isTLS(err) {
+	if isTLS(err) || isHTTPTLSTimeout(err) {
 		return TLSHandshake
 	}
 	var op *net.OpError
@@ -138,6 +139,31 @@ func ClassifyError(err error) Kind {
 		return ResponseTimeout
 	}
 	return NetworkOther
+}
+
+// isHTTPTLSTimeout reports whether err holds net/http's TLS handshake
+// timeout (Transport.TLSHandshakeTimeout): TCP connected, the handshake did
+// not finish, so the request was never sent. net/http exports neither the
+// type nor a sentinel, and it is a net.Error with Timeout() true, which
+// would otherwise read as a response timeout; its type is matched by name
+// (package and identifier, never the message). The classifier's real-socket
+// test fails if a Go release renames it.
+func isHTTPTLSTimeout(err error) bool {
+	for err != nil {
+		if t := reflect.TypeOf(err); t.PkgPath() == "net/http" && t.Name() == "tlsHandshakeTimeoutError" {
+			return true
+		}
+		if j, ok := err.(interface{ Unwrap() []error }); ok {
+			for _, e := range j.Unwrap() {
+				if isHTTPTLSTimeout(e) {
+					return true
+				}
+			}
+			return false
+		}
+		err = errors.Unwrap(err)
+	}
+	return false
 }
 
 func isTLS(err error) bool {

@@ -67,14 +67,16 @@ func fullBacklog(t *testing.T) string {
 	return addr
 }
 
-// silentServer accepts connections and never answers.
-func silentServer(t *testing.T) string {
+// tcpServer listens on a loopback port and hands each accepted connection
+// to handle, on the accept goroutine; cleanup stops accepting, waits, and
+// closes the connections handle kept open.
+func tcpServer(t *testing.T, handle func(c net.Conn) (keep bool)) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var conns []net.Conn
+	var kept []net.Conn
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -83,42 +85,35 @@ func silentServer(t *testing.T) string {
 			if err != nil {
 				return
 			}
-			conns = append(conns, c)
+			if handle(c) {
+				kept = append(kept, c)
+			}
 		}
 	}()
 	t.Cleanup(func() {
 		ln.Close()
 		<-done
-		for _, c := range conns {
+		for _, c := range kept {
 			c.Close()
 		}
 	})
 	return ln.Addr().String()
 }
 
+// silentServer accepts connections and never answers.
+func silentServer(t *testing.T) string {
+	return tcpServer(t, func(net.Conn) bool { return true })
+}
+
 // resetServer accepts, reads the request, and closes with RST.
 func resetServer(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			buf := make([]byte, 4096)
-			_, _ = c.Read(buf)
-			_ = c.(*net.TCPConn).SetLinger(0)
-			c.Close()
-		}
-	}()
-	t.Cleanup(func() { ln.Close(); <-done })
-	return ln.Addr().String()
+	return tcpServer(t, func(c net.Conn) bool {
+		buf := make([]byte, 4096)
+		_, _ = c.Read(buf)
+		_ = c.(*net.TCPConn).SetLinger(0)
+		c.Close()
+		return false
+	})
 }
 
 // dnsServer runs a real DNS server on loopback UDP answering every query
@@ -170,6 +165,12 @@ func statusServer(t *testing.T, code int, retryAfter string) string {
 	return s.URL
 }
 
+// status returns a test step that GETs from a server answering code (and
+// Retry-After retryAfter when not empty).
+func status(code int, retryAfter string) func(t *testing.T) (*http.Response, error) {
+	return func(t *testing.T) (*http.Response, error) { return http.Get(statusServer(t, code, retryAfter)) }
+}
+
 func TestClassifyRealErrors(t *testing.T) {
 	tlsSrv := httptest.NewUnstartedServer(http.NotFoundHandler())
 	tlsSrv.Config.ErrorLog = log.New(io.Discard, "", 0) // handshake failures are the point
@@ -208,7 +209,14 @@ func TestClassifyRealErrors(t *testing.T) {
 			return clientVia("", time.Second).Do(req)
 		}, outcome.ClientCanceled},
 		{"TLS bad certificate", func(t *testing.T) (*http.Response, error) {
-			return clientVia("", time.Second).Get(tlsSrv.URL)
+			// A generous handshake timeout: the certificate error is the
+			// point, not the (separately tested) timeout.
+			return clientVia("", 30*time.Second).Get(tlsSrv.URL)
+		}, outcome.TLSHandshake},
+		{"TLS handshake timeout (no ServerHello)", func(t *testing.T) (*http.Response, error) {
+			// TCP connects, the ClientHello is never answered: the request
+			// was never sent, so this is no response timeout.
+			return clientVia("", 300*time.Millisecond).Get("https://" + silentServer(t) + "/")
 		}, outcome.TLSHandshake},
 		{"TLS server name mismatch", func(t *testing.T) (*http.Response, error) {
 			c := tlsSrv.Client()
@@ -225,21 +233,11 @@ func TestClassifyRealErrors(t *testing.T) {
 		{"DNS timeout", func(t *testing.T) (*http.Response, error) {
 			return clientVia(dnsServer(t, -1), 300*time.Millisecond).Get("http://api.veer.test/")
 		}, outcome.DNSTimeout},
-		{"200", func(t *testing.T) (*http.Response, error) {
-			return http.Get(statusServer(t, 200, ""))
-		}, outcome.Success},
-		{"404", func(t *testing.T) (*http.Response, error) {
-			return http.Get(statusServer(t, 404, ""))
-		}, outcome.ClientError},
-		{"429", func(t *testing.T) (*http.Response, error) {
-			return http.Get(statusServer(t, 429, "2"))
-		}, outcome.Limited},
-		{"500", func(t *testing.T) (*http.Response, error) {
-			return http.Get(statusServer(t, 500, ""))
-		}, outcome.ServerError},
-		{"503", func(t *testing.T) (*http.Response, error) {
-			return http.Get(statusServer(t, 503, "7"))
-		}, outcome.Overloaded},
+		{"200", status(200, ""), outcome.Success},
+		{"404", status(404, ""), outcome.ClientError},
+		{"429", status(429, "2"), outcome.Limited},
+		{"500", status(500, ""), outcome.ServerError},
+		{"503", status(503, "7"), outcome.Overloaded},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -34,7 +34,7 @@ const (
 	ConnectRefused // RST to SYN (ECONNREFUSED), host/network unreachable
 	ConnectTimeout // SYN unanswered until the dial timeout (blackhole)
 	DialCanceled   // the request deadline passed while waiting for a connection (see ClassifyProgress)
-	TLSHandshake   // TLS handshake failed (bad certificate, protocol error)
+	TLSHandshake   // TLS handshake failed or timed out (bad certificate, protocol error, no ServerHello)
 	QUICHandshake  // QUIC handshake failed or timed out (UDP blocked)
 
 	// After the connection was made.

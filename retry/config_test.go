@@ -1,7 +1,6 @@
 package retry
 
 import (
-	"errors"
 	"reflect"
 	"strings"
 	"testing"
@@ -10,30 +9,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/veerhq/veer/config"
+	"github.com/veerhq/veer/internal/must"
 )
-
-// fieldOf returns the field the *config.FieldError in err names ("" when
-// none; several joined by commas).
-func fieldOf(err error) string {
-	var fields []string
-	var walk func(error)
-	walk = func(e error) {
-		if j, ok := e.(interface{ Unwrap() []error }); ok {
-			for _, x := range j.Unwrap() {
-				walk(x)
-			}
-			return
-		}
-		var fe *config.FieldError
-		if errors.As(e, &fe) {
-			fields = append(fields, fe.Field)
-		}
-	}
-	if err != nil {
-		walk(err)
-	}
-	return strings.Join(fields, ",")
-}
 
 // TestNewRejectsEachInvalidField: New refuses an invalid field with an
 // error naming it, instead of replacing the policy with the default.
@@ -53,7 +30,7 @@ func TestNewRejectsEachInvalidField(t *testing.T) {
 	}
 	for _, tt := range tests {
 		r, err := New(tt.cfg, Options{Registerer: prometheus.NewRegistry()})
-		if r != nil || fieldOf(err) != tt.field {
+		if r != nil || strings.Join(config.Fields(err), ",") != tt.field {
 			t.Errorf("New(%+v) = %v, %v; want nil and an error naming %s", tt.cfg, r, err, tt.field)
 		}
 	}
@@ -62,13 +39,13 @@ func TestNewRejectsEachInvalidField(t *testing.T) {
 // TestNewDefaultsEachZeroField: each zero field takes its named default; a
 // set field is kept.
 func TestNewDefaultsEachZeroField(t *testing.T) {
-	r := must(New(Config{}, Options{Registerer: prometheus.NewRegistry()}))
+	r := must.Get(New(Config{}, Options{Registerer: prometheus.NewRegistry()}))
 	want := Config{MaxAttempts: DefaultMaxAttempts, Initial: DefaultInitial, Multiplier: DefaultMultiplier, MaxWait: DefaultMaxWait}
 	if r.p != want {
 		t.Fatalf("zero config became %+v, want %+v", r.p, want)
 	}
 	set := Config{MaxAttempts: -1, Initial: time.Second, Multiplier: 3, MaxWait: time.Minute, Deadline: time.Hour, NoJitter: true}
-	r = must(New(set, Options{Registerer: prometheus.NewRegistry()}))
+	r = must.Get(New(set, Options{Registerer: prometheus.NewRegistry()}))
 	if r.p != set {
 		t.Fatalf("set config became %+v, want it unchanged", r.p)
 	}
@@ -89,20 +66,20 @@ func TestNewBudgetRejectsEachInvalidField(t *testing.T) {
 	}
 	for _, tt := range tests {
 		b, err := NewBudget(tt.cfg)
-		if b != nil || fieldOf(err) != tt.field {
+		if b != nil || strings.Join(config.Fields(err), ",") != tt.field {
 			t.Errorf("NewBudget(%+v) = %v, %v; want nil and an error naming %s", tt.cfg, b, err, tt.field)
 		}
 	}
 }
 
 func TestNewBudgetDefaultsEachZeroField(t *testing.T) {
-	b := must(NewBudget(BudgetConfig{}))
+	b := must.Get(NewBudget(BudgetConfig{}))
 	got := []any{b.ratio, b.min, b.win.Span()}
 	want := []any{DefaultBudgetRatio, int64(DefaultBudgetMinRetries), DefaultBudgetInterval}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("zero config: ratio, min, interval = %v, want %v", got, want)
 	}
-	b = must(NewBudget(BudgetConfig{Ratio: 0.5, MinRetries: 1, Interval: time.Second}))
+	b = must.Get(NewBudget(BudgetConfig{Ratio: 0.5, MinRetries: 1, Interval: time.Second}))
 	got = []any{b.ratio, b.min, b.win.Span()}
 	want = []any{0.5, int64(1), time.Second}
 	if !reflect.DeepEqual(got, want) {

@@ -1,6 +1,7 @@
 package retry
 
 import (
+	"cmp"
 	"errors"
 	"math"
 	"net/http"
@@ -63,18 +64,14 @@ func (p *Config) Validate() error {
 	if p.MaxAttempts == -1 && p.Deadline <= 0 {
 		errs = append(errs, config.Field("max_attempts", "-1 (no limit) needs a deadline"))
 	}
-	if p.Initial < 0 {
-		errs = append(errs, config.Field("initial", "must not be negative"))
-	}
 	if p.Multiplier != 0 && !(p.Multiplier >= 1 && p.Multiplier <= 100) {
 		errs = append(errs, config.Field("multiplier", "must be in [1, 100], got %v", p.Multiplier))
 	}
-	if p.MaxWait < 0 {
-		errs = append(errs, config.Field("max_wait", "must not be negative"))
-	}
-	if p.Deadline < 0 {
-		errs = append(errs, config.Field("deadline", "must not be negative"))
-	}
+	errs = append(errs,
+		config.NotNegative("initial", p.Initial),
+		config.NotNegative("max_wait", p.MaxWait),
+		config.NotNegative("deadline", p.Deadline),
+	)
 	return errors.Join(errs...)
 }
 
@@ -82,18 +79,10 @@ func (p *Config) Validate() error {
 // Backoff and Schedule call it too, so a Config value answers the same with
 // or without a Retrier.
 func (p Config) withDefaults() Config {
-	if p.MaxAttempts == 0 {
-		p.MaxAttempts = DefaultMaxAttempts
-	}
-	if p.Initial <= 0 {
-		p.Initial = DefaultInitial
-	}
-	if p.Multiplier == 0 {
-		p.Multiplier = DefaultMultiplier
-	}
-	if p.MaxWait <= 0 {
-		p.MaxWait = DefaultMaxWait
-	}
+	p.MaxAttempts = cmp.Or(p.MaxAttempts, DefaultMaxAttempts)
+	p.Initial = cmp.Or(max(p.Initial, 0), DefaultInitial) // Base may see an unvalidated Config
+	p.Multiplier = cmp.Or(p.Multiplier, DefaultMultiplier)
+	p.MaxWait = cmp.Or(max(p.MaxWait, 0), DefaultMaxWait)
 	return p
 }
 

@@ -18,6 +18,8 @@ import (
 
 	"github.com/veerhq/veer/clock"
 	"github.com/veerhq/veer/config"
+	"github.com/veerhq/veer/internal/metrictest"
+	"github.com/veerhq/veer/internal/must"
 	"github.com/veerhq/veer/obs"
 	"github.com/veerhq/veer/outcome"
 )
@@ -43,7 +45,7 @@ func TestAsyncSchedule(t *testing.T) {
 	// The same schedule through a Call on a manual clock: every attempt
 	// fails at once; the 27th failure is final, 21 246 s after the start.
 	m := clock.NewManual(t0)
-	r := must(New(Async(), Options{Clock: m, Registerer: prometheus.NewRegistry()}))
+	r := must.Get(New(Async(), Options{Clock: m, Registerer: prometheus.NewRegistry()}))
 	c := r.Start(true)
 	var attempts []time.Duration
 	for {
@@ -117,7 +119,7 @@ func TestNextRules(t *testing.T) {
 		{"success", false, 0, outcome.Of(outcome.Success), 0, nil},
 	}
 	for _, c := range cases {
-		r := must(New(Config{}, Options{Rand: func() float64 { return 0.5 }, Clock: clock.NewManual(t0), Registerer: prometheus.NewRegistry()}))
+		r := must.Get(New(Config{}, Options{Rand: func() float64 { return 0.5 }, Clock: clock.NewManual(t0), Registerer: prometheus.NewRegistry()}))
 		call := r.StartAt(t0, c.idempotent)
 		for range c.attempts {
 			if _, err := call.NextAt(t0, outcome.Of(outcome.ConnectRefused)); err != nil {
@@ -132,7 +134,7 @@ func TestNextRules(t *testing.T) {
 }
 
 func TestDeadline(t *testing.T) {
-	r := must(New(Config{MaxAttempts: 10, Initial: time.Second, NoJitter: true, Deadline: 5 * time.Second}, Options{Registerer: prometheus.NewRegistry()}))
+	r := must.Get(New(Config{MaxAttempts: 10, Initial: time.Second, NoJitter: true, Deadline: 5 * time.Second}, Options{Registerer: prometheus.NewRegistry()}))
 	c := r.StartAt(t0, true)
 	now := t0
 	var waits []time.Duration
@@ -155,8 +157,8 @@ func TestDeadline(t *testing.T) {
 
 func TestBudgetStopsStorm(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	b := must(NewBudget(BudgetConfig{}))
-	r := must(New(Config{MaxAttempts: 5}, Options{Budget: b, Registerer: reg, Clock: clock.NewManual(t0)}))
+	b := must.Get(NewBudget(BudgetConfig{}))
+	r := must.Get(New(Config{MaxAttempts: 5}, Options{Budget: b, Registerer: reg, Clock: clock.NewManual(t0)}))
 	// A quiet client: 2 requests may still use 3 retries in the interval.
 	got := storm(r, t0, 2)
 	if got != 3 {
@@ -168,7 +170,7 @@ func TestBudgetStopsStorm(t *testing.T) {
 	if got != 200 {
 		t.Fatalf("storm: %d retries, want 200", got)
 	}
-	if got := counter(t, reg, "veer_retry_giveups_total"); got == 0 {
+	if got := metrictest.Sum(t, reg, "veer_retry_giveups_total", nil); got == 0 {
 		t.Fatal("no give-ups counted")
 	}
 	if errs := obs.Lint(reg); len(errs) > 0 {
@@ -195,26 +197,9 @@ func storm(r *Retrier, now time.Time, n int) int {
 	return retries
 }
 
-func counter(t *testing.T, g prometheus.Gatherer, name string) float64 {
-	t.Helper()
-	mfs, err := g.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	sum := 0.0
-	for _, mf := range mfs {
-		if mf.GetName() == name {
-			for _, m := range mf.GetMetric() {
-				sum += m.GetCounter().GetValue()
-			}
-		}
-	}
-	return sum
-}
-
 func TestDoWaits(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		r := must(New(Config{MaxAttempts: 4, Initial: time.Second}, Options{Rand: func() float64 { return 0.5 }, Registerer: prometheus.NewRegistry()}))
+		r := must.Get(New(Config{MaxAttempts: 4, Initial: time.Second}, Options{Rand: func() float64 { return 0.5 }, Registerer: prometheus.NewRegistry()}))
 		start := time.Now()
 		var calls []time.Duration
 		o, err := r.Do(t.Context(), true, func(context.Context) outcome.Outcome {
@@ -236,7 +221,7 @@ func TestDoWaits(t *testing.T) {
 
 func TestDoContextCanceled(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		r := must(New(Config{Initial: time.Hour, MaxWait: time.Hour, NoJitter: true}, Options{Registerer: prometheus.NewRegistry()}))
+		r := must.Get(New(Config{Initial: time.Hour, MaxWait: time.Hour, NoJitter: true}, Options{Registerer: prometheus.NewRegistry()}))
 		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 		defer cancel()
 		_, err := r.Do(ctx, true, func(context.Context) outcome.Outcome { return outcome.Of(outcome.ConnectRefused) })
@@ -301,8 +286,8 @@ func TestTransport(t *testing.T) {
 	}))
 	defer srv.Close()
 	client := &http.Client{Transport: &Transport{
-		Base:    srv.Client().Transport,
-		Retrier: must(New(Config{Initial: time.Millisecond, MaxWait: time.Millisecond}, Options{Registerer: prometheus.NewRegistry()})),
+		Next:    srv.Client().Transport,
+		Retrier: must.Get(New(Config{Initial: time.Millisecond, MaxWait: time.Millisecond}, Options{Registerer: prometheus.NewRegistry()})),
 	}}
 	post := func(hdr string) (*http.Response, error) {
 		req, _ := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader("payload"))
@@ -352,8 +337,8 @@ func TestTransportConnectRefused(t *testing.T) {
 	addr := ln.Addr().String()
 	ln.Close() // a closed port: real ECONNREFUSED
 	client := &http.Client{Transport: &Transport{
-		Base:    &http.Transport{},
-		Retrier: must(New(Config{Initial: time.Millisecond, MaxWait: time.Millisecond}, Options{Registerer: prometheus.NewRegistry()})),
+		Next:    &http.Transport{},
+		Retrier: must.Get(New(Config{Initial: time.Millisecond, MaxWait: time.Millisecond}, Options{Registerer: prometheus.NewRegistry()})),
 	}}
 	req, _ := http.NewRequest(http.MethodPost, "http://"+addr, strings.NewReader("x"))
 	_, err = client.Do(req)
@@ -378,7 +363,7 @@ func FuzzPolicy(f *testing.F) {
 		}
 		var b BudgetConfig
 		if err := config.Parse(data, "fuzz.yaml", &b); err == nil {
-			must(NewBudget(b)).TryRetryAt(t0)
+			must.Get(NewBudget(b)).TryRetryAt(t0)
 		}
 	})
 }

@@ -18,8 +18,8 @@ import (
 // be retried is drained (up to 64 KiB) and closed before the wait, so its
 // connection returns to the pool.
 type Transport struct {
-	// Base sends each attempt; default http.DefaultTransport.
-	Base http.RoundTripper
+	// Next sends each attempt; nil means http.DefaultTransport.
+	Next http.RoundTripper
 	// Retrier applies the policy; default New(Config{}, Options{}).
 	Retrier *Retrier
 }
@@ -31,9 +31,9 @@ var ErrNoReplay = errors.New("retry: request body cannot be replayed (no GetBody
 
 // RoundTrip implements http.RoundTripper.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
-	base := t.Base
-	if base == nil {
-		base = http.DefaultTransport
+	next := t.Next
+	if next == nil {
+		next = http.DefaultTransport
 	}
 	r := t.Retrier
 	if r == nil {
@@ -44,7 +44,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	ctx := req.Context()
 	attempt := req
 	for {
-		resp, err := base.RoundTrip(attempt)
+		resp, err := next.RoundTrip(attempt)
 		o := outcome.ClassifyAt(resp, err, r.clk.Now())
 		if o.OK() || !replayable {
 			_, _ = call.Next(o)

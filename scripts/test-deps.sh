@@ -8,6 +8,11 @@ need=()
 # command -> Debian package
 declare -A pkgs=(
   [redis-server]=redis-server
+  [dig]=dnsutils
+  [kdig]=knot-dnsutils
+  [nsd]=nsd
+  [knotd]=knot
+  [dnsperf]=dnsperf
 )
 for cmd in "${!pkgs[@]}"; do
   command -v "$cmd" >/dev/null 2>&1 || need+=("${pkgs[$cmd]}")
@@ -22,4 +27,4 @@ fi
 echo "test-deps: installing ${need[*]}"
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
-apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+apt-get install -y -qq -o DPkg::Lock::Timeout=300 --no-install-recommends "${need[@]}" >/dev/null

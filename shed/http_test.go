@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/goleak"
 
+	"github.com/veerhq/veer/internal/metrictest"
 	"github.com/veerhq/veer/obs"
 	"github.com/veerhq/veer/outcome"
 	"github.com/veerhq/veer/tier"
@@ -151,26 +152,11 @@ func TestHTTPTierOrdering(t *testing.T) {
 // counter reads one series of a counter vector from reg.
 func counter(t *testing.T, reg *prometheus.Registry, name, endpoint, tr, reason string) float64 {
 	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
+	labels := map[string]string{"endpoint": endpoint, "tier": tr}
+	if reason != "" { // "": the metric has no reason label
+		labels["reason"] = reason
 	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	next:
-		for _, m := range mf.GetMetric() {
-			want := map[string]string{"endpoint": endpoint, "tier": tr, "reason": reason}
-			for _, lp := range m.GetLabel() {
-				if want[lp.GetName()] != lp.GetValue() {
-					continue next
-				}
-			}
-			return m.GetCounter().GetValue()
-		}
-	}
-	return 0
+	return metrictest.Sum(t, reg, name, labels)
 }
 
 // TestHTTPEndpointIsolation overloads one endpoint with sheddable traffic

@@ -24,7 +24,7 @@ func BenchmarkRequests(b *testing.B) {
 	makers := make([]func() failover.Policy, len(strategies))
 	for i, s := range strategies {
 		makers[i] = func() failover.Policy {
-			p, _ := s.New(sc.Failover, domainNames(m))
+			p, _ := s.New(sc.PolicyConfig())
 			return p
 		}
 	}

@@ -38,6 +38,9 @@ type runner struct {
 	cur      int   // domain regular traffic used after the last policy call
 	restored int   // the persisted backup domain (the Transport's Store)
 	canaryN  uint64
+	aware    failover.NetworkAware     // pol, when it can be told the network
+	hist     []failover.NetworkFailure // the persisted per-network memory
+	histGen  uint64                    // aware's MemoryGen when hist was taken
 
 	st        sessionStats
 	tl        []tlBucket // per minute from tlFrom
@@ -86,6 +89,7 @@ func (x *runner) run(r *realisation, newPol func() failover.Policy, latency func
 	x.phRecov = resize(x.phRecov, n, -1)
 	x.phase.reset()
 	x.restored = failover.None
+	x.hist = x.hist[:0]
 	x.cur = failover.PrimaryIndex
 	x.startApp(r.start)
 
@@ -149,7 +153,15 @@ func (x *runner) startApp(t int64) {
 	x.h.reset()
 	x.wakeAt = -1
 	x.pol = x.newPol()
+	x.aware, _ = x.pol.(failover.NetworkAware)
+	if x.aware != nil {
+		x.aware.Remember(x.hist)
+		x.histGen = x.aware.MemoryGen()
+	}
 	x.apply(t, x.pol.Start(x.at(t), x.restored))
+	if x.aware != nil { // the app learns its network at launch
+		x.apply(t, x.aware.SetNetwork(x.at(t), x.m.networkID(x.r, t)))
+	}
 }
 
 func (x *runner) session(e sessEvent) {
@@ -162,7 +174,11 @@ func (x *runner) session(e sessEvent) {
 		for d := range x.conns {
 			x.conns[d].dnsUntil = 0
 		}
-		x.apply(e.t, x.pol.NetworkChanged(x.at(e.t)))
+		if x.aware != nil {
+			x.apply(e.t, x.aware.SetNetwork(x.at(e.t), x.m.networkID(x.r, e.t)))
+		} else {
+			x.apply(e.t, x.pol.NetworkChanged(x.at(e.t)))
+		}
 	case evOutageStart:
 		if x.cur == failover.PrimaryIndex && x.exposedTo(e.arg, e.t) {
 			x.detectOn[e.arg] = e.t
@@ -234,6 +250,12 @@ func (x *runner) handle(e event) {
 
 // apply carries out a policy's Action, as the Transport would.
 func (x *runner) apply(t int64, a failover.Action) {
+	if x.aware != nil {
+		if g := x.aware.MemoryGen(); g != x.histGen { // persisted, as the Store does
+			x.histGen = g
+			x.hist = append(x.hist[:0], x.aware.Memory()...)
+		}
+	}
 	if tr := a.Transition; tr.Changed() {
 		if k := transitionIndex(tr); k >= 0 {
 			x.st.transitions[k]++
@@ -359,105 +381,4 @@ func (x *runner) canary(t int64, d int) {
 		k, lat = outcome.ResponseTimeout, x.m.canaryTO
 	}
 	x.h.push(event{t: t + lat, kind: evCanaryDone, domain: int8(d), out: k, gen: x.launch})
-}
-
-// attempt decides the fate of one exchange with domain d at t and returns
-// its outcome, its latency in ns and whether it went over QUIC.
-func (x *runner) attempt(t int64, d, net int, flags uint8, rttF float64, server int64, quicBlocked bool) (outcome.Kind, int64, bool) {
-	m := x.m
-	c := &x.conns[d]
-	warm := c.open && c.kills == x.killI && t-c.lastUse <= m.idle
-	nm := &m.nets[net]
-	dm := &m.domains[d]
-	rtt := (nm.rtt + dm.extra) * rttF
-	quic := dm.quic && !quicBlocked
-	if warm {
-		quic = c.quic
-	}
-	var dns int64 // time to resolve, if the connection is cold
-	needDNS := !warm && t >= c.dnsUntil
-	if needDNS {
-		dns = int64(nm.rtt * rttF)
-	}
-	fail := func(k outcome.Kind, lat int64) (outcome.Kind, int64, bool) {
-		c.open = false
-		return k, max(lat, 1), false
-	}
-	if flags&flagOffline != 0 {
-		switch {
-		case warm:
-			return fail(outcome.ResponseTimeout, m.reqTimeout)
-		case needDNS:
-			return fail(outcome.DNSTimeout, m.dnsTimeout)
-		}
-		return fail(outcome.ConnectTimeout, m.dialTimeout)
-	}
-	serverError := false
-	for _, k := range x.r.outages {
-		o := &m.outages[k]
-		if o.domainMask&(1<<d) == 0 || (o.networks != 0 && o.networks&(1<<net) == 0) || !o.downAt(t) {
-			continue
-		}
-		switch o.kind {
-		case KindDNSFailure:
-			if needDNS {
-				return fail(outcome.DNSServerFailure, dns)
-			}
-		case KindDNSTimeout:
-			if needDNS {
-				return fail(outcome.DNSTimeout, m.dnsTimeout)
-			}
-		case KindConnectRefused:
-			if warm {
-				return fail(outcome.ConnectionReset, int64(rtt))
-			}
-			return fail(outcome.ConnectRefused, dns+int64(rtt))
-		case KindConnectTimeout:
-			if warm {
-				return fail(outcome.ResponseTimeout, m.reqTimeout)
-			}
-			return fail(outcome.ConnectTimeout, dns+m.dialTimeout)
-		case KindTLSFailure:
-			if !warm {
-				hs := 2.0
-				if quic {
-					hs = 1
-				}
-				return fail(outcome.TLSHandshake, dns+int64(hs*rtt))
-			}
-		case KindServerError:
-			serverError = true
-		}
-	}
-	if flags&flagLost != 0 {
-		if warm {
-			return fail(outcome.ResponseTimeout, m.reqTimeout)
-		}
-		return fail(outcome.ConnectTimeout, dns+m.dialTimeout)
-	}
-	lat := rtt + float64(server)
-	if !warm {
-		hs := 2.0 // TCP + TLS 1.3
-		if quic {
-			hs = 1 // QUIC's combined handshake
-		}
-		lat += float64(dns) + hs*rtt
-		if needDNS {
-			c.dnsUntil = t + dns + m.dnsTTL
-		}
-		c.open, c.quic, c.kills = true, quic, x.killI
-	}
-	if flags&flagRetx != 0 {
-		if quic {
-			lat += 1.5 * rtt // a probe timeout; other streams are not blocked
-		} else {
-			lat += max(m.rtoMin, 2*rtt) // an RTO
-		}
-	}
-	l := max(int64(lat), 1)
-	c.lastUse = max(c.lastUse, t+l)
-	if serverError {
-		return outcome.ServerError, l, quic
-	}
-	return outcome.Success, l, quic
 }

@@ -7,14 +7,14 @@ import (
 	"github.com/veerhq/veer/sim"
 )
 
-// Run a bundled scenario with two strategies and compare where their
+// Run a bundled scenario with three strategies and compare where their
 // traffic went. Same seed, same numbers.
 func ExampleRun() {
 	sc, err := sim.LoadBundled("default")
 	if err != nil {
 		panic(err)
 	}
-	res, err := sim.Run(context.Background(), sc, []sim.Strategy{sim.Uber, sim.RoundRobin}, sim.Options{Sessions: 200})
+	res, err := sim.Run(context.Background(), sc, []sim.Strategy{sim.Veer, sim.Uber, sim.RoundRobin}, sim.Options{Sessions: 200})
 	if err != nil {
 		panic(err)
 	}
@@ -23,8 +23,9 @@ func ExampleRun() {
 		fmt.Printf("%-10s primary %.1f%%, %d requests\n", name, 100*s.PrimaryShare, s.Requests)
 	}
 	// Output:
-	// uber       primary 98.5%, 64562 requests
-	// roundrobin primary 47.7%, 64562 requests
+	// veer       primary 99.9%, 64562 requests
+	// uber       primary 99.2%, 64562 requests
+	// roundrobin primary 47.8%, 64562 requests
 }
 
 // Scenarios are YAML over the defaults; errors name the field and line.

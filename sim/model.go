@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"fmt"
 	"math"
 	"path/filepath"
 	"slices"
@@ -47,6 +46,10 @@ type model struct {
 	dnsTTL       int64
 	rtoMin       float64
 	canaryTO     int64
+	netIDs       []string // carrier × network names, for networkID
+	traceStats   []TraceStats
+	rto          int64 // first retransmission timeout in a trace gap
+	outageAbove  int64 // trace gaps at least this long are outages; 0: none
 	outages      []outageModel
 }
 
@@ -68,9 +71,15 @@ type netModel struct {
 	goodMean, badMean float64 // ns
 	lossGood, lossBad float64
 	retx, quicBlocked float64
-	tunnelRate        float64 // per ns
-	traceIdx          []int   // traces that apply to this network
-	traceShare        []float64
+	tunnelRate        float64   // per ns
+	traceIdx          []int     // traces that apply to this network
+	traceCum          []float64 // their cumulative shares (at most 1)
+}
+
+// networkID is the network a session is on at t as its app reports it:
+// carrier and network type ("C4/lte").
+func (m *model) networkID(r *realisation, t int64) string {
+	return m.netIDs[r.carrier*len(m.nets)+r.segAt(t).net]
 }
 
 type traceModel struct {
@@ -99,7 +108,17 @@ type outageModel struct {
 type span struct{ from, to int64 }
 
 func compile(sc *Scenario, dir string) (*model, error) {
-	if err := sc.Validate(); err != nil {
+	// Validate a copy: it loads the traces relative to dir.
+	cp := *sc
+	if dir != sc.dir {
+		cp.dir, cp.traces, cp.tracesKey = dir, nil, ""
+	}
+	if err := cp.Validate(); err != nil {
+		return nil, err
+	}
+	loaded := cp.traces
+	stats, err := cp.TraceStats()
+	if err != nil {
 		return nil, err
 	}
 	m := &model{
@@ -122,6 +141,9 @@ func compile(sc *Scenario, dir string) (*model, error) {
 		dnsTTL:       int64(sc.Timeouts.DNSTTL),
 		rtoMin:       float64(sc.Timeouts.TCPRTOMin),
 		canaryTO:     int64(sc.Failover.CanaryTimeout),
+		traceStats:   stats,
+		rto:          int64(sc.TraceGaps.withDefaults().InitialRTO),
+		outageAbove:  int64(sc.TraceGaps.OutageAbove),
 	}
 	if m.canaryTO == 0 {
 		m.canaryTO = int64(failover.DefaultCanaryTimeout)
@@ -152,19 +174,23 @@ func compile(sc *Scenario, dir string) (*model, error) {
 		m.netTotal += n.Share
 	}
 	for i, ts := range sc.Traces {
-		t, err := loadTrace(ts.File, dir)
-		if err != nil {
-			return nil, fmt.Errorf("traces[%d].file: %w", i, err)
-		}
+		t := loaded[i]
 		m.traces = append(m.traces, traceModel{t: t, share: ts.Share})
 		for ni := range m.nets {
 			if len(ts.Networks) == 0 || slices.Contains(ts.Networks, m.nets[ni].name) {
+				cum := ts.Share
+				if k := len(m.nets[ni].traceCum); k > 0 {
+					cum += m.nets[ni].traceCum[k-1]
+				}
 				m.nets[ni].traceIdx = append(m.nets[ni].traceIdx, i)
-				m.nets[ni].traceShare = append(m.nets[ni].traceShare, ts.Share)
+				m.nets[ni].traceCum = append(m.nets[ni].traceCum, cum)
 			}
 		}
 	}
 	for _, c := range sc.Carriers {
+		for _, n := range sc.Networks {
+			m.netIDs = append(m.netIDs, c.Name+"/"+n.Name)
+		}
 		m.carrierW = append(m.carrierW, c.Share)
 		m.carrierQ = append(m.carrierQ, qualityOr1(c.Quality))
 		m.carrierTotal += c.Share
@@ -220,7 +246,7 @@ func compile(sc *Scenario, dir string) (*model, error) {
 
 // compileFile resolves trace paths relative to the scenario file.
 func compileFile(sc *Scenario, file string) (*model, error) {
-	dir := ""
+	dir := sc.dir // ParseScenario's file
 	if file != "" {
 		dir = filepath.Dir(file)
 	}

@@ -145,7 +145,7 @@ func TestParseTrace(t *testing.T) {
 		t.Fatalf("gaps %v, want %v", tr.Gaps, want)
 	}
 	base := int64(10 * time.Second)
-	got := tr.gapsIn(nil, base, int64(1000*ms), int64(8000*ms))
+	_, got := tr.gapsIn(nil, nil, base, int64(1000*ms), int64(8000*ms), 0)
 	M := int64(ms)
 	want := []span{
 		{base, base + 1000*M}, {base + 1100*M, base + 3000*M},

@@ -185,7 +185,7 @@ func writeText(w io.Writer, res *Result, md bool) error {
 
 	if base, ok := res.Strategies["roundrobin"]; ok && base.LatencyMs.P99 > 0 {
 		sep := "\n"
-		for _, name := range []string{Uber.Name, UberConfirm.Name} {
+		for _, name := range []string{Veer.Name, Uber.Name, UberConfirm.Name} {
 			if u, ok := res.Strategies[name]; ok {
 				fmt.Fprintf(&b, "%s%s vs roundrobin: p99 latency %+.1f%%, p95 %+.1f%%, QUIC share %+.1f points\n",
 					sep, name, 100*(u.LatencyMs.P99/base.LatencyMs.P99-1), 100*(u.LatencyMs.P95/base.LatencyMs.P95-1),

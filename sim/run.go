@@ -14,11 +14,11 @@ import (
 )
 
 // Strategy is a failover policy under evaluation. New builds a fresh policy
-// for one app launch from the scenario's configuration and its domain
-// names (primary first).
+// for one app launch from the scenario's failover.Config, domains filled in
+// (Scenario.PolicyConfig).
 type Strategy struct {
 	Name string
-	New  func(cfg PolicySpec, domains []string) (failover.Policy, error)
+	New  func(cfg failover.Config) (failover.Policy, error)
 }
 
 // maxSessions bounds the sessions of one run.
@@ -65,6 +65,9 @@ type Result struct {
 	// DeviceErrorRate is the share of requests the devices' own networks
 	// failed (the same for every strategy).
 	DeviceErrorRate float64 `json:"device_error_rate"`
+	// Traces describes each trace of the scenario: length, gaps, the
+	// share of time in gaps and in outages.
+	Traces []TraceStats `json:"traces"`
 }
 
 // Window is an outage window in minutes of the horizon.
@@ -137,12 +140,13 @@ func Run(ctx context.Context, sc *Scenario, strategies []Strategy, opt Options) 
 	// Build one policy per strategy up front to report configuration
 	// errors before simulating.
 	makers := make([]func() failover.Policy, len(strategies))
+	pc := sc.PolicyConfig()
 	for i, s := range strategies {
-		if _, err := s.New(sc.Failover, domains); err != nil {
+		if _, err := s.New(pc); err != nil {
 			return nil, fmt.Errorf("sim: strategy %s: %w", s.Name, err)
 		}
 		makers[i] = func() failover.Policy {
-			p, err := s.New(sc.Failover, domains)
+			p, err := s.New(pc)
 			if err != nil {
 				panic(err) // the same configuration built once already
 			}
@@ -201,6 +205,7 @@ func Run(ctx context.Context, sc *Scenario, strategies []Strategy, opt Options) 
 		Strategies:      map[string]*StrategyResult{},
 		Conditions:      ConditionNames,
 		DeviceErrorRate: ratio(total.devErrors, total.requests),
+		Traces:          m.traceStats,
 	}
 	for _, c := range sc.Carriers {
 		res.Carriers = append(res.Carriers, c.Name)
@@ -308,12 +313,4 @@ func (w *worker) merge(o *worker) {
 			w.acc[s][g].merge(o.acc[s][g])
 		}
 	}
-}
-
-func domainNames(m *model) []string {
-	names := make([]string, len(m.domains))
-	for i, d := range m.domains {
-		names[i] = d.name
-	}
-	return names
 }

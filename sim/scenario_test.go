@@ -3,6 +3,7 @@ package sim
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/veerhq/veer/config"
 	"github.com/veerhq/veer/failover"
@@ -99,12 +101,23 @@ func TestScenarioFileWithTrace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The trace is offline about 95% of the time: most requests fail.
+	// The trace is in gaps of 2.9 s about 95% of the time. By default a
+	// gap delays packets (retransmissions 1, 3, 7 s after sending): few
+	// requests reach their 10 s timeout.
+	if res.DeviceErrorRate > 0.2 {
+		t.Errorf("device error rate %v: gaps of 2.9 s should mostly delay requests", res.DeviceErrorRate)
+	}
+	// The first version's model, every gap an outage: most requests fail.
+	sc.TraceGaps.OutageAbove = time.Second
+	res, err = Run(context.Background(), sc, []Strategy{Uber}, Options{File: path})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if res.DeviceErrorRate < 0.5 {
-		t.Errorf("device error rate %v with a trace that is mostly gaps", res.DeviceErrorRate)
+		t.Errorf("device error rate %v with gaps as outages, want most requests failed", res.DeviceErrorRate)
 	}
 	sc.Traces[0].File = "missing.trace"
-	if _, err := Run(context.Background(), sc, []Strategy{Uber}, Options{File: path}); !errors.Is(err, os.ErrNotExist) {
+	if _, err := Run(context.Background(), sc, []Strategy{Uber}, Options{File: path}); !errors.Is(err, os.ErrNotExist) || !errors.Is(err, ErrUnknownTrace) {
 		t.Errorf("missing trace: %v", err)
 	}
 }
@@ -183,13 +196,48 @@ func FuzzParseScenario(f *testing.F) {
 		x := &runner{m: m}
 		for i := range 3 {
 			m.generate(&r, 1, i)
-			pol, err := Uber.New(sc.Failover, domainNames(m))
+			pol, err := Uber.New(sc.PolicyConfig())
 			if err != nil {
 				t.Fatalf("validated scenario, policy error: %v", err)
 			}
 			_ = pol
-			x.run(&r, func() failover.Policy { p, _ := Uber.New(sc.Failover, domainNames(m)); return p }, func(int64) {})
+			x.run(&r, func() failover.Policy { p, _ := Uber.New(sc.PolicyConfig()); return p }, func(int64) {})
 		}
 		_ = fmt.Sprint(sc.Name)
 	})
+}
+
+// TestFirstTraceModelUnchanged: small.yaml under the first version's gap
+// model (trace_gaps.outage_above: 1s) gives, for the four strategies that
+// existed then, exactly the figures of the first version's golden
+// (testdata/small-v1.golden.json, kept as it was): the refactors of issues
+// 14 and 17 (one failover.Config, independent trace shares, SetNetwork)
+// change no figure; only the gap model and the veer strategy do.
+func TestFirstTraceModelUnchanged(t *testing.T) {
+	src, err := os.ReadFile("testdata/small.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	src = append(src, "trace_gaps: {outage_above: 1s}\n"...)
+	sc, err := ParseScenario(src, "testdata/small.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := runJSON(t, sc, []Strategy{Uber, UberConfirm, RoundRobin, Threshold}, Options{File: "testdata/small.yaml"})
+	want, err := os.ReadFile("testdata/small-v1.golden.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var g, w map[string]json.RawMessage
+	if err := json.Unmarshal(got, &g); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(want, &w); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"strategies", "device_error_rate", "sessions", "seed"} {
+		if !bytes.Equal(g[k], w[k]) {
+			t.Errorf("%s differs from the first version's golden", k)
+		}
+	}
 }

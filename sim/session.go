@@ -19,7 +19,8 @@ type realisation struct {
 	quality        float64
 	segs           []netSeg
 	bad            []span // Gilbert-Elliott bad-state periods
-	down           []span // device offline: tunnels and trace gaps
+	down           []span // device offline: tunnels (and trace gaps above trace_gaps.outage_above)
+	stall          []span // trace gaps that delay packets (sorted, disjoint)
 	kills          []int64
 	events         []sessEvent
 	reqs           []request
@@ -27,6 +28,7 @@ type realisation struct {
 	devErrors      int   // requests the device's own network failed
 	canaryKey      uint64
 	scratchTunnels []span
+	scratchStall   []span
 }
 
 type netSeg struct {
@@ -73,8 +75,9 @@ type sessEvent struct {
 // generate fills r with session i's realisation under seed.
 func (m *model) generate(r *realisation, seed uint64, i int) {
 	*r = realisation{
-		index: i, segs: r.segs[:0], bad: r.bad[:0], down: r.down[:0], kills: r.kills[:0],
+		index: i, segs: r.segs[:0], bad: r.bad[:0], down: r.down[:0], stall: r.stall[:0], kills: r.kills[:0],
 		events: r.events[:0], reqs: r.reqs[:0], outages: r.outages[:0], scratchTunnels: r.scratchTunnels[:0],
+		scratchStall: r.scratchStall[:0],
 	}
 	a := newRNG(streamKey(seed, i, streamAttrs))
 	r.start = int64(a.float() * float64(m.horizon))
@@ -150,18 +153,30 @@ func (m *model) generate(r *realisation, seed uint64, i int) {
 				t += d
 			}
 		}
-		// Trace gaps, for sessions assigned a trace on this network.
-		for j, ti := range nm.traceIdx {
-			if tr.float() >= nm.traceShare[j] {
-				continue
+		// Trace gaps, for sessions assigned a trace on this network: one
+		// draw picks at most one trace, each with its own share.
+		if len(nm.traceIdx) > 0 {
+			u := tr.float()
+			for j, ti := range nm.traceIdx {
+				if u >= nm.traceCum[j] {
+					continue
+				}
+				t := m.traces[ti].t
+				off := int64(tr.float() * float64(t.Period))
+				r.scratchTunnels, r.stall = t.gapsIn(r.scratchTunnels, r.stall, sg.from, off, segEnd-sg.from, m.outageAbove)
+				break
 			}
-			t := m.traces[ti].t
-			off := int64(tr.float() * float64(t.Period))
-			r.scratchTunnels = t.gapsIn(r.scratchTunnels, sg.from, off, segEnd-sg.from)
-			break
 		}
 	}
 	r.down = mergeSpans(r.down, r.scratchTunnels)
+	// Stalls during an outage are the outage; the rest stay sorted.
+	r.stall = mergeSpans(r.scratchStall[:0], r.stall)
+	r.scratchStall, r.stall = r.stall, r.scratchStall[:0]
+	for _, s := range r.scratchStall {
+		if !in(r.down, s.from) {
+			r.stall = append(r.stall, s)
+		}
+	}
 	for _, d := range r.down {
 		r.kills = append(r.kills, d.from)
 	}
@@ -260,12 +275,30 @@ func (m *model) generate(r *realisation, seed uint64, i int) {
 		case downI < len(r.down) && r.down[downI].from <= t:
 			q.flags |= flagOffline
 			r.devErrors++
+		case r.stallDelay(t, m.rto) >= m.reqTimeout:
+			r.devErrors++ // a gap that outlasts the request's timeout
+			if unitAt(reqKey, n) < loss {
+				q.flags |= flagLost
+			}
 		case unitAt(reqKey, n) < loss:
 			q.flags |= flagLost
 			r.devErrors++
 		}
 		r.reqs = append(r.reqs, q)
 	}
+}
+
+// stallDelay is the retransmission delay of a packet sent at t, 0 outside
+// the trace gaps that delay packets.
+func (r *realisation) stallDelay(t, rto int64) int64 {
+	if len(r.stall) == 0 {
+		return 0
+	}
+	i, _ := slices.BinarySearchFunc(r.stall, t, func(s span, t int64) int { return cmpInt64(s.to, t+1) })
+	if i < len(r.stall) && r.stall[i].from <= t && t < r.stall[i].to {
+		return stallDelay(t, r.stall[i].to, rto)
+	}
+	return 0
 }
 
 // segAt returns the network segment at t (binary search; for canaries).

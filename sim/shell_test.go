@@ -98,13 +98,13 @@ func TestShellKeepsPolicyContract(t *testing.T) {
 		answered := 0
 		for _, s := range Strategies() {
 			inner := s
-			wrapped := Strategy{Name: s.Name, New: func(p PolicySpec, domains []string) (failover.Policy, error) {
-				pol, err := inner.New(p, domains)
+			wrapped := Strategy{Name: s.Name, New: func(p failover.Config) (failover.Policy, error) {
+				pol, err := inner.New(p)
 				if err != nil {
 					return nil, err
 				}
 				return &checked{p: pol, sent: map[int][]time.Time{}, timeout: failover.DefaultCanaryTimeout,
-					domains: len(domains), answered: &answered,
+					domains: 1 + len(p.Backups), answered: &answered,
 					fail: func(m string) {
 						mu.Lock()
 						errs = append(errs, m)

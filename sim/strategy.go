@@ -7,35 +7,39 @@ import (
 	"github.com/veerhq/veer/failover"
 )
 
-// The strategies of seed 000's evaluation, each backed by the failover
-// package's policy (the same code as the Transport's).
+// The strategies: failover's policies built from the scenario's
+// failover.Config (Scenario.PolicyConfig) through failover.NewPolicy, the
+// same function the Transport uses, so a strategy runs exactly the code a
+// Transport with that Config runs.
 var (
-	Uber = Strategy{Name: "uber", New: func(p PolicySpec, domains []string) (failover.Policy, error) {
-		return failover.NewUber(p.Config(domains))
-	}}
+	// Veer is the product default: what failover.Config{} (policy "veer")
+	// does in a Transport.
+	Veer = Strategy{Name: "veer", New: policyOf(failover.PolicyVeer, false)}
+	// Uber is the seed's machine.
+	Uber = Strategy{Name: "uber", New: policyOf(failover.PolicyUber, false)}
 	// UberConfirm is Uber with failover.Config.ConfirmPrimary (beyond the
 	// seed): a backup canary success in FAILOVER is confirmed by a canary
 	// to the primary before the machine enters BACKUP.
-	UberConfirm = Strategy{Name: "uber-confirm", New: func(p PolicySpec, domains []string) (failover.Policy, error) {
-		c := p.Config(domains)
-		c.ConfirmPrimary = true
-		return failover.NewUber(c)
-	}}
-	RoundRobin = Strategy{Name: "roundrobin", New: func(p PolicySpec, domains []string) (failover.Policy, error) {
-		return failover.NewRoundRobin(p.Config(domains))
-	}}
-	Threshold = Strategy{Name: "threshold", New: func(p PolicySpec, domains []string) (failover.Policy, error) {
-		return failover.NewThreshold(p.Config(domains))
-	}}
+	UberConfirm = Strategy{Name: "uber-confirm", New: policyOf(failover.PolicyUber, true)}
+	RoundRobin  = Strategy{Name: "roundrobin", New: policyOf(failover.PolicyRoundRobin, false)}
+	Threshold   = Strategy{Name: "threshold", New: policyOf(failover.PolicyThreshold, false)}
 )
 
+// policyOf builds the named policy from a scenario's configuration.
+func policyOf(policy string, confirm bool) func(failover.Config) (failover.Policy, error) {
+	return func(c failover.Config) (failover.Policy, error) {
+		c.Policy, c.ConfirmPrimary = policy, confirm
+		return failover.NewPolicy(c)
+	}
+}
+
 // Strategies lists the built-in strategies in their default order.
-func Strategies() []Strategy { return []Strategy{Uber, UberConfirm, RoundRobin, Threshold} }
+func Strategies() []Strategy { return []Strategy{Veer, Uber, UberConfirm, RoundRobin, Threshold} }
 
 // StrategyNames returns the names of Strategies(), comma-separated: the
 // default strategy list of veer sim.
 func StrategyNames() string {
-	names := make([]string, 0, 4)
+	names := make([]string, 0, 5)
 	for _, s := range Strategies() {
 		names = append(names, s.Name)
 	}

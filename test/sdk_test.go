@@ -55,9 +55,9 @@ func TestClientSDKFailoverOverLastMile(t *testing.T) {
 
 	reg := prometheus.NewRegistry()
 	lm, err := lastmile.New(lastmile.Config{
-		Steps: []lastmile.Step{lastmile.StepDirect},
+		Steps: []lastmile.RouteStep{lastmile.StepDirect},
 		DNS: lastmile.DNSConfig{
-			Order:          []lastmile.Step{lastmile.StepSystem, lastmile.StepPrivateUDP},
+			Order:          []lastmile.ResolverStep{lastmile.StepSystem, lastmile.StepPrivateUDP},
 			PrivateServers: []string{private.Addr()},
 		},
 	}, lastmile.Options{SystemResolver: public.Resolver(), RootCAs: ca.Pool(), Registerer: reg, Logger: obs.Discard})

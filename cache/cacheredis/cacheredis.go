@@ -14,13 +14,39 @@
 package cacheredis
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"time"
+	"unicode"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/veerhq/veer/config"
 )
+
+// DefaultChannel is Config.Channel's default.
+const DefaultChannel = "veer:cache:invalidations"
+
+// Config is what a config file can say about a Bus. The zero value works.
+type Config struct {
+	// Channel is the Redis pub/sub channel; every instance of one cache
+	// uses the same, each cache its own. Default DefaultChannel.
+	Channel string `yaml:"channel" json:"channel"`
+}
+
+// Validate reports invalid fields.
+func (c *Config) Validate() error {
+	if strings.ContainsFunc(c.Channel, unicode.IsSpace) {
+		return config.Field("channel", "must not contain white space, got %q", c.Channel)
+	}
+	return nil
+}
+
+// ErrNoClient is New's error for a nil Redis client.
+var ErrNoClient = errors.New("cacheredis: nil Redis client")
 
 // Bus publishes and subscribes invalidations on one channel.
 type Bus struct {
@@ -28,9 +54,16 @@ type Bus struct {
 	channel string
 }
 
-// New returns a Bus on channel.
-func New(rdb redis.UniversalClient, channel string) *Bus {
-	return &Bus{rdb: rdb, channel: channel}
+// New returns a Bus on cfg.Channel through rdb (required). An invalid cfg
+// is an error naming the field.
+func New(cfg Config, rdb redis.UniversalClient) (*Bus, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if rdb == nil {
+		return nil, ErrNoClient
+	}
+	return &Bus{rdb: rdb, channel: cmp.Or(cfg.Channel, DefaultChannel)}, nil
 }
 
 // Publish announces that key changed. It has the shape of

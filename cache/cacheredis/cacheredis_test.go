@@ -2,6 +2,8 @@ package cacheredis
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -10,6 +12,8 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/veerhq/veer/cache"
+	"github.com/veerhq/veer/config"
+	"github.com/veerhq/veer/internal/must"
 	"github.com/veerhq/veer/internal/redistest"
 )
 
@@ -46,7 +50,8 @@ func TestInvalidationAcrossInstances(t *testing.T) {
 	version := "v1"
 	load := func(_ context.Context, key string) (string, error) { return key + "@" + version, nil }
 
-	busA, busB := New(newClient(), "veer:cache:tokens"), New(newClient(), "veer:cache:tokens")
+	busA := must.Get(New(Config{Channel: "veer:cache:tokens"}, newClient()))
+	busB := must.Get(New(Config{Channel: "veer:cache:tokens"}, newClient()))
 	a, err := cache.New(cache.Config{TTL: time.Hour}, load, cache.Options{Name: "a", Publish: busA.Publish, Registerer: prometheus.NewRegistry()})
 	if err != nil {
 		t.Fatal(err)
@@ -96,5 +101,20 @@ func TestInvalidationAcrossInstances(t *testing.T) {
 	a.Invalidate(ctx, "alice")
 	if k := wait(t, got, "invalidation after reconnect"); k != "alice" {
 		t.Fatalf("b received %q", k)
+	}
+}
+
+func TestNewRejectsInvalidConfig(t *testing.T) {
+	rdb := redis.NewClient(&redis.Options{}) // never dialled
+	defer rdb.Close()
+	if _, err := New(Config{Channel: "two words"}, rdb); strings.Join(config.Fields(err), ",") != "channel" {
+		t.Errorf("channel with a space: %v, want an error naming channel", err)
+	}
+	if _, err := New(Config{}, nil); !errors.Is(err, ErrNoClient) {
+		t.Errorf("nil client: %v, want ErrNoClient", err)
+	}
+	b := must.Get(New(Config{}, rdb))
+	if b.channel != DefaultChannel {
+		t.Errorf("zero config: channel %q, want %q", b.channel, DefaultChannel)
 	}
 }

@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"io"
+	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -55,12 +57,7 @@ documents the schema; --show NAME prints a bundled one to start from).
 				return nil
 			}
 			if show != "" {
-				data, err := sim.BundledSource(show)
-				if err != nil {
-					return err
-				}
-				_, err = out.Write(data)
-				return err
+				return showScenario(out, show)
 			}
 			f, err := sim.ParseFormat(format)
 			if err != nil {
@@ -128,7 +125,37 @@ documents the schema; --show NAME prints a bundled one to start from).
 	fl.StringVar(&plots, "plots", "", "write PNG and SVG charts into this directory")
 	fl.IntVar(&workers, "workers", 0, "simulation goroutines (default GOMAXPROCS; the output does not depend on it)")
 	fl.BoolVar(&list, "list", false, "list the bundled scenarios")
-	fl.StringVar(&show, "show", "", "print the YAML of a bundled scenario")
+	fl.StringVar(&show, "show", "", "print the YAML of a bundled scenario (or a file), with its traces' length, gaps and outage share")
 	fl.BoolVarP(&quiet, "quiet", "q", false, "no progress on stderr")
 	return cmd
+}
+
+// showScenario prints a scenario's YAML (bundled name or file) followed by
+// a comment line per trace: its length, gaps and outage share.
+func showScenario(out io.Writer, ref string) error {
+	sc, file, err := sim.Load(ref)
+	if err != nil {
+		return err
+	}
+	var data []byte
+	if file == "" {
+		data, err = sim.BundledSource(ref)
+	} else {
+		data, err = os.ReadFile(file)
+	}
+	if err != nil {
+		return err
+	}
+	if _, err := out.Write(data); err != nil {
+		return err
+	}
+	stats, err := sc.TraceStats()
+	if err != nil {
+		return err
+	}
+	for i, st := range stats {
+		fmt.Fprintf(out, "# traces[%d] %s: %.1f s, %d opportunities (%.1f/s), %d gaps of 1 s or more (longest %.1f s), %.2f%% of the time in gaps, %.2f%% in outages\n",
+			i, st.File, st.LengthSeconds, st.Opportunities, st.RatePerSecond, st.Gaps, st.LongestGapSeconds, 100*st.GapShare, 100*st.OutageShare)
+	}
+	return nil
 }

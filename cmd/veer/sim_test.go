@@ -109,4 +109,10 @@ func TestSimListAndShow(t *testing.T) {
 	if err != nil || !strings.Contains(out, "dns_failure") {
 		t.Fatalf("--show: %v\n%s", err, out)
 	}
+	// Each trace's length, gaps and outage share follow the YAML.
+	out, err = runVeer(t, "sim", "--show", "default")
+	want := "# traces[0] lte-drive: 300.0 s, 5199 opportunities (17.3/s), 5 gaps of 1 s or more (longest 18.1 s), 10.27% of the time in gaps, 0.00% in outages\n"
+	if err != nil || !strings.Contains(out, want) {
+		t.Fatalf("--show default: %v\n%s\nwant a line %q", err, out, want)
+	}
 }

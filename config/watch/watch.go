@@ -92,8 +92,8 @@ func File[T any](path string, opts Options, apply func(T) error) (*Watcher[T], e
 	if err != nil {
 		return nil, err
 	}
-	if opts.Debounce < 0 {
-		return nil, config.Field("debounce", "must not be negative")
+	if err := config.NotNegative("debounce", opts.Debounce); err != nil {
+		return nil, err
 	}
 	if opts.Debounce == 0 {
 		opts.Debounce = DefaultDebounce
@@ -117,14 +117,18 @@ func File[T any](path string, opts Options, apply func(T) error) (*Watcher[T], e
 	for _, r := range []string{"ok", "invalid", "unreadable"} {
 		w.reloads.WithLabelValues(w.name, r)
 	}
-	if err := w.reload(true); err != nil {
-		return nil, err
-	}
+	// Watch the directory before the first read, so that a change made
+	// between the read and the watch's start is not missed (at worst it is
+	// read twice).
 	fsw, err := fsnotify.NewWatcher()
 	if err != nil {
 		return nil, err
 	}
 	if err := fsw.Add(filepath.Dir(abs)); err != nil {
+		fsw.Close()
+		return nil, err
+	}
+	if err := w.reload(true); err != nil {
 		fsw.Close()
 		return nil, err
 	}

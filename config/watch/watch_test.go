@@ -13,6 +13,7 @@ import (
 
 	"github.com/veerhq/veer/config"
 	"github.com/veerhq/veer/config/watch"
+	"github.com/veerhq/veer/internal/metrictest"
 	"github.com/veerhq/veer/obs"
 )
 
@@ -77,7 +78,14 @@ func TestWatchReloadsAndKeepsOldOnInvalid(t *testing.T) {
 
 	// Atomic rename-and-replace is seen.
 	writeAtomic(t, path, "listen: two\n")
-	if c := waitFor(t, applied); c.Listen != "two" || w.Current().Listen != "two" {
+	c := waitFor(t, applied)
+	// apply runs before the watcher stores the config it accepted; Reload
+	// takes the watcher's lock, so it returns once that store is done (the
+	// file is unchanged: nothing is applied again).
+	if err := w.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	if c.Listen != "two" || w.Current().Listen != "two" {
 		t.Fatalf("after replace: applied %q current %q", c.Listen, w.Current().Listen)
 	}
 
@@ -90,7 +98,7 @@ func TestWatchReloadsAndKeepsOldOnInvalid(t *testing.T) {
 	if w.Current().Listen != "two" {
 		t.Fatalf("invalid file replaced the config: %q", w.Current().Listen)
 	}
-	if n := counter(t, reg, "invalid"); n < 1 {
+	if n := metrictest.Sum(t, reg, "veer_config_reloads_total", map[string]string{"config": "test", "result": "invalid"}); n < 1 {
 		t.Fatalf("invalid reloads counted %v", n)
 	}
 
@@ -101,7 +109,10 @@ func TestWatchReloadsAndKeepsOldOnInvalid(t *testing.T) {
 	if c := waitFor(t, applied); c.Listen != "four" {
 		t.Fatalf("after write: %q", c.Listen)
 	}
-	if n := counter(t, reg, "ok"); n < 2 {
+	if err := w.Reload(); err != nil { // waits for the reload's bookkeeping
+		t.Fatal(err)
+	}
+	if n := metrictest.Sum(t, reg, "veer_config_reloads_total", map[string]string{"config": "test", "result": "ok"}); n < 2 {
 		t.Fatalf("ok reloads counted %v, want >= 2", n)
 	}
 	if errs := obs.Lint(reg); len(errs) > 0 {
@@ -119,35 +130,6 @@ func waitForErr(t *testing.T, w *watch.Watcher[testConfig]) error {
 		t.Fatal("Reload of an invalid file returned nil")
 	}
 	return err
-}
-
-func counter(t *testing.T, reg *prometheus.Registry, result string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != "veer_config_reloads_total" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			var cfg, res string
-			for _, l := range m.GetLabel() {
-				switch l.GetName() {
-				case "config":
-					cfg = l.GetValue()
-				case "result":
-					res = l.GetValue()
-				}
-			}
-			if cfg == "test" && res == result {
-				return m.GetCounter().GetValue()
-			}
-		}
-	}
-	t.Fatalf("no veer_config_reloads_total{result=%q}", result)
-	return 0
 }
 
 func TestWatchRejectsInvalidStart(t *testing.T) {
@@ -198,7 +180,7 @@ func TestApplyErrorIsARejectedReload(t *testing.T) {
 	if got := w.Current(); got.Listen != "one" || got.Limits.Rate != 1 {
 		t.Fatalf("refused reload replaced the config: %+v", *got)
 	}
-	if n := counter(t, reg, "invalid"); n != 1 {
+	if n := metrictest.Sum(t, reg, "veer_config_reloads_total", map[string]string{"config": "test", "result": "invalid"}); n != 1 {
 		t.Fatalf("invalid reloads counted %v, want 1", n)
 	}
 

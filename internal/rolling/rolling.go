@@ -23,6 +23,7 @@ type Window struct {
 	width int64
 	b     []Pair
 	cur   int64 // bucket number (time / width) of the newest bucket
+	next  int64 // the time the bucket after cur starts: (cur+1) × width
 	sum   Pair
 }
 
@@ -34,16 +35,25 @@ func New(span time.Duration, buckets int) Window {
 	if w <= 0 {
 		w = 1
 	}
-	return Window{width: w, b: make([]Pair, buckets)}
+	return Window{width: w, next: w, b: make([]Pair, buckets)}
 }
 
 // Advance moves the window to now, expiring the buckets that fell out of
-// it. It reports whether now is in a newer bucket than before.
+// it. It reports whether now is in a newer bucket than before. The common
+// case, now in the newest bucket, is inlined into the caller.
 func (w *Window) Advance(now int64) bool {
-	e := now / w.width
-	if e <= w.cur {
+	if now < w.next {
 		return false
 	}
+	w.moveTo(now / w.width)
+	return true
+}
+
+// moveTo makes bucket number e (> cur) the newest. It stays out of line so
+// that Advance's fast path inlines.
+//
+//go:noinline
+func (w *Window) moveTo(e int64) {
 	n := int64(len(w.b))
 	if e-w.cur >= n {
 		clear(w.b)
@@ -57,7 +67,7 @@ func (w *Window) Advance(now int64) bool {
 		}
 	}
 	w.cur = e
-	return true
+	w.next = (e + 1) * w.width
 }
 
 // Add counts a and b into the newest bucket.

@@ -20,7 +20,7 @@ type Node struct {
 	Name string
 
 	addr    string
-	tcpLn   net.Listener
+	tcpLn   *gatedListener
 	udp     net.PacketConn
 	h2      *http.Server
 	h3      *http3.Server
@@ -38,6 +38,12 @@ type NodeOptions struct {
 	NoH2 bool
 	// Handler replaces the default handler.
 	Handler http.Handler
+	// NoQUIC leaves the UDP port closed (an origin without HTTP/3: a QUIC
+	// attempt gets an ICMP port-unreachable).
+	NoQUIC bool
+	// AdvertiseH3 adds `Alt-Svc: h3=":port"; ma=86400` to responses over
+	// TCP, as an HTTP/3-capable origin does.
+	AdvertiseH3 bool
 }
 
 // NewNode starts a node named name.
@@ -57,8 +63,12 @@ func NewNode(name string, ca *CA, o NodeOptions) (*Node, error) {
 			fmt.Fprintf(w, "%s %s", name, r.Proto)
 		})
 	}
+	_, port, _ := net.SplitHostPort(n.addr)
 	counted := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		n.hits.Add(1)
+		if o.AdvertiseH3 && r.ProtoMajor < 3 {
+			w.Header().Set("Alt-Svc", `h3=":`+port+`"; ma=86400`)
+		}
 		h.ServeHTTP(w, r)
 	})
 	protos := []string{"h2", "http/1.1"}
@@ -75,8 +85,13 @@ func NewNode(name string, ca *CA, o NodeOptions) (*Node, error) {
 		Handler:   counted,
 		TLSConfig: http3.ConfigureTLSConfig(&tls.Config{Certificates: []tls.Certificate{cert}}),
 	}
-	n.wg.Add(2)
+	n.wg.Add(1)
 	go func() { defer n.wg.Done(); _ = n.h2.Serve(n.tcpLn) }()
+	if o.NoQUIC {
+		pc.Close()
+		return n, nil
+	}
+	n.wg.Add(1)
 	go func() { defer n.wg.Done(); _ = n.h3.Serve(&gatedPacketConn{PacketConn: pc, off: &n.quicOff}) }()
 	return n, nil
 }
@@ -88,8 +103,14 @@ func (n *Node) Addr() string { return n.addr }
 func (n *Node) BlockQUIC(on bool) { n.quicOff.Store(on) }
 
 // BlockTCP makes the TCP side reset every connection when on, right after
-// the client's first bytes arrive (so always after its connect completed).
-func (n *Node) BlockTCP(on bool) { n.tcpOff.Store(on) }
+// the client's first bytes arrive (so always after its connect completed),
+// and closes the connections already open (the edge died).
+func (n *Node) BlockTCP(on bool) {
+	n.tcpOff.Store(on)
+	if on {
+		n.tcpLn.closeAll()
+	}
+}
 
 // Hits is the number of requests served.
 func (n *Node) Hits() int64 { return n.hits.Load() }
@@ -121,13 +142,32 @@ func (c *gatedPacketConn) ReadFrom(p []byte) (int, net.Addr, error) {
 type gatedListener struct {
 	net.Listener
 	off *atomic.Bool
+
+	mu    sync.Mutex
+	conns []net.Conn // served connections, closed by closeAll
+}
+
+func (l *gatedListener) closeAll() {
+	l.mu.Lock()
+	conns := l.conns
+	l.conns = nil
+	l.mu.Unlock()
+	for _, c := range conns {
+		c.Close()
+	}
 }
 
 func (l *gatedListener) Accept() (net.Conn, error) {
 	for {
 		c, err := l.Listener.Accept()
-		if err != nil || !l.off.Load() {
+		if err != nil {
 			return c, err
+		}
+		if !l.off.Load() {
+			l.mu.Lock()
+			l.conns = append(l.conns, c)
+			l.mu.Unlock()
+			return c, nil
 		}
 		if tc, ok := c.(*tls.Conn); ok {
 			if raw, ok := tc.NetConn().(*net.TCPConn); ok {

@@ -15,6 +15,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/veerhq/veer/config"
+	"github.com/veerhq/veer/internal/metrictest"
 	"github.com/veerhq/veer/internal/redistest"
 	"github.com/veerhq/veer/limit"
 	"github.com/veerhq/veer/limit/limittest"
@@ -441,19 +442,7 @@ func FuzzConfig(f *testing.F) {
 
 func metricValue(t *testing.T, g prometheus.Gatherer, name string) float64 {
 	t.Helper()
-	mfs, err := g.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	sum := 0.0
-	for _, mf := range mfs {
-		if mf.GetName() == name {
-			for _, m := range mf.GetMetric() {
-				sum += m.GetCounter().GetValue() + m.GetGauge().GetValue()
-			}
-		}
-	}
-	return sum
+	return metrictest.Sum(t, g, name, nil)
 }
 
 func TestContract(t *testing.T) {

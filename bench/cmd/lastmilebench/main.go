@@ -187,6 +187,7 @@ func main() {
 	verbose := flag.Bool("v", false, "print the Trace of every failed chain attempt to stderr")
 	noCache := flag.Bool("no-cache-file", false, "do not persist the chain's DNS cache (every launch starts cold)")
 	noH3 := flag.Bool("disable-h3", false, "chain over TCP only (isolates the chain's cost from QUIC's)")
+	assumeH3 := flag.Bool("assume-h3", true, "race QUIC from the first contact (race.assume_h3; the bench's nodes serve HTTP/3 without advertising it)")
 	steps := flag.String("steps", "", "route steps of the chain, comma-separated (default: scheduler,direct,cdn,fallback_ip)")
 	flag.Parse()
 	mix, ok := mixes[*mixName]
@@ -226,12 +227,13 @@ func main() {
 		Race:        lastmile.RaceConfig{ConnectTimeout: 500 * time.Millisecond},
 	}
 	cfg.Race.DisableH3 = *noH3
+	cfg.Race.AssumeH3 = *assumeH3
 	if *noCache {
 		cfg.DNS.CacheFile = ""
 	}
 	if *steps != "" {
 		for _, s := range strings.Split(*steps, ",") {
-			cfg.Steps = append(cfg.Steps, lastmile.Step(s))
+			cfg.Steps = append(cfg.Steps, lastmile.RouteStep(s))
 		}
 	}
 	reg := prometheus.NewRegistry()
@@ -338,11 +340,11 @@ func printCounters(g prometheus.Gatherer, name string) {
 	}
 }
 
-func (c cfgSteps) String() string { return fmt.Sprint([]lastmile.Step(c)) }
+func (c cfgSteps) String() string { return fmt.Sprint([]lastmile.RouteStep(c)) }
 
-type cfgSteps []lastmile.Step
+type cfgSteps []lastmile.RouteStep
 
-func stepsOr(s []lastmile.Step) cfgSteps {
+func stepsOr(s []lastmile.RouteStep) cfgSteps {
 	if len(s) == 0 {
 		return cfgSteps{lastmile.StepScheduler, lastmile.StepDirect, lastmile.StepCDN, lastmile.StepFallbackIP}
 	}

@@ -1,0 +1,114 @@
+package dnsserver
+
+import (
+	"net/netip"
+	"slices"
+	"strings"
+
+	"github.com/miekg/dns"
+)
+
+// snapshot is the compiled Data the query path reads through an atomic
+// pointer. It is never modified after compileData returns.
+type snapshot struct {
+	zones   map[string]*zone
+	regions []regionRow // longest prefix first
+}
+
+type regionRow struct {
+	prefix netip.Prefix
+	region string
+}
+
+// maxCNAMEHops bounds a CNAME chain followed inside our zones.
+const maxCNAMEHops = 8
+
+func (s *snapshot) sortRegions() {
+	slices.SortStableFunc(s.regions, func(a, b regionRow) int { return b.prefix.Bits() - a.prefix.Bits() })
+}
+
+// regionOf returns the region of the longest prefix containing a, or "".
+func (s *snapshot) regionOf(a netip.Addr) string {
+	a = a.Unmap()
+	for _, r := range s.regions {
+		if r.prefix.Contains(a) {
+			return r.region
+		}
+	}
+	return ""
+}
+
+// findZone returns the zone of the longest origin that name is in, or nil.
+func (s *snapshot) findZone(name string) *zone {
+	for n := name; n != ""; n = parent(n) {
+		if z := s.zones[n]; z != nil {
+			return z
+		}
+	}
+	return s.zones["."]
+}
+
+// query is what lookup needs to know about one question.
+type query struct {
+	name   string // lower case, absolute
+	qtype  uint16
+	client netip.Addr // ECS address, else the source address
+	health healthFunc
+}
+
+// result says how lookup answered.
+type result struct {
+	rcode  int
+	auth   bool
+	scoped bool // the answer depends on the client's address (access domain)
+}
+
+// lookup appends the answer for q to m's sections and reports the rcode.
+func (s *snapshot) lookup(q query, m *dns.Msg) result {
+	z := s.findZone(q.name)
+	if z == nil {
+		return result{rcode: dns.RcodeRefused}
+	}
+	res := result{auth: true}
+	name := q.name
+	for hops := 0; ; hops++ {
+		o := z.names[name]
+		if o == nil {
+			res.rcode = dns.RcodeNameError
+			m.Ns = append(m.Ns, z.negSOA())
+			return res
+		}
+		if cn := o.sets[dns.TypeCNAME]; len(cn) > 0 && q.qtype != dns.TypeCNAME && q.qtype != dns.TypeANY {
+			m.Answer = append(m.Answer, cn[0])
+			target := strings.ToLower(cn[0].(*dns.CNAME).Target)
+			nz := s.findZone(target)
+			if nz == nil || hops+1 >= maxCNAMEHops {
+				return res
+			}
+			z, name = nz, target
+			continue
+		}
+		switch {
+		case q.qtype == dns.TypeANY:
+			// RFC 8482: a minimal answer instead of every record.
+			m.Answer = append(m.Answer, &dns.HINFO{
+				Hdr: dns.RR_Header{Name: name, Rrtype: dns.TypeHINFO, Class: dns.ClassINET, Ttl: z.negTTL()},
+				Cpu: "RFC8482",
+			})
+			return res
+		case o.access != nil && (q.qtype == dns.TypeA || q.qtype == dns.TypeAAAA):
+			res.scoped = true
+			region := s.regionOf(q.client)
+			if rrs := o.access.answer(name, q.qtype, region, q.health); len(rrs) > 0 {
+				m.Answer = append(m.Answer, rrs...)
+				return res
+			}
+		case len(o.sets[q.qtype]) > 0:
+			m.Answer = append(m.Answer, o.sets[q.qtype]...)
+			return res
+		}
+		// NODATA: the name exists, the type does not.
+		m.Ns = append(m.Ns, z.negSOA())
+		return res
+	}
+}
