@@ -8,7 +8,7 @@ FUZZTIME ?= 10s
 COMMIT := $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -X github.com/veerhq/veer/internal/version.Commit=$(COMMIT)
 
-.PHONY: all build test check fmt-check vet staticcheck unit bench-check deps bench fuzz cover clean bench-failover bench-guard
+.PHONY: all build test check fmt-check vet staticcheck unit bench-check deps bench fuzz cover clean bench-failover bench-guard bench-gateway
 
 all: build
 
@@ -59,6 +59,14 @@ bench-guard: deps
 	cd bench && $(GO) build -o ../bin/guardbench ./cmd/guardbench
 	bin/guardbench -rounds 5 -what local,breaker | tee bench-guard.md
 	taskset -c 1 bin/guardbench -rounds 5 -what redis -redis-cpu 0 | tee -a bench-guard.md
+
+## bench-gateway: veer gateway vs HAProxy, nginx, Caddy and a tuned ReverseProxy, 3 interleaved
+## rounds, one core each for backend+load and proxy; see docs/gateway.md.
+bench-gateway:
+	./bench/gateway/deps.sh
+	$(GO) build -o bin/veer ./cmd/veer
+	cd bench && $(GO) build -o ../bin/gatewaybench ./cmd/gatewaybench
+	taskset -c 0 bin/gatewaybench -veer bin/veer -rounds 3 -d 3s | tee bench-gateway.md
 
 ## fuzz: run every fuzz target briefly (FUZZTIME each).
 fuzz:

@@ -66,6 +66,7 @@ var Heavy = map[string]string{
 	"etcd":       "go.etcd.io/etcd",
 	"bbolt":      "go.etcd.io/bbolt",
 	"nats":       "github.com/nats-io",
+	"otel":       "go.opentelemetry.io/otel",
 }
 
 // HeavyAllowed lists, per library package (module-relative path, not
@@ -99,6 +100,10 @@ var HeavyAllowed = map[string][]string{
 	"store/storeetcd/etcdtest":   {"etcd", "grpc"},
 	// the control plane is a service: HTTP/3 for its public API, both store
 	// backends, lastmile's scheduling schema (which pulls DNS), metrics
-	"control":             {"prometheus", "quic-go", "miekg/dns", "bbolt", "etcd", "grpc"},
-	"control/controltest": {"prometheus", "quic-go", "miekg/dns", "bbolt", "etcd", "grpc"}, // fixtures over control
+	"control":              {"prometheus", "quic-go", "miekg/dns", "bbolt", "etcd", "grpc"},
+	"control/controltest":  {"prometheus", "quic-go", "miekg/dns", "bbolt", "etcd", "grpc"}, // fixtures over control
+	"gateway":              {"prometheus"},                                                  // metrics per route, cluster, backend
+	"gateway/gatewayh3":    {"prometheus", "quic-go"},                                       // HTTP/3 listener
+	"gateway/gatewayredis": {"prometheus", "go-redis"},                                      // limits shared through Redis
+	"gateway/gatewayotel":  {"otel", "prometheus", "grpc"},                                  // OTLP span export; otlptracehttp links gRPC status types, package gateway prometheus
 }

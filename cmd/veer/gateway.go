@@ -1,0 +1,134 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/veerhq/veer/config"
+	"github.com/veerhq/veer/config/watch"
+	"github.com/veerhq/veer/gateway"
+	"github.com/veerhq/veer/gateway/gatewayh3"
+	"github.com/veerhq/veer/gateway/gatewayotel"
+	"github.com/veerhq/veer/gateway/gatewayredis"
+	"github.com/veerhq/veer/obs"
+)
+
+func init() { subcommands = append(subcommands, newGatewayCmd) }
+
+func newGatewayCmd() *cobra.Command {
+	var (
+		path      string
+		check     string
+		logFormat string
+	)
+	cmd := &cobra.Command{
+		Use:   "gateway",
+		Short: "Run the edge gateway (routes, clusters, health, retries, limits, shedding)",
+		Long: `gateway runs veer's edge proxy from one YAML file (docs/gateway.md documents
+every field; examples/gateway.yaml runs as is). It serves HTTP/1.1 and HTTP/2
+over TLS and HTTP/3 on one port, routes by host and path prefix to clusters
+of backends, retries failed requests on another cluster, and applies limits,
+criticality shedding and per-cluster breakers.
+
+The file is reloaded when it changes and on SIGHUP; an invalid file keeps the
+config in force (logged as file:line: field: why, counted in
+veer_gateway_reloads_total and veer_config_reloads_total). SIGTERM drains:
+/readyz answers 503, listeners stop accepting, requests in flight finish
+(listen.shutdown_timeout), then the process exits 0.`,
+		Example: `  veer gateway --check examples/gateway.yaml
+  veer gateway --config examples/gateway.yaml`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if check != "" {
+				var cfg gateway.Config
+				if err := config.Load(check, &cfg); err != nil {
+					return err
+				}
+				_, err := fmt.Fprintf(cmd.OutOrStdout(), "%s: ok (%d routes, %d clusters)\n", check, len(cfg.Routes), len(cfg.Clusters))
+				return err
+			}
+			if path == "" {
+				return fmt.Errorf("--config FILE is required")
+			}
+			var cfg gateway.Config
+			if err := config.Load(path, &cfg); err != nil {
+				return err
+			}
+			log, err := obs.NewLogger(cmd.ErrOrStderr(), logFormat, "info")
+			if err != nil {
+				return err
+			}
+			return runGateway(cmd.Context(), path, cfg, log)
+		},
+	}
+	cmd.Flags().StringVar(&path, "config", "", "gateway config file (YAML)")
+	cmd.Flags().StringVar(&check, "check", "", "validate this config file and exit (status 1 and file:line: field: why when invalid)")
+	cmd.Flags().StringVar(&logFormat, "log-format", "json", "log format: json or text")
+	return cmd
+}
+
+// runGateway serves until ctx ends (main cancels it on SIGTERM or
+// interrupt), then drains.
+func runGateway(ctx context.Context, path string, cfg gateway.Config, log *slog.Logger) error {
+	reg := obs.NewRegistry()
+	opts := gateway.Options{Logger: log, Registerer: reg, Gatherer: reg,
+		SharedLimiter: gatewayredis.SharedLimiter(reg, log), HTTP3: gatewayh3.Listen}
+	if tc := cfg.Tracing; tc.OTLPEndpoint != "" {
+		exp, err := gatewayotel.New(gatewayotel.Config{Endpoint: tc.OTLPEndpoint, Insecure: tc.Insecure, ServiceName: tc.ServiceName})
+		if err != nil {
+			return fmt.Errorf("tracing: %w", err)
+		}
+		defer func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_ = exp.Close(ctx)
+		}()
+		opts.OnSpan, opts.SampleNewTraces = exp.OnSpan, true
+	}
+	g, err := gateway.New(cfg, opts)
+	if err != nil {
+		return err
+	}
+	if err := g.Start(); err != nil {
+		_ = g.Close()
+		return err
+	}
+	w, err := watch.File(path, watch.Options{Logger: log, Registerer: reg}, g.Apply)
+	if err != nil {
+		_ = g.Close()
+		return err
+	}
+	defer w.Close()
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	for {
+		select {
+		case err := <-g.Errors():
+			_ = g.Close()
+			return err
+		case <-hup:
+			// the watcher's reload: parse, validate, g.Apply; a rejected
+			// file is logged and counted there and the old config stays
+			_ = w.Reload()
+		case <-ctx.Done():
+			d := g.Config().Listen.ShutdownTimeout
+			log.Info("draining", "timeout", d.String())
+			dctx, cancel := context.WithTimeout(context.Background(), d)
+			err := g.Shutdown(dctx)
+			cancel()
+			if err != nil {
+				log.Error("drain did not finish in time", "err", err)
+			}
+			log.Info("stopped")
+			return nil
+		}
+	}
+}

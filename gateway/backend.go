@@ -1,0 +1,184 @@
+package gateway
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/veerhq/veer/outcome"
+)
+
+// backend is one upstream server's live state. It outlives config
+// snapshots: a reload that keeps a cluster's backend address keeps its
+// state (outstanding requests, ejections, health).
+type backend struct {
+	cluster string
+	addr    string
+
+	outstanding atomic.Int64
+	drained     atomic.Bool // admin drain: no new requests
+	down        atomic.Bool // active health check says down
+	// ejectedUntil is the end of the current ejection (unix nanos), 0 if
+	// none; usableSince is when it last became usable (for slow start).
+	ejectedUntil atomic.Int64
+	usableSince  atomic.Int64
+
+	// attempts counts attempts by outcome.Kind (pre-resolved series).
+	attempts []prometheus.Counter
+
+	mu      sync.Mutex
+	outlier outlierState
+	check   checkState
+}
+
+func newBackend(cluster, addr string, now time.Time) *backend {
+	b := &backend{cluster: cluster, addr: addr}
+	b.usableSince.Store(now.UnixNano())
+	return b
+}
+
+// usable reports whether b may take new requests at now, health aside when
+// ignoreHealth (panic mode).
+func (b *backend) usable(now int64, ignoreHealth bool) bool {
+	if b.drained.Load() {
+		return false
+	}
+	if ignoreHealth {
+		return true
+	}
+	return !b.down.Load() && b.ejectedUntil.Load() <= now
+}
+
+// slowStartFactor is the share of its weight b gets at now: rising
+// linearly from 10% to 100% over ramp after it became usable.
+func (b *backend) slowStartFactor(now int64, ramp time.Duration) float64 {
+	if ramp <= 0 {
+		return 1
+	}
+	since := max(b.usableSince.Load(), b.ejectedUntil.Load())
+	age := time.Duration(now - since)
+	if age >= ramp || age < 0 {
+		return 1
+	}
+	return 0.1 + 0.9*float64(age)/float64(ramp)
+}
+
+// observe records the outcome of one attempt for passive outlier
+// detection. It returns the ejection decided, if any.
+func (b *backend) observe(now time.Time, o outcome.Outcome, cfg *Outlier, mayEject func() bool) (ejectedFor time.Duration) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.ejectedUntil.Load() > now.UnixNano() {
+		return 0
+	}
+	d := b.outlier.record(now, failure(o), cfg)
+	if d == 0 || !mayEject() {
+		if d != 0 {
+			b.outlier.reset()
+		}
+		return 0
+	}
+	b.ejectedUntil.Store(now.Add(d).UnixNano())
+	return d
+}
+
+// failure says whether o counts against a backend: a network error or a
+// 5xx answer. A 503 or 429 from an overloaded backend counts too: an
+// overloaded backend is one to relieve.
+func failure(o outcome.Outcome) bool {
+	if o.OK() {
+		return false
+	}
+	if o.Kind == outcome.ClientCanceled {
+		return false
+	}
+	return o.Kind.Network() || o.Status >= 500
+}
+
+// setCheck applies an active check's result.
+func (b *backend) setCheck(now time.Time, ok bool, rise, fall int) (changed bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	wasDown := b.down.Load()
+	down := b.check.observe(ok, rise, fall, wasDown)
+	if down == wasDown {
+		return false
+	}
+	b.down.Store(down)
+	if !down {
+		b.usableSince.Store(now.UnixNano())
+	}
+	return true
+}
+
+// checkState counts consecutive active-check results (rise/fall).
+type checkState struct{ ok, fail int }
+
+// observe returns the new down state after one check result.
+func (c *checkState) observe(ok bool, rise, fall int, down bool) bool {
+	if ok {
+		c.ok++
+		c.fail = 0
+		if down && c.ok >= rise {
+			return false
+		}
+		return down
+	}
+	c.fail++
+	c.ok = 0
+	if !down && c.fail >= fall {
+		return true
+	}
+	return down
+}
+
+// outlierState is the passive detector of one backend: consecutive
+// failures, and failures over a 10 s window of at least MinRequests.
+type outlierState struct {
+	consecutive   int
+	windowStart   time.Time
+	total, failed int
+	ejections     int
+}
+
+const outlierWindow = 10 * time.Second
+
+// record counts one attempt and returns the ejection time due, 0 if none:
+// BaseEjection × n capped at MaxEjection, n the number of ejections so far
+// including this one.
+func (s *outlierState) record(now time.Time, failed bool, cfg *Outlier) time.Duration {
+	if now.Sub(s.windowStart) >= outlierWindow {
+		s.windowStart, s.total, s.failed = now, 0, 0
+	}
+	s.total++
+	if failed {
+		s.failed++
+		s.consecutive++
+	} else {
+		s.consecutive = 0
+		// a backend that has been fine for a whole window earns back
+		// its ejection count slowly: one per clean window
+	}
+	eject := s.consecutive >= cfg.ConsecutiveErrors ||
+		(s.total >= cfg.MinRequests && float64(s.failed) >= cfg.FailureRatio*float64(s.total) && failed)
+	if !eject {
+		return 0
+	}
+	s.ejections++
+	s.consecutive, s.total, s.failed = 0, 0, 0
+	s.windowStart = now
+	d := cfg.BaseEjection * time.Duration(s.ejections)
+	if d > cfg.MaxEjection {
+		d = cfg.MaxEjection
+	}
+	return d
+}
+
+// reset forgets the failures that would have ejected when the cluster's
+// ejection cap refused it, and the ejection count it did not use.
+func (s *outlierState) reset() {
+	s.ejections--
+	s.consecutive, s.total, s.failed = 0, 0, 0
+}

@@ -1,0 +1,120 @@
+package gateway
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"fmt"
+	"log/slog"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+)
+
+// certCheckEvery bounds how often the certificate files are looked at.
+const certCheckEvery = time.Second
+
+// certStore serves the listener certificate and reloads it when its files
+// change (checked at most once per second, on handshakes). A file that
+// fails to load keeps the previous certificate, logged.
+type certStore struct {
+	certFile, keyFile string
+	log               *slog.Logger
+	every             time.Duration // certCheckEvery; tests set 0
+
+	mu      sync.Mutex
+	cert    *tls.Certificate
+	modTime time.Time
+	checked time.Time
+}
+
+func newCertStore(certFile, keyFile string, log *slog.Logger) (*certStore, error) {
+	s := &certStore{certFile: certFile, keyFile: keyFile, log: log, every: certCheckEvery}
+	if err := s.load(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *certStore) load() error {
+	fi, err := os.Stat(s.certFile)
+	if err != nil {
+		return err
+	}
+	c, err := tls.LoadX509KeyPair(s.certFile, s.keyFile)
+	if err != nil {
+		return err
+	}
+	s.cert, s.modTime = &c, fi.ModTime()
+	return nil
+}
+
+func (s *certStore) get(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if now := time.Now(); now.Sub(s.checked) >= s.every {
+		s.checked = now
+		kfi, kerr := os.Stat(s.keyFile)
+		if fi, err := os.Stat(s.certFile); err == nil && kerr == nil && (!fi.ModTime().Equal(s.modTime) || kfi.ModTime().After(s.modTime)) {
+			prev := s.modTime
+			if err := s.load(); err != nil {
+				s.modTime = prev
+				s.log.Error("certificate reload failed; keeping the previous one", "cert_file", s.certFile, "err", err)
+			} else {
+				s.log.Info("certificate reloaded", "cert_file", s.certFile)
+			}
+		}
+	}
+	return s.cert, nil
+}
+
+// selfSigned returns the paths of a self-signed certificate for localhost
+// in dir, generating it on first use.
+func selfSigned(dir string, log *slog.Logger) (certFile, keyFile string, err error) {
+	certFile, keyFile = filepath.Join(dir, "selfsigned.crt"), filepath.Join(dir, "selfsigned.key")
+	if _, err := tls.LoadX509KeyPair(certFile, keyFile); err == nil {
+		log.Warn("no certificate configured: using the self-signed one in the data dir", "cert_file", certFile)
+		return certFile, keyFile, nil
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", "", fmt.Errorf("data_dir: %w", err)
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return "", "", err
+	}
+	serial, _ := rand.Int(rand.Reader, big.NewInt(1<<62))
+	tmpl := &x509.Certificate{
+		SerialNumber: serial,
+		Subject:      pkix.Name{CommonName: "veer gateway self-signed"},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().AddDate(1, 0, 0),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		DNSNames:     []string{"localhost"},
+		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return "", "", err
+	}
+	kb, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		return "", "", err
+	}
+	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), 0o600); err != nil {
+		return "", "", err
+	}
+	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644); err != nil {
+		return "", "", err
+	}
+	log.Warn("no certificate configured: generated a self-signed one in the data dir (clients will not trust it)", "cert_file", certFile)
+	return certFile, keyFile, nil
+}

@@ -1,0 +1,271 @@
+package gateway
+
+import (
+	"time"
+
+	"github.com/veerhq/veer/breaker"
+	"github.com/veerhq/veer/cache"
+	"github.com/veerhq/veer/limit"
+	"github.com/veerhq/veer/retry"
+	"github.com/veerhq/veer/shed"
+)
+
+// Defaults of Config fields, applied by withDefaults to zero fields.
+const (
+	DefaultListen            = "127.0.0.1:8443"
+	DefaultDataDir           = "veer-gateway-data"
+	DefaultReadHeaderTimeout = 5 * time.Second
+	DefaultReadTimeout       = 60 * time.Second
+	DefaultWriteTimeout      = 60 * time.Second
+	DefaultIdleTimeout       = 90 * time.Second
+	DefaultMaxHeaderBytes    = 64 << 10
+	DefaultShutdownTimeout   = 20 * time.Second
+	DefaultMaxReplayBody     = 1 << 20
+	DefaultTryTimeout        = 15 * time.Second
+	DefaultTotalTimeout      = 30 * time.Second
+	DefaultHealthInterval    = 2 * time.Second
+	DefaultHealthTimeout     = time.Second
+	DefaultRise              = 2
+	DefaultFall              = 3
+	DefaultConsecutiveErrors = 5
+	DefaultFailureRatio      = 0.5
+	DefaultRatioMinRequests  = 20
+	DefaultBaseEjection      = 30 * time.Second
+	DefaultMaxEjection       = 5 * time.Minute
+	DefaultMaxEjectedShare   = 0.5
+	DefaultSlowStart         = 10 * time.Second
+	DefaultMinHealthyShare   = 0.5
+	DefaultReturnRamp        = 10 * time.Second
+	DefaultMaxIdlePerBackend = 64
+	DefaultAccessLogQueue    = 4096
+	DefaultAccessLogWorkers  = 1
+)
+
+// Config is the whole gateway configuration: one file, one immutable
+// snapshot. The zero value of every field but Routes and Clusters works.
+type Config struct {
+	// Listen: the public listeners.
+	Listen Listen `yaml:"listen" json:"listen"`
+	// Admin: the operations listener (/healthz, /readyz, /metrics, /admin/).
+	Admin Admin `yaml:"admin" json:"admin"`
+	// DataDir keeps the self-signed certificate generated when
+	// Listen.CertFile is empty; default "veer-gateway-data".
+	DataDir string `yaml:"data_dir" json:"data_dir"`
+	// Routes, matched by host then longest path prefix. Required.
+	Routes []Route `yaml:"routes" json:"routes"`
+	// Clusters named by the routes. Required.
+	Clusters []Cluster `yaml:"clusters" json:"clusters"`
+	// Retry: cross-cluster retries of failed attempts.
+	Retry Retry `yaml:"retry" json:"retry"`
+	// Limits: flow control; nothing is limited by default.
+	Limits Limits `yaml:"limits" json:"limits"`
+	// Shed: criticality shedding per route (the route name is the shed
+	// endpoint); off unless Enabled.
+	Shed Shed `yaml:"shed" json:"shed"`
+	// Breaker: one multi-level breaker per cluster; off unless Enabled.
+	Breaker Breaker `yaml:"breaker" json:"breaker"`
+	// TrustedNetworks: clients whose Veer-Criticality and Rpc-Caller
+	// headers are believed and forwarded upstream (CIDRs). Others have them
+	// removed. Default: none trusted.
+	TrustedNetworks []string `yaml:"trusted_networks" json:"trusted_networks"`
+	// AccessLog: the JSON access log, written off the request path.
+	AccessLog AccessLog `yaml:"access_log" json:"access_log"`
+	// Tracing: OTLP export of the gateway's spans (wired by cmd/veer
+	// through gateway/gatewayotel); off by default.
+	Tracing Tracing `yaml:"tracing" json:"tracing"`
+}
+
+// Tracing configures span export over OTLP/HTTP.
+type Tracing struct {
+	// OTLPEndpoint: host:port of the collector; empty: no export.
+	OTLPEndpoint string `yaml:"otlp_endpoint" json:"otlp_endpoint"`
+	// Insecure: plain HTTP to the collector.
+	Insecure bool `yaml:"insecure" json:"insecure"`
+	// ServiceName: default "veer-gateway".
+	ServiceName string `yaml:"service_name" json:"service_name"`
+}
+
+// Listen configures the public listeners.
+type Listen struct {
+	// Addr serves HTTP/1.1 and HTTP/2 over TLS (TCP) and HTTP/3 (UDP) on
+	// the same port; default "127.0.0.1:8443". "off" disables it.
+	Addr string `yaml:"addr" json:"addr"`
+	// Plain, when set, also serves plain HTTP/1.1 and h2c on this address.
+	Plain string `yaml:"plain" json:"plain"`
+	// CertFile and KeyFile: PEM files, reloaded when they change. Both
+	// empty: a self-signed certificate is generated in DataDir.
+	CertFile string `yaml:"cert_file" json:"cert_file"`
+	KeyFile  string `yaml:"key_file" json:"key_file"`
+	// DisableHTTP3 turns off the UDP listener and Alt-Svc.
+	DisableHTTP3 bool `yaml:"disable_http3" json:"disable_http3"`
+	// ReadHeaderTimeout stops slowloris; default 5s.
+	ReadHeaderTimeout time.Duration `yaml:"read_header_timeout" json:"read_header_timeout"`
+	// ReadTimeout bounds reading one request with its body; default 60s.
+	ReadTimeout time.Duration `yaml:"read_timeout" json:"read_timeout"`
+	// WriteTimeout bounds writing one response; default 60s.
+	WriteTimeout time.Duration `yaml:"write_timeout" json:"write_timeout"`
+	// IdleTimeout closes idle keep-alive connections; default 90s.
+	IdleTimeout time.Duration `yaml:"idle_timeout" json:"idle_timeout"`
+	// MaxHeaderBytes: larger request headers get 431; default 64 KiB.
+	MaxHeaderBytes int `yaml:"max_header_bytes" json:"max_header_bytes"`
+	// ShutdownTimeout: how long SIGTERM waits for in-flight requests;
+	// default 20s.
+	ShutdownTimeout time.Duration `yaml:"shutdown_timeout" json:"shutdown_timeout"`
+}
+
+// Admin configures the operations listener.
+type Admin struct {
+	// Addr of the admin listener; default none (no admin listener).
+	Addr string `yaml:"addr" json:"addr"`
+	// Token protects /admin/ (Authorization: Bearer TOKEN); empty: the
+	// admin API answers 403 (health and metrics stay open).
+	Token string `yaml:"token" json:"token"`
+}
+
+// Route sends requests matching Host and PathPrefix to its clusters.
+type Route struct {
+	// Name labels metrics and is the shed endpoint. Required, unique.
+	Name string `yaml:"name" json:"name"`
+	// Host: exact host, "*.example.com" (any subdomain) or empty (any).
+	Host string `yaml:"host" json:"host"`
+	// PathPrefix: default "/".
+	PathPrefix string `yaml:"path_prefix" json:"path_prefix"`
+	// Clusters, tried in order ("ordered") or spread by weight
+	// ("weighted"). Required.
+	Clusters []RouteCluster `yaml:"clusters" json:"clusters"`
+	// Policy: "ordered" (default: the first available cluster takes all)
+	// or "weighted".
+	Policy string `yaml:"policy" json:"policy"`
+	// HostRewrite replaces the Host header upstream; default: preserved.
+	HostRewrite string `yaml:"host_rewrite" json:"host_rewrite"`
+	// TryTimeout bounds one attempt until response headers; default 15s.
+	TryTimeout time.Duration `yaml:"try_timeout" json:"try_timeout"`
+	// Timeout bounds the attempts in all; default 30s.
+	Timeout time.Duration `yaml:"timeout" json:"timeout"`
+	// StaleOnError keeps successful GET answers and serves them when every
+	// attempt fails (e.g. a token endpoint, max_stale 24h). Off when nil.
+	StaleOnError *cache.Config `yaml:"stale_on_error" json:"stale_on_error"`
+}
+
+// RouteCluster is a cluster named by a route.
+type RouteCluster struct {
+	Name string `yaml:"name" json:"name"`
+	// Weight for the "weighted" policy; default 1.
+	Weight int `yaml:"weight" json:"weight"`
+}
+
+// Cluster is a set of backends.
+type Cluster struct {
+	// Name, required and unique.
+	Name string `yaml:"name" json:"name"`
+	// Protocol upstream: "http1" (default), "h2c" (HTTP/2 without TLS,
+	// e.g. gRPC) or "h2" (HTTP/2 over TLS).
+	Protocol string `yaml:"protocol" json:"protocol"`
+	// InsecureSkipVerify accepts any certificate from TLS backends.
+	InsecureSkipVerify bool `yaml:"insecure_skip_verify" json:"insecure_skip_verify"`
+	// Backends: "host:port". Required.
+	Backends []Backend `yaml:"backends" json:"backends"`
+	// MaxIdlePerBackend keep-alive connections; default 64.
+	MaxIdlePerBackend int `yaml:"max_idle_per_backend" json:"max_idle_per_backend"`
+	// MaxConnsPerBackend caps connections; default 0 (no cap).
+	MaxConnsPerBackend int `yaml:"max_conns_per_backend" json:"max_conns_per_backend"`
+	// Health: active checks; off when Path is empty.
+	Health Health `yaml:"health" json:"health"`
+	// Outlier: passive ejection.
+	Outlier Outlier `yaml:"outlier" json:"outlier"`
+	// SlowStart ramps a returning backend's weight; default 10s.
+	SlowStart time.Duration `yaml:"slow_start" json:"slow_start"`
+	// MinHealthyShare: below this share of usable backends the cluster
+	// hands its traffic to the route's other clusters; default 0.5.
+	MinHealthyShare float64 `yaml:"min_healthy_share" json:"min_healthy_share"`
+	// ReturnRamp: a cluster back above MinHealthyShare takes its traffic
+	// back linearly over this long; default 10s.
+	ReturnRamp time.Duration `yaml:"return_ramp" json:"return_ramp"`
+}
+
+// Backend is one upstream server.
+type Backend struct {
+	Address string `yaml:"address" json:"address"`
+	// Weight: default 1.
+	Weight int `yaml:"weight" json:"weight"`
+}
+
+// Health configures active checks.
+type Health struct {
+	// Path checked with GET; empty: no active checks.
+	Path string `yaml:"path" json:"path"`
+	// Interval: default 2s. Timeout: default 1s.
+	Interval time.Duration `yaml:"interval" json:"interval"`
+	Timeout  time.Duration `yaml:"timeout" json:"timeout"`
+	// Rise successes mark a backend up (default 2); Fall failures mark it
+	// down (default 3).
+	Rise int `yaml:"rise" json:"rise"`
+	Fall int `yaml:"fall" json:"fall"`
+}
+
+// Outlier configures passive outlier detection.
+type Outlier struct {
+	// ConsecutiveErrors (connect errors or 5xx) eject; default 5.
+	ConsecutiveErrors int `yaml:"consecutive_errors" json:"consecutive_errors"`
+	// FailureRatio over at least MinRequests in 10s ejects; default 0.5
+	// over 20.
+	FailureRatio float64 `yaml:"failure_ratio" json:"failure_ratio"`
+	MinRequests  int     `yaml:"min_requests" json:"min_requests"`
+	// BaseEjection × n (n = times ejected), capped at MaxEjection;
+	// defaults 30s and 5m.
+	BaseEjection time.Duration `yaml:"base_ejection" json:"base_ejection"`
+	MaxEjection  time.Duration `yaml:"max_ejection" json:"max_ejection"`
+	// MaxEjectedShare of a cluster ejected at once; default 0.5.
+	MaxEjectedShare float64 `yaml:"max_ejected_share" json:"max_ejected_share"`
+}
+
+// Retry configures cross-cluster retries. Attempts after the first go to
+// another cluster of the route when there is one.
+type Retry struct {
+	// Policy: max_attempts (default 3, at most 3), backoff, max_wait.
+	Policy retry.Config `yaml:"policy" json:"policy"`
+	// Budget: default 20% of requests, at least 3 per 10s.
+	Budget retry.BudgetConfig `yaml:"budget" json:"budget"`
+	// MaxReplayBody: request bodies up to this size are buffered so that
+	// they can be resent; larger ones are never retried. Default 1 MiB.
+	MaxReplayBody int64 `yaml:"max_replay_body" json:"max_replay_body"`
+	// Disabled: one attempt only.
+	Disabled bool `yaml:"disabled" json:"disabled"`
+}
+
+// Limits configures flow control: limit.Config plus where each
+// dimension's key comes from.
+type Limits struct {
+	limit.Config `yaml:",inline" json:",inline"`
+	// Keys, one per dimension, in order: "route", "client_ip", "host" or
+	// "header:NAME".
+	Keys []string `yaml:"keys" json:"keys"`
+	// Redis, when set, shares the limits through Redis (limitredis) at
+	// this address; the local fallback enforces limits ÷ Instances.
+	Redis string `yaml:"redis" json:"redis"`
+	// Instances sharing the Redis limits; default 1.
+	Instances int `yaml:"instances" json:"instances"`
+}
+
+// Shed wraps shed.Config with an on switch.
+type Shed struct {
+	Enabled     bool `yaml:"enabled" json:"enabled"`
+	shed.Config `yaml:",inline" json:",inline"`
+}
+
+// Breaker wraps breaker.Config with an on switch.
+type Breaker struct {
+	Enabled        bool `yaml:"enabled" json:"enabled"`
+	breaker.Config `yaml:",inline" json:",inline"`
+}
+
+// AccessLog configures the access log.
+type AccessLog struct {
+	// Path: "" (off), "stdout", "stderr" or a file.
+	Path string `yaml:"path" json:"path"`
+	// Queue: entries waiting for the workers; beyond it, entries are
+	// dropped and counted. Default 4096.
+	Queue int `yaml:"queue" json:"queue"`
+	// Workers writing entries; default 1.
+	Workers int `yaml:"workers" json:"workers"`
+}

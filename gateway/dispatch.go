@@ -1,0 +1,310 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/veerhq/veer/outcome"
+	"github.com/veerhq/veer/retry"
+)
+
+// Dispatcher sends a routed request upstream and returns the response to
+// relay. The gateway's own dispatcher picks a cluster and a backend per
+// attempt and retries across clusters; a later async dispatcher (a durable
+// queue in front of the same clusters) plugs in here.
+//
+// RoundTrip follows http.RoundTripper's contract; the request's context
+// carries the route (see RouteName).
+type Dispatcher = http.RoundTripper
+
+// dispatchError is returned when no attempt produced a response to relay.
+type dispatchError struct{ o outcome.Outcome }
+
+func (e *dispatchError) Error() string { return "gateway: " + e.o.String() }
+func (e *dispatchError) Unwrap() error { return e.o.Err }
+
+// errNoBackend: every backend of the cluster is drained.
+var errNoBackend = errors.New("gateway: no backend available (all drained)")
+
+// reqState is the per-request state the handler hands the dispatcher.
+type reqState struct {
+	snap       *table
+	route      *route
+	body       []byte // buffered body for replay; nil when none or too big
+	replayable bool
+	idempotent bool
+	attempts   int
+	cluster    string
+	backend    string
+	kind       outcome.Kind
+	stale      bool
+	hop        hop
+	// lastBackend is the backend of the previous attempt, avoided by the
+	// next one when its cluster has another.
+	lastBackend *backend
+}
+
+type stateKey struct{}
+
+func stateFrom(ctx context.Context) *reqState {
+	s, _ := ctx.Value(stateKey{}).(*reqState)
+	return s
+}
+
+// RouteName returns the name of the route a request under dispatch
+// matched, "" outside the gateway.
+func RouteName(ctx context.Context) string {
+	if s := stateFrom(ctx); s != nil {
+		return s.route.cfg.Name
+	}
+	return ""
+}
+
+// dispatcher is the gateway's Dispatcher.
+type dispatcher struct {
+	g    *Gateway
+	rngs sync.Pool
+}
+
+func (d *dispatcher) rng() *rand.Rand {
+	if r, ok := d.rngs.Get().(*rand.Rand); ok {
+		return r
+	}
+	return rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
+}
+
+// RoundTrip implements http.RoundTripper for requests prepared by the
+// gateway's handler.
+func (d *dispatcher) RoundTrip(req *http.Request) (*http.Response, error) {
+	st := stateFrom(req.Context())
+	if st == nil {
+		return nil, errors.New("gateway: request not routed")
+	}
+	if c := st.route.cache; c != nil && req.Method == http.MethodGet && req.Header.Get("Upgrade") == "" {
+		return d.cached(req, st)
+	}
+	return d.attempts(req, st)
+}
+
+// attempts runs the attempts of one request: the first to the route's
+// preferred cluster, retries to the other clusters while retry allows.
+func (d *dispatcher) attempts(req *http.Request, st *reqState) (*http.Response, error) {
+	rnd := d.rng()
+	defer d.rngs.Put(rnd)
+	rt := st.route
+	upgrade := req.Header.Get("Upgrade") != ""
+	var call *retry.Call
+	if !st.snap.cfg.Retry.Disabled && !upgrade && st.replayable {
+		call = st.snap.retrier.Start(st.idempotent)
+	}
+	deadline := time.Now().Add(rt.cfg.Timeout)
+	var tried uint64
+	for {
+		now := time.Now()
+		ci := rt.pickCluster(now.UnixNano(), tried, rnd)
+		if ci < 0 {
+			return nil, &dispatchError{outcome.Outcome{Kind: outcome.Overloaded, Err: errNoBackend}}
+		}
+		tried |= 1 << uint(ci)
+		c := rt.clusters[ci]
+		tryFor := min(rt.cfg.TryTimeout, time.Until(deadline))
+		resp, o := d.try(req, st, c, now, tryFor, upgrade, rnd)
+		st.attempts++
+		st.kind = o.Kind
+		st.cluster = c.cfg.Name
+		if st.attempts > 1 {
+			rt.m.retries.Inc()
+		}
+		if o.OK() || call == nil || req.Context().Err() != nil {
+			return relay(resp, o)
+		}
+		wait, err := call.Next(o)
+		if err != nil || time.Until(deadline) <= wait {
+			return relay(resp, o)
+		}
+		if resp != nil {
+			discard(resp)
+		}
+		if tried == 1<<uint(len(rt.clusters))-1 {
+			tried = 0 // every cluster tried: any may take the next attempt
+		}
+		if err := retry.Sleep(req.Context(), nil, wait); err != nil {
+			return nil, &dispatchError{outcome.Outcome{Kind: outcome.ClientCanceled, Err: err}}
+		}
+	}
+}
+
+// relay turns an attempt's result into RoundTrip's.
+func relay(resp *http.Response, o outcome.Outcome) (*http.Response, error) {
+	if resp != nil {
+		return resp, nil
+	}
+	return nil, &dispatchError{o}
+}
+
+// try makes one attempt on cluster c.
+func (d *dispatcher) try(req *http.Request, st *reqState, c *cluster, now time.Time, tryFor time.Duration, upgrade bool, rnd *rand.Rand) (*http.Response, outcome.Outcome) {
+	var done func(outcome.Outcome)
+	if c.breaker != nil {
+		var err error
+		done, err = c.breaker.Allow()
+		if err != nil {
+			d.g.m.rejected.WithLabelValues("breaker").Inc()
+			return nil, outcome.Outcome{Kind: outcome.Overloaded, RetryAfter: c.breaker.RetryAfter(), Err: err}
+		}
+	}
+	b, panicked := c.pick(now.UnixNano(), rnd, st.lastBackend)
+	st.lastBackend = b
+	if panicked {
+		c.m.panics.Inc()
+	}
+	if b == nil {
+		o := outcome.Outcome{Kind: outcome.Overloaded, Err: errNoBackend}
+		if done != nil {
+			done(outcome.Of(outcome.Success)) // not the cluster's fault
+		}
+		return nil, o
+	}
+	st.backend = b.addr
+	out := req
+	if st.attempts > 0 {
+		out = req.Clone(req.Context())
+	}
+	out.URL.Scheme = c.scheme()
+	out.URL.Host = b.addr
+	if st.body != nil {
+		out.Body = io.NopCloser(bytes.NewReader(st.body))
+		out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(st.body)), nil }
+		out.ContentLength = int64(len(st.body))
+	}
+	b.outstanding.Add(1)
+	var resp *http.Response
+	var err error
+	var timedOut atomic.Bool
+	cancel := func() {}
+	if upgrade {
+		resp, err = c.transport.RoundTrip(out)
+	} else {
+		ctx, cancelCtx := context.WithCancel(req.Context())
+		t := time.AfterFunc(tryFor, func() { timedOut.Store(true); cancelCtx() })
+		resp, err = c.transport.RoundTrip(out.WithContext(ctx))
+		t.Stop()
+		cancel = cancelCtx
+	}
+	end := time.Now()
+	o := outcome.ClassifyAt(resp, err, end)
+	switch {
+	case err != nil && timedOut.Load():
+		o = outcome.Outcome{Kind: outcome.ResponseTimeout, Err: err}
+	case err != nil && req.Context().Err() != nil:
+		o = outcome.Outcome{Kind: outcome.ClientCanceled, Err: err}
+	}
+	b.attempts[o.Kind].Inc()
+	if ej := b.observe(end, o, &c.cfg.Outlier, func() bool { return c.mayEject(end.UnixNano()) }); ej > 0 {
+		d.g.m.ejections.WithLabelValues(c.cfg.Name, b.addr).Inc()
+		d.g.log.Warn("backend ejected", "cluster", c.cfg.Name, "backend", b.addr, "for", ej, "outcome", o.Kind.String())
+	}
+	if done != nil {
+		done(o)
+	}
+	if resp == nil || upgrade || resp.StatusCode == http.StatusSwitchingProtocols {
+		b.outstanding.Add(-1)
+		if resp == nil {
+			cancel()
+		}
+		return resp, o
+	}
+	resp.Body = &releaseBody{ReadCloser: resp.Body, release: func() { b.outstanding.Add(-1); cancel() }}
+	return resp, o
+}
+
+func (c *cluster) scheme() string {
+	if c.cfg.Protocol == "h2" {
+		return "https"
+	}
+	return "http"
+}
+
+// releaseBody runs release once, when the body is closed.
+type releaseBody struct {
+	io.ReadCloser
+	once    sync.Once
+	release func()
+}
+
+func (r *releaseBody) Close() error {
+	err := r.ReadCloser.Close()
+	r.once.Do(r.release)
+	return err
+}
+
+// discard drains a little of a response that will not be relayed, so that
+// its connection can be reused, and closes it.
+func discard(resp *http.Response) {
+	_, _ = io.CopyN(io.Discard, resp.Body, 64<<10)
+	_ = resp.Body.Close()
+}
+
+// pickCluster returns the index of the cluster for the next attempt,
+// skipping clusters in tried. Ordered routes take the first cluster whose
+// share (availability and return ramp) admits the draw; weighted routes
+// draw by weight × share. When no untried cluster has a share, the first
+// untried cluster that is not drained is used (its backends in panic
+// mode); -1 when every untried cluster is drained.
+func (r *route) pickCluster(now int64, tried uint64, rnd *rand.Rand) int {
+	if len(r.clusters) == 1 {
+		if r.clusters[0].state.drained.Load() {
+			return -1
+		}
+		return 0
+	}
+	if !r.weighted {
+		for i, c := range r.clusters {
+			if tried&(1<<uint(i)) != 0 {
+				continue
+			}
+			if s := c.share(now); s >= 1 || (s > 0 && rnd.Float64() < s) {
+				return i
+			}
+		}
+	} else {
+		var total float64
+		var shares [64]float64
+		for i, c := range r.clusters {
+			if tried&(1<<uint(i)) == 0 {
+				shares[i] = float64(r.weights[i]) * c.share(now)
+				total += shares[i]
+			}
+		}
+		if total > 0 {
+			x := rnd.Float64() * total
+			for i := range r.clusters {
+				if x < shares[i] {
+					return i
+				}
+				x -= shares[i]
+			}
+		}
+	}
+	// nothing available: the best untried cluster not drained
+	best, bestShare := -1, -1.0
+	for i, c := range r.clusters {
+		if tried&(1<<uint(i)) != 0 || c.state.drained.Load() {
+			continue
+		}
+		if s := c.usableShare(now); s > bestShare {
+			best, bestShare = i, s
+		}
+	}
+	if best >= 0 {
+		return best
+	}
+	return -1
+}

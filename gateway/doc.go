@@ -1,0 +1,43 @@
+// Package gateway is veer's edge proxy: it routes requests by host and path
+// prefix to clusters of backends, balances within a cluster by the power of
+// two choices over least outstanding requests (weighted, with slow start),
+// watches backend health actively (rise/fall) and passively (outlier
+// ejection for 30 s × n, capped, at most a share of a cluster, panic mode),
+// moves a failing cluster's traffic to the route's other clusters and gives
+// it back gradually, retries failed attempts on another cluster (retry and
+// outcome: at most 3 attempts, only when safe, within a budget), and guards
+// every request in a fixed order:
+//
+//	body guard (413, limit.BodyLimitFunc)
+//	→ limits (429, limit or limitredis through Options.SharedLimiter)
+//	→ criticality shedding per route (503, shed; the route name is the endpoint)
+//	→ per-cluster multi-level breaker (503, breaker; checked per attempt)
+//	→ dispatch (cluster pick, backend pick, attempt, retry)
+//
+// Contract: the whole configuration is one immutable snapshot (a compiled
+// routing table) read by the request path through an atomic pointer and
+// replaced as a whole by Apply, which validates everything first and names
+// the field it rejects; a rejected Apply changes nothing. Apply serves a
+// file watcher (config/watch), SIGHUP, and later a control-plane store
+// watch alike. Backend and cluster state (outstanding requests, ejections,
+// health, drain) and breakers outlive snapshots while their names stay.
+// Drain is state, not config: Drain(cluster, backend, true) stops new
+// requests; those in flight finish.
+//
+// The Dispatcher seam (an http.RoundTripper reading the route from the
+// request context) is where an async queue dispatcher plugs in; the route's
+// cluster selection (ordered or weighted, scaled by each cluster's share)
+// is where gray release will add canary selection.
+//
+// HTTP/3 lives in gateway/gatewayh3 and Redis-shared limits in
+// gateway/gatewayredis, so that this package links neither QUIC nor a
+// Redis client; cmd/veer wires both.
+//
+// Failure mode: an attempt that fails with a system error is retried on
+// another cluster when safe; when every attempt fails the client gets the
+// last upstream answer, or the outcome's status from outcome.WriteHTTP (502
+// connect/reset, 504 timeout, 503 overload or nothing available, with
+// Retry-After). A route with stale_on_error answers GETs from its cache when
+// the upstream fails. The access log never blocks a request: entries beyond
+// its queue are dropped and counted.
+package gateway

@@ -1,0 +1,374 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/netip"
+	"reflect"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/veerhq/veer/breaker"
+	"github.com/veerhq/veer/cache"
+	"github.com/veerhq/veer/config"
+	"github.com/veerhq/veer/limit"
+	"github.com/veerhq/veer/obs"
+	"github.com/veerhq/veer/retry"
+	"github.com/veerhq/veer/shed"
+)
+
+// Options are the run-time wiring of a Gateway. The zero value works for a
+// config without limits.redis.
+type Options struct {
+	// Logger receives operational events; default slog.Default().
+	Logger *slog.Logger
+	// Registerer receives the metrics; default
+	// prometheus.DefaultRegisterer.
+	Registerer prometheus.Registerer
+	// Gatherer serves /metrics on the admin listener; default
+	// prometheus.DefaultGatherer.
+	Gatherer prometheus.Gatherer
+	// SharedLimiter builds the limiter shared through Redis when the
+	// config names one (limits.redis); cmd/veer wires limitredis here so
+	// that this package does not import a Redis client. Required then.
+	SharedLimiter func(l Limits) (limit.Admitter, error)
+	// DialContext connects to backends; default a net.Dialer with a 2 s
+	// connect timeout. Tests use in-memory pipes here.
+	DialContext func(ctx context.Context, network, addr string) (net.Conn, error)
+	// OnSpan, if set, receives the gateway's span of every request once
+	// its response is written, on the request's goroutine: it must not
+	// block (gateway/gatewayotel queues and drops).
+	OnSpan func(Span)
+	// SampleNewTraces marks the traces the gateway starts as sampled
+	// (traceparent flags 01); set it when spans are exported.
+	SampleNewTraces bool
+	// HTTP3 starts the HTTP/3 listener (gateway/gatewayh3.Listen); nil:
+	// no HTTP/3 and no Alt-Svc.
+	HTTP3 HTTP3Func
+}
+
+// Gateway is the edge proxy. Build it with New, start it with Serve, feed
+// it new configs with Apply, stop it with Shutdown.
+type Gateway struct {
+	opts Options
+	log  *slog.Logger
+	reg  prometheus.Registerer
+	m    *metrics
+
+	snap    atomic.Pointer[table]
+	ready   atomic.Bool
+	handler http.Handler
+
+	mu       sync.Mutex // serialises Apply
+	backends map[string]*backend
+	cstates  map[string]*clusterState
+	breakers map[string]*breakerEntry
+	health   *healthChecks
+
+	limiter  *limit.Limiter // local limits; nil when shared or none
+	admitter limit.Admitter
+	shedder  *shed.Shedder
+	alog     *accessLog
+	proxy    *httputil.ReverseProxy
+
+	srv  servers
+	rngs sync.Pool
+}
+
+func (g *Gateway) rng() *rand.Rand {
+	if r, ok := g.rngs.Get().(*rand.Rand); ok {
+		return r
+	}
+	return rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
+}
+
+type breakerEntry struct {
+	cfg breaker.Config
+	b   *breaker.Breaker
+}
+
+// New validates cfg, builds the gateway and its first snapshot. It does not
+// listen: call Serve.
+func New(cfg Config, opts Options) (*Gateway, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	c := cfg.withDefaults()
+	g := &Gateway{
+		opts:     opts,
+		log:      obs.LoggerOr(opts.Logger),
+		reg:      opts.Registerer,
+		backends: map[string]*backend{},
+		cstates:  map[string]*clusterState{},
+		breakers: map[string]*breakerEntry{},
+	}
+	if g.reg == nil {
+		g.reg = prometheus.DefaultRegisterer
+	}
+	g.m = newMetrics(g.reg)
+	if err := g.buildLimits(c); err != nil {
+		return nil, err
+	}
+	if c.Shed.Enabled {
+		sc := c.Shed.Config
+		sc.Registerer, sc.Logger = g.reg, g.log
+		s, err := shed.New(sc)
+		if err != nil {
+			return nil, config.In("shed", err)
+		}
+		g.shedder = s
+	}
+	alog, err := newAccessLog(c.AccessLog, g.m.logDropped)
+	if err != nil {
+		return nil, config.In("access_log", err)
+	}
+	g.alog = alog
+	g.proxy = newReverseProxy(g)
+	g.handler = limit.BodyLimitFunc(g.maxRequestBody, g.reg)(http.HandlerFunc(g.serveHTTP))
+	t, err := g.compile(&c)
+	if err != nil {
+		return nil, err
+	}
+	g.snap.Store(t)
+	g.health = startHealth(g, t)
+	g.ready.Store(true)
+	return g, nil
+}
+
+func (g *Gateway) buildLimits(c Config) error {
+	if len(c.Limits.Dimensions) == 0 {
+		return nil
+	}
+	if c.Limits.Redis != "" {
+		if g.opts.SharedLimiter == nil {
+			return config.Field("limits.redis", "this build has no shared limiter wired (Options.SharedLimiter)")
+		}
+		a, err := g.opts.SharedLimiter(c.Limits)
+		if err != nil {
+			return config.In("limits", err)
+		}
+		g.admitter = a
+		return nil
+	}
+	l, err := limit.New(c.Limits.Config, limit.Options{Registerer: g.reg})
+	if err != nil {
+		return config.In("limits", err)
+	}
+	g.limiter, g.admitter = l, l
+	return nil
+}
+
+func (g *Gateway) maxRequestBody() int64 { return g.snap.Load().cfg.Limits.MaxRequestBody }
+
+// Config returns the config in force, with defaults applied.
+func (g *Gateway) Config() Config { return *g.snap.Load().cfg }
+
+// ServeHTTP proxies one request: the handler Serve's listeners use.
+func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) { g.handler.ServeHTTP(w, r) }
+
+// Apply validates cfg and swaps it in as a whole, or returns an error
+// naming the field and keeps the config in force. Fields that cannot change
+// at run time (listeners, admin, data dir, shared-limit Redis, shed on/off,
+// access log path) are rejected when they differ. Usable from a file
+// watcher, SIGHUP, or a control-plane store watch.
+func (g *Gateway) Apply(cfg Config) (err error) {
+	defer func() {
+		res := "ok"
+		if err != nil {
+			res = "invalid"
+			g.log.Error("config rejected; the previous config stays in force", "err", err)
+		}
+		g.m.reloads.WithLabelValues(res).Inc()
+	}()
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	c := cfg.withDefaults()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	old := g.snap.Load().cfg
+	var errs []error
+	fixed := func(name string, a, b any) {
+		if !reflect.DeepEqual(a, b) {
+			errs = append(errs, config.Field(name, "cannot change at run time; restart the gateway"))
+		}
+	}
+	fixed("listen", old.Listen, c.Listen)
+	fixed("admin", old.Admin, c.Admin)
+	fixed("data_dir", old.DataDir, c.DataDir)
+	fixed("limits.redis", old.Limits.Redis, c.Limits.Redis)
+	fixed("shed.enabled", old.Shed.Enabled, c.Shed.Enabled)
+	fixed("shed.max_endpoints", old.Shed.MaxEndpoints, c.Shed.MaxEndpoints)
+	fixed("access_log", old.AccessLog, c.AccessLog)
+	fixed("tracing", old.Tracing, c.Tracing)
+	if (len(old.Limits.Dimensions) == 0) != (len(c.Limits.Dimensions) == 0) {
+		errs = append(errs, config.Field("limits.dimensions", "turning limits on or off needs a restart"))
+	}
+	if g.admitter != nil && g.limiter == nil && !reflect.DeepEqual(old.Limits, c.Limits) {
+		errs = append(errs, config.Field("limits", "shared (Redis) limits cannot change at run time; restart the gateway"))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	t, err := g.compile(&c)
+	if err != nil {
+		return err
+	}
+	if g.limiter != nil {
+		if err := g.limiter.Apply(c.Limits.Config); err != nil {
+			return config.In("limits", err)
+		}
+	}
+	if g.shedder != nil {
+		if err := g.shedder.Apply(c.Shed.Config); err != nil {
+			return config.In("shed", err)
+		}
+	}
+	prev := g.snap.Swap(t)
+	g.health.stop()
+	g.health = startHealth(g, t)
+	for _, cl := range prev.clusters {
+		if nc := t.clusters[cl.cfg.Name]; nc == nil || nc.transport != cl.transport {
+			if tr, ok := cl.transport.(interface{ CloseIdleConnections() }); ok {
+				tr.CloseIdleConnections()
+			}
+		}
+	}
+	g.log.Info("config applied", "routes", len(c.Routes), "clusters", len(c.Clusters))
+	return nil
+}
+
+// compile builds a snapshot from a defaulted, valid config, reusing the
+// live state of backends, clusters and breakers that stay.
+func (g *Gateway) compile(c *Config) (*table, error) {
+	now := time.Now()
+	t := &table{cfg: c, clusters: map[string]*cluster{}, keys: parseKeys(c.Limits.Keys)}
+	for _, n := range c.TrustedNetworks {
+		t.trusted = append(t.trusted, netip.MustParsePrefix(n))
+	}
+	var prev *table
+	if p := g.snap.Load(); p != nil {
+		prev = p
+	}
+	// the retrier (and its budget) stays while the retry config does
+	if prev != nil && reflect.DeepEqual(prev.cfg.Retry, c.Retry) {
+		t.retrier = prev.retrier
+	} else {
+		budget, err := retry.NewBudget(c.Retry.Budget)
+		if err != nil {
+			return nil, config.In("retry.budget", err)
+		}
+		if t.retrier, err = retry.New(c.Retry.Policy, retry.Options{Name: "gateway", Budget: budget, Registerer: g.reg}); err != nil {
+			return nil, config.In("retry.policy", err)
+		}
+	}
+	seenB := map[string]bool{}
+	seenC := map[string]bool{}
+	for _, cc := range c.Clusters {
+		cl := &cluster{cfg: cc, m: &clusterMetrics{panics: g.m.panics.WithLabelValues(cc.Name), breaker: g.m.breakerSt.WithLabelValues(cc.Name)}}
+		if pc := prev.clusterNamed(cc.Name); pc != nil && transportEqual(pc.cfg, cc) {
+			cl.transport = pc.transport
+		} else {
+			cl.transport = newTransport(cc, g.opts.DialContext)
+		}
+		st := g.cstates[cc.Name]
+		if st == nil {
+			st = &clusterState{}
+			st.upSince.Store(now.Add(-cc.ReturnRamp).UnixNano())
+			g.cstates[cc.Name] = st
+		}
+		cl.state = st
+		seenC[cc.Name] = true
+		sum := 0
+		for _, bc := range cc.Backends {
+			key := cc.Name + "/" + bc.Address
+			b := g.backends[key]
+			if b == nil {
+				b = newBackend(cc.Name, bc.Address, now.Add(-cc.SlowStart))
+				b.attempts = g.m.attemptCounters(cc.Name, bc.Address)
+				g.backends[key] = b
+			}
+			seenB[key] = true
+			cl.backends = append(cl.backends, b)
+			sum += bc.Weight
+			cl.cum = append(cl.cum, sum)
+		}
+		if c.Breaker.Enabled {
+			e := g.breakers[cc.Name]
+			if e == nil || !reflect.DeepEqual(e.cfg, c.Breaker.Config) {
+				b, err := breaker.New(c.Breaker.Config, breaker.Options{Name: "gateway_" + cc.Name, Registerer: g.reg, Logger: g.log})
+				if err != nil {
+					return nil, config.In("breaker", err)
+				}
+				e = &breakerEntry{cfg: c.Breaker.Config, b: b}
+				g.breakers[cc.Name] = e
+			}
+			cl.breaker = e.b
+		}
+		t.clusters[cc.Name] = cl
+	}
+	for k := range g.backends {
+		if !seenB[k] {
+			delete(g.backends, k)
+		}
+	}
+	for k := range g.cstates {
+		if !seenC[k] {
+			delete(g.cstates, k)
+			delete(g.breakers, k)
+		}
+	}
+	routes := make([]*route, 0, len(c.Routes))
+	for _, rc := range c.Routes {
+		r := &route{cfg: rc, prefix: rc.PathPrefix, weighted: rc.Policy == "weighted", m: g.m.forRoute(rc.Name)}
+		for _, x := range rc.Clusters {
+			r.clusters = append(r.clusters, t.clusters[x.Name])
+			r.weights = append(r.weights, x.Weight)
+		}
+		if rc.StaleOnError != nil {
+			if pr := prev.routeNamed(rc.Name); pr != nil && pr.cache != nil && reflect.DeepEqual(*pr.cfg.StaleOnError, *rc.StaleOnError) {
+				r.cache = pr.cache
+			} else {
+				var err error
+				if r.cache, err = cache.New(*rc.StaleOnError, (&dispatcher{g: g}).loadAnswer, cache.Options{Name: "gateway_" + rc.Name, Registerer: g.reg}); err != nil {
+					return nil, config.In("routes."+rc.Name+".stale_on_error", err)
+				}
+			}
+		}
+		routes = append(routes, r)
+	}
+	t.buildRoutes(routes)
+	return t, nil
+}
+
+func (t *table) clusterNamed(name string) *cluster {
+	if t == nil {
+		return nil
+	}
+	return t.clusters[name]
+}
+
+func (t *table) routeNamed(name string) *route {
+	if t == nil {
+		return nil
+	}
+	for _, r := range t.routes {
+		if r.cfg.Name == name {
+			return r
+		}
+	}
+	return nil
+}
+
+func transportEqual(a, b Cluster) bool {
+	return a.Protocol == b.Protocol && a.InsecureSkipVerify == b.InsecureSkipVerify &&
+		a.MaxIdlePerBackend == b.MaxIdlePerBackend && a.MaxConnsPerBackend == b.MaxConnsPerBackend
+}

@@ -1,0 +1,136 @@
+package gateway
+
+import (
+	"encoding/hex"
+	"math/rand/v2"
+	"net/http"
+	"time"
+)
+
+// W3C trace context (https://www.w3.org/TR/trace-context/): the gateway is
+// one hop of a trace. It keeps the caller's trace id and flags, and
+// forwards a traceparent naming a new span id of its own as the parent;
+// without a valid traceparent it starts a trace (not sampled). tracestate
+// passes through unchanged, and is dropped with an invalid traceparent, as
+// the specification asks. Spans are not exported (no OTLP in this build).
+
+const traceparentLen = 55 // 00-<32 hex>-<16 hex>-<2 hex>
+
+// parseTraceparentParent returns the parent id of a valid traceparent.
+func parseTraceparentParent(v string) string { return v[36:52] }
+
+// parseTraceparent returns the trace id and flags of a version-00
+// traceparent, or ok=false. Higher versions are read by their first four
+// fields, as the specification allows.
+func parseTraceparent(v string) (traceID string, flags string, ok bool) {
+	if len(v) < traceparentLen || v[2] != '-' || v[35] != '-' || v[52] != '-' {
+		return "", "", false
+	}
+	ver := v[:2]
+	if !isLowerHex(ver) || ver == "ff" || (ver == "00" && len(v) != traceparentLen) || (len(v) > traceparentLen && v[55] != '-') {
+		return "", "", false
+	}
+	traceID, parent, flags := v[3:35], v[36:52], v[53:55]
+	if !isLowerHex(traceID) || !isLowerHex(parent) || !isLowerHex(flags) || allZero(traceID) || allZero(parent) {
+		return "", "", false
+	}
+	return traceID, flags, true
+}
+
+func isLowerHex(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+func allZero(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] != '0' {
+			return false
+		}
+	}
+	return true
+}
+
+// hop is the gateway's span of one request.
+type hop struct {
+	traceID, spanID, parentID string // hex; parentID "" when the gateway started the trace
+	sampled                   bool
+}
+
+// propagateTrace sets out's traceparent for the hop from in. A trace the
+// gateway starts is sampled when sampleNew.
+func propagateTrace(in, out *http.Request, rnd *rand.Rand, sampleNew bool) hop {
+	tp := in.Header.Get("Traceparent")
+	traceID, flags, ok := parseTraceparent(tp)
+	var h hop
+	if ok {
+		h.parentID = parseTraceparentParent(tp)
+	} else {
+		out.Header.Del("Tracestate")
+		var id [16]byte
+		fillRandom(id[:], rnd)
+		traceID, flags = hex.EncodeToString(id[:]), "00"
+		if sampleNew {
+			flags = "01"
+		}
+	}
+	var span [8]byte
+	fillRandom(span[:], rnd)
+	h.traceID, h.spanID = traceID, hex.EncodeToString(span[:])
+	h.sampled = flags[1]&1 == 1 // the sampled bit of the last hex digit
+	out.Header.Set("Traceparent", "00-"+traceID+"-"+h.spanID+"-"+flags)
+	return h
+}
+
+// Span is the gateway's part of one request's trace, handed to
+// Options.OnSpan (gateway/gatewayotel exports it over OTLP).
+type Span struct {
+	// TraceID and SpanID, the id sent upstream as the parent; ParentID is
+	// the caller's span, zero when the gateway started the trace.
+	TraceID  [16]byte
+	SpanID   [8]byte
+	ParentID [8]byte
+	Sampled  bool
+	Start    time.Time
+	End      time.Time
+	Method   string
+	Host     string
+	Path     string
+	Status   int
+	Route    string
+	Cluster  string
+	Backend  string
+	Attempts int
+}
+
+func (h hop) span() Span {
+	var s Span
+	_, _ = hex.Decode(s.TraceID[:], []byte(h.traceID))
+	_, _ = hex.Decode(s.SpanID[:], []byte(h.spanID))
+	if h.parentID != "" {
+		_, _ = hex.Decode(s.ParentID[:], []byte(h.parentID))
+	}
+	s.Sampled = h.sampled
+	return s
+}
+
+func fillRandom(b []byte, rnd *rand.Rand) {
+	for {
+		for i := 0; i < len(b); i += 8 {
+			x := rnd.Uint64()
+			for j := i; j < len(b) && j < i+8; j++ {
+				b[j] = byte(x)
+				x >>= 8
+			}
+		}
+		for _, c := range b {
+			if c != 0 {
+				return
+			}
+		}
+	}
+}
