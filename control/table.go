@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/veerhq/veer/config"
+	"github.com/veerhq/veer/store"
 )
 
 // Document keys in the store.
@@ -22,10 +23,10 @@ const (
 	KeyWhitelists = "routing/whitelists/"
 	// KeyCriticality holds the criticality table published to gateways
 	// (shed.Config's shape).
-	KeyCriticality = "gateway/criticality"
+	KeyCriticality = store.KeyGatewayCriticality
 	// KeyLimits holds the limits published to gateways (limit.Config's
 	// shape).
-	KeyLimits = "gateway/limits"
+	KeyLimits = store.KeyGatewayLimits
 )
 
 // Routing defaults.

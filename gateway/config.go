@@ -73,6 +73,26 @@ type Config struct {
 	// Tracing: OTLP export of the gateway's spans (wired by cmd/veer
 	// through gateway/gatewayotel); off by default.
 	Tracing Tracing `yaml:"tracing" json:"tracing"`
+	// ControlStore: the control plane's etcd, whose criticality table and
+	// limits documents replace the Shed and Limits sections while present
+	// (FollowStore, wired by cmd/veer); off by default.
+	ControlStore ControlStore `yaml:"control_store" json:"control_store"`
+}
+
+// ControlStore names the control plane's store the gateway follows. Only
+// etcd: the control plane's embedded store is one process's bbolt file,
+// which another process cannot follow.
+type ControlStore struct {
+	// Endpoints: etcd client URLs (http://10.0.0.1:2379); empty: the
+	// gateway follows no store.
+	Endpoints []string `yaml:"endpoints" json:"endpoints"`
+	// Prefix namespaces veer's keys in etcd; default the control plane's
+	// ("/veer/", storeetcd.DefaultPrefix).
+	Prefix string `yaml:"prefix" json:"prefix"`
+	// DialTimeout bounds connecting; default 2s.
+	DialTimeout time.Duration `yaml:"dial_timeout" json:"dial_timeout"`
+	// RequestTimeout bounds each read; default 2s.
+	RequestTimeout time.Duration `yaml:"request_timeout" json:"request_timeout"`
 }
 
 // Tracing configures span export over OTLP/HTTP.

@@ -67,7 +67,9 @@ type Gateway struct {
 	ready   atomic.Bool
 	handler http.Handler
 
-	mu       sync.Mutex // serialises Apply
+	mu       sync.Mutex // serialises Apply and the store follower
+	file     Config     // the file's config last applied (store documents not merged)
+	ov       overlay    // the store's documents in force over file
 	backends map[string]*backend
 	cstates  map[string]*clusterState
 	breakers map[string]*breakerEntry
@@ -109,6 +111,8 @@ func New(cfg Config, opts Options) (*Gateway, error) {
 		backends: map[string]*backend{},
 		cstates:  map[string]*clusterState{},
 		breakers: map[string]*breakerEntry{},
+		file:     cfg,
+		ov:       overlay{seen: map[string]int64{}},
 	}
 	if g.reg == nil {
 		g.reg = prometheus.DefaultRegisterer
@@ -178,7 +182,8 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) { g.handler.
 // naming the field and keeps the config in force. Fields that cannot change
 // at run time (listeners, admin, data dir, shared-limit Redis, shed on/off,
 // access log path) are rejected when they differ. Usable from a file
-// watcher, SIGHUP, or a control-plane store watch.
+// watcher or SIGHUP. While FollowStore has store documents in force, they
+// replace cfg's shed table and limits (see FollowStore).
 func (g *Gateway) Apply(cfg Config) (err error) {
 	defer func() {
 		res := "ok"
@@ -191,9 +196,24 @@ func (g *Gateway) Apply(cfg Config) (err error) {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
-	c := cfg.withDefaults()
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	eff, err := g.ov.over(cfg)
+	if err != nil {
+		return err
+	}
+	if err := g.swapLocked(eff); err != nil {
+		return err
+	}
+	g.file = cfg
+	return nil
+}
+
+// swapLocked applies a valid config (the file's with the store's documents
+// over it) as a whole, or returns an error naming the field and keeps the
+// config in force. g.mu is held.
+func (g *Gateway) swapLocked(cfg Config) error {
+	c := cfg.withDefaults()
 	old := g.snap.Load().cfg
 	var errs []error
 	fixed := func(name string, a, b any) {
@@ -209,6 +229,7 @@ func (g *Gateway) Apply(cfg Config) (err error) {
 	fixed("shed.max_endpoints", old.Shed.MaxEndpoints, c.Shed.MaxEndpoints)
 	fixed("access_log", old.AccessLog, c.AccessLog)
 	fixed("tracing", old.Tracing, c.Tracing)
+	fixed("control_store", old.ControlStore, c.ControlStore)
 	if (len(old.Limits.Dimensions) == 0) != (len(c.Limits.Dimensions) == 0) {
 		errs = append(errs, config.Field("limits.dimensions", "turning limits on or off needs a restart"))
 	}

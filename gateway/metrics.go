@@ -23,6 +23,8 @@ type metrics struct {
 	logDropped  prometheus.Counter
 	staleServed *prometheus.CounterVec // route
 	rejected    *prometheus.CounterVec // guard
+	storeDocs   *prometheus.CounterVec // document, result
+	storeErrs   prometheus.Counter
 }
 
 // routeMetrics are a route's pre-resolved series, so that the request path
@@ -98,5 +100,11 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		rejected: obs.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "veer_gateway_guard_rejected_total", Help: "Requests rejected by a guard (body, limit, shed, breaker, smuggling).",
 		}, []string{"guard"})),
+		storeDocs: obs.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "veer_gateway_store_documents_total", Help: "Control-store documents handled (gateway/criticality, gateway/limits), by result (applied, removed, invalid).",
+		}, []string{"document", "result"})),
+		storeErrs: obs.Register(reg, prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "veer_gateway_store_follow_errors_total", Help: "Times the control-store watch ended or a list failed (the last config stays; the gateway re-lists).",
+		})),
 	}
 }

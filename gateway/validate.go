@@ -51,6 +51,7 @@ func (c *Config) Validate() error {
 		bc := c.Breaker.Config
 		errs = append(errs, config.In("breaker", bc.Validate()))
 	}
+	errs = append(errs, config.In("control_store", c.ControlStore.validate()))
 	for i, n := range c.TrustedNetworks {
 		if _, err := netip.ParsePrefix(n); err != nil {
 			add(fmt.Sprintf("trusted_networks[%d]", i), "not a CIDR: %v", err)
@@ -233,5 +234,19 @@ func (l *Limits) validate() error {
 			errs = append(errs, config.Field("redis", "%q: want host:port", l.Redis))
 		}
 	}
+	return errors.Join(errs...)
+}
+
+func (s *ControlStore) validate() error {
+	var errs []error
+	for i, e := range s.Endpoints {
+		if u, err := url.Parse(e); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			errs = append(errs, config.Field(fmt.Sprintf("endpoints[%d]", i), "%q: want an etcd client URL such as http://127.0.0.1:2379", e))
+		}
+	}
+	if len(s.Endpoints) == 0 && (s.Prefix != "" || s.DialTimeout != 0 || s.RequestTimeout != 0) {
+		errs = append(errs, config.Field("endpoints", "required when control_store has other fields"))
+	}
+	errs = append(errs, config.NotNegative("dial_timeout", s.DialTimeout), config.NotNegative("request_timeout", s.RequestTimeout))
 	return errors.Join(errs...)
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/veerhq/veer/gateway/gatewayotel"
 	"github.com/veerhq/veer/gateway/gatewayredis"
 	"github.com/veerhq/veer/obs"
+	"github.com/veerhq/veer/store/storeetcd"
 )
 
 func init() { subcommands = append(subcommands, newGatewayCmd) }
@@ -106,6 +107,12 @@ func runGateway(ctx context.Context, path string, cfg gateway.Config, log *slog.
 		return err
 	}
 	defer w.Close()
+	stopFollow, err := followControlStore(g, cfg.ControlStore, log)
+	if err != nil {
+		_ = g.Close()
+		return err
+	}
+	defer stopFollow()
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
@@ -131,4 +138,29 @@ func runGateway(ctx context.Context, path string, cfg gateway.Config, log *slog.
 			return nil
 		}
 	}
+}
+
+// followControlStore starts the gateway's follower of the control plane's
+// etcd (control_store); the returned func stops it and waits for it.
+func followControlStore(g *gateway.Gateway, cs gateway.ControlStore, log *slog.Logger) (func(), error) {
+	if len(cs.Endpoints) == 0 {
+		return func() {}, nil
+	}
+	st, err := storeetcd.New(storeetcd.Config{Endpoints: cs.Endpoints, Prefix: cs.Prefix,
+		DialTimeout: cs.DialTimeout, RequestTimeout: cs.RequestTimeout}, storeetcd.Options{})
+	if err != nil {
+		return nil, fmt.Errorf("control_store: %w", err)
+	}
+	log.Info("following the control store", "endpoints", cs.Endpoints)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		g.FollowStore(ctx, st, gateway.StoreOptions{})
+	}()
+	return func() {
+		cancel()
+		<-done
+		_ = st.Close()
+	}, nil
 }
