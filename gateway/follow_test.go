@@ -1,0 +1,147 @@
+package gateway
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/veerhq/veer/config"
+	"github.com/veerhq/veer/shed"
+	"github.com/veerhq/veer/store"
+)
+
+const followYAML = "shed: {enabled: true, max_queue: 100}\n" +
+	"limits: {keys: ['header:X-T'], dimensions: [{name: t, default: {rate: 1000, burst: 1000}}]}\n" +
+	"routes: [{name: r, clusters: [{name: a}]}]\nclusters: [{name: a, backends: [{address: A}]}]\n"
+
+func snap(docs ...store.Doc) *store.Snapshot {
+	s := &store.Snapshot{Docs: map[string]store.Doc{}}
+	for _, d := range docs {
+		s.Docs[d.Key] = d
+		s.Revision = max(s.Revision, d.Revision)
+	}
+	return s
+}
+
+func limitsDoc(rev int64, v string) store.Doc {
+	return store.Doc{Key: store.KeyGatewayLimits, Value: []byte(v), Version: rev, Revision: rev}
+}
+
+func critDoc(rev int64, v string) store.Doc {
+	return store.Doc{Key: store.KeyGatewayCriticality, Value: []byte(v), Version: rev, Revision: rev}
+}
+
+func (g *Gateway) storeCount(key, res string) int {
+	return int(testutil.ToFloat64(g.m.storeDocs.WithLabelValues(key, res)))
+}
+
+// Each snapshot step leaves a config in force: the store's documents over
+// the file while present and valid, the last good one otherwise, the file's
+// once deleted.
+func TestFollowStoreSteps(t *testing.T) {
+	g, _ := startGateway(t, fill(followYAML, "A", upstream(t, func(http.ResponseWriter, *http.Request) {})))
+	const L, C = store.KeyGatewayLimits, store.KeyGatewayCriticality
+	for i, st := range []struct {
+		name      string
+		sn        *store.Snapshot
+		rate      float64
+		queue     int
+		lim, crit [3]int // applied, removed, invalid
+	}{
+		{"no documents: the file's", snap(), 1000, 100, [3]int{}, [3]int{}},
+		{"limits document replaces the file's", snap(limitsDoc(5, "dimensions: [{name: t, default: {rate: 1}}]")), 1, 100, [3]int{1, 0, 0}, [3]int{}},
+		{"same revision again: nothing to do", snap(limitsDoc(5, "dimensions: [{name: t, default: {rate: 1}}]")), 1, 100, [3]int{1, 0, 0}, [3]int{}},
+		{"malformed YAML keeps the last good", snap(limitsDoc(6, "dimensions: [")), 1, 100, [3]int{1, 0, 1}, [3]int{}},
+		{"two dimensions for the file's one key", snap(limitsDoc(7, "dimensions: [{name: t}, {name: u}]")), 1, 100, [3]int{1, 0, 2}, [3]int{}},
+		{"criticality document, limits unchanged", snap(limitsDoc(7, "x"), critDoc(8, "max_queue: 9")), 1, 9, [3]int{1, 0, 2}, [3]int{1, 0, 0}},
+		{"limits turned off needs a restart", snap(limitsDoc(9, "dimensions: []"), critDoc(8, "")), 1, 9, [3]int{1, 0, 3}, [3]int{1, 0, 0}},
+		{"unknown field in the criticality document", snap(limitsDoc(9, ""), critDoc(10, "max_queue: 3\nbogus: 1")), 1, 9, [3]int{1, 0, 3}, [3]int{1, 0, 1}},
+		{"a bad one does not hold back a good one", snap(limitsDoc(11, "dimensions: [{name: t, default: {rate: 2}}]"), critDoc(12, "max_queue: -1")), 2, 9, [3]int{2, 0, 3}, [3]int{1, 0, 2}},
+		{"both deleted: the file's again", snap(), 1000, 100, [3]int{2, 1, 3}, [3]int{1, 1, 2}},
+	} {
+		g.applyStore(st.sn)
+		c := g.Config()
+		if r := c.Limits.Dimensions[0].Default.Rate; r != st.rate {
+			t.Errorf("step %d (%s): rate %v, want %v", i, st.name, r, st.rate)
+		}
+		if q := c.Shed.MaxQueue; q != st.queue {
+			t.Errorf("step %d (%s): max_queue %d, want %d", i, st.name, q, st.queue)
+		}
+		for j, res := range []string{"applied", "removed", "invalid"} {
+			if n := g.storeCount(L, res); n != st.lim[j] {
+				t.Errorf("step %d (%s): %s %s = %d, want %d", i, st.name, L, res, n, st.lim[j])
+			}
+			if n := g.storeCount(C, res); n != st.crit[j] {
+				t.Errorf("step %d (%s): %s %s = %d, want %d", i, st.name, C, res, n, st.crit[j])
+			}
+		}
+	}
+}
+
+// A file reload while a store document is in force keeps the document's
+// section and takes the rest of the file; deleting the document then
+// returns to the reloaded file's section.
+func TestFileReloadUnderStoreDocument(t *testing.T) {
+	a := upstream(t, func(http.ResponseWriter, *http.Request) {})
+	g, _ := startGateway(t, fill(followYAML, "A", a))
+	g.applyStore(snap(limitsDoc(3, "dimensions: [{name: t, default: {rate: 1}}]")))
+	var cfg Config
+	y := strings.Replace(fill(followYAML, "A", a), "rate: 1000", "rate: 500", 1) + "trusted_networks: [10.0.0.0/8]\n"
+	if err := config.Parse([]byte(y), "f.yaml", &cfg); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Listen = g.Config().Listen
+	if err := g.Apply(cfg); err != nil {
+		t.Fatal(err)
+	}
+	c := g.Config()
+	if r := c.Limits.Dimensions[0].Default.Rate; r != 1 || len(c.TrustedNetworks) != 1 {
+		t.Fatalf("after the file reload: rate %v (want the document's 1), trusted %v (want the file's)", r, c.TrustedNetworks)
+	}
+	g.applyStore(snap())
+	if r := g.Config().Limits.Dimensions[0].Default.Rate; r != 500 {
+		t.Fatalf("document deleted: rate %v, want the reloaded file's 500", r)
+	}
+}
+
+// Shedding off in the file: a criticality document cannot turn it on; it
+// is rejected naming shed.enabled.
+func TestCriticalityDocumentNeedsShedEnabled(t *testing.T) {
+	y := strings.Replace(followYAML, "enabled: true", "enabled: false", 1)
+	g, _ := startGateway(t, fill(y, "A", upstream(t, func(http.ResponseWriter, *http.Request) {})))
+	g.applyStore(snap(critDoc(2, "max_queue: 5")))
+	if n := g.storeCount(store.KeyGatewayCriticality, "invalid"); n != 1 {
+		t.Fatalf("invalid count %d, want 1", n)
+	}
+	if g.Config().Shed.MaxQueue == 5 {
+		t.Fatal("the rejected document's max_queue is in force")
+	}
+	if _, err := (overlay{shed: &shed.Config{MaxQueue: 5}}).over(g.file); !strings.Contains(err.Error(), "shed.enabled") {
+		t.Fatalf("error %v, want one naming shed.enabled", err)
+	}
+}
+
+func TestControlStoreValidation(t *testing.T) {
+	base := "clusters: [{name: c, backends: [{address: 'a:1'}]}]\nroutes: [{name: r, clusters: [{name: c}]}]\n"
+	for _, tc := range []struct{ yaml, want string }{
+		{"control_store: {endpoints: ['127.0.0.1:2379']}\n", "t.yaml:3: control_store.endpoints[0]"},
+		{"control_store: {prefix: /x/}\n", "control_store.endpoints: required"},
+		{"control_store: {endpoints: ['http://127.0.0.1:2379'], dial_timeout: -1s}\n", "control_store.dial_timeout"},
+		{"control_store: {endpoints: ['http://127.0.0.1:2379'], bogus: 1}\n", "bogus"},
+		{"control_store: {endpoints: ['http://127.0.0.1:2379', 'https://e:2379'], request_timeout: 3s}\n", ""},
+	} {
+		var c Config
+		err := config.Parse([]byte(base+tc.yaml), "t.yaml", &c)
+		if tc.want == "" {
+			if err != nil {
+				t.Errorf("%q: %v", tc.yaml, err)
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: error %v, want one containing %q", tc.yaml, err, tc.want)
+		}
+	}
+}
