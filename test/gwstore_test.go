@@ -2,9 +2,11 @@ package test
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -14,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/veerhq/veer/config"
+	"github.com/veerhq/veer/control"
 	"github.com/veerhq/veer/gateway"
 	"github.com/veerhq/veer/obs"
 	"github.com/veerhq/veer/store"
@@ -183,8 +186,9 @@ func TestGatewaysFollowControlStore(t *testing.T) {
 		}
 	}
 
-	// the store's limits document replaces them on both gateways
-	handled(put(store.KeyGatewayLimits, "dimensions: [{name: tenant, default: {rate: 0.001, burst: 2}}]\n"))
+	// the limits document, written through the control plane's admin API,
+	// replaces them on both gateways
+	handled(adminPut(t, etcd.URL, store.KeyGatewayLimits, "dimensions: [{name: tenant, default: {rate: 0.001, burst: 2}}]\n"))
 	for i, f := range gws {
 		if ok, limited := statuses(f, "after", 5); ok != 2 || limited != 3 {
 			t.Fatalf("gateway %d with the store's limits: %d admitted, %d limited of 5, want 2 and 3", i, ok, limited)
@@ -242,4 +246,41 @@ func TestGatewaysFollowControlStore(t *testing.T) {
 			t.Errorf("gateway %d: shed max_queue %d, want the store's 7 (its document is still there)", i, q)
 		}
 	}
+}
+
+// adminPut writes a document through a control-plane instance on etcdURL
+// (its admin API over real HTTP, as an operator would) and returns the
+// written document's revision.
+func adminPut(t *testing.T, etcdURL, key, doc string) store.Doc {
+	t.Helper()
+	dir := t.TempDir()
+	svc, err := control.New(control.Config{DataDir: dir, Etcd: storeetcd.Config{Endpoints: []string{etcdURL}}}, control.Options{Logger: obs.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer svc.Close()
+	path, _ := svc.AdminTokenFile()
+	tok, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(svc.AdminHandler())
+	defer srv.Close()
+	req, _ := http.NewRequest(http.MethodPut, srv.URL+"/v1/admin/docs/"+key, strings.NewReader(doc))
+	req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(tok)))
+	req.Header.Set("X-Veer-Reason", "gateway store test")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("admin PUT %s: %d %s", key, resp.StatusCode, body)
+	}
+	var d store.Doc
+	if err := json.Unmarshal(body, &d); err != nil || d.Revision == 0 {
+		t.Fatalf("admin PUT %s: answer %s: %v", key, body, err)
+	}
+	return d
 }
