@@ -5,9 +5,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/veerhq/veer/config"
+	"github.com/veerhq/veer/obs"
 	"github.com/veerhq/veer/shed"
 	"github.com/veerhq/veer/store"
 )
@@ -144,4 +146,38 @@ func TestControlStoreValidation(t *testing.T) {
 			t.Errorf("%q: error %v, want one containing %q", tc.yaml, err, tc.want)
 		}
 	}
+}
+
+// Any document bytes: applyStore never panics, and the config in force
+// always validates (a document is applied whole or not at all).
+func FuzzStoreDocument(f *testing.F) {
+	f.Add([]byte("dimensions: [{name: t, default: {rate: 1}}]"), []byte("max_queue: 9"))
+	f.Add([]byte("dimensions: ["), []byte("bogus: 1"))
+	f.Add([]byte(`{"dimensions": [{"name": "t", "overrides": {"a": {"rate": 2}}}]}`), []byte(`{"limit": {"static": 3}}`))
+	g, err := New(mustParse(f, fill(followYAML, "A", "127.0.0.1:9")), Options{Logger: obs.Discard, Registerer: prometheus.NewRegistry()})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Cleanup(func() { _ = g.Close() })
+	var rev int64
+	f.Fuzz(func(t *testing.T, lim, crit []byte) {
+		rev += 2
+		g.applyStore(snap(limitsDoc(rev, string(lim)), critDoc(rev+1, string(crit))))
+		c := g.Config()
+		if err := c.Validate(); err != nil {
+			t.Fatalf("config in force does not validate: %v", err)
+		}
+		if len(c.Limits.Dimensions) != 1 {
+			t.Fatalf("%d dimensions in force for the file's one key", len(c.Limits.Dimensions))
+		}
+	})
+}
+
+func mustParse(tb testing.TB, y string) Config {
+	tb.Helper()
+	var c Config
+	if err := config.Parse([]byte(y), "t.yaml", &c); err != nil {
+		tb.Fatal(err)
+	}
+	return c
 }
