@@ -2,8 +2,10 @@ package gateway
 
 import (
 	"net/http"
+	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -180,4 +182,84 @@ func mustParse(tb testing.TB, y string) Config {
 		tb.Fatal(err)
 	}
 	return c
+}
+
+// The criticality document changes shedding at the request level: under
+// the file's limit three concurrent requests reach the backend; under the
+// document's (static limit 1, queue 1) the second waits and the third is
+// refused with 503.
+func TestCriticalityDocumentShedsRequests(t *testing.T) {
+	arrived := make(chan struct{}, 8)
+	release := make(chan struct{})
+	be := upstream(t, func(http.ResponseWriter, *http.Request) {
+		arrived <- struct{}{}
+		<-release
+	})
+	y := strings.Replace(followYAML, "max_queue: 100", "max_queue: 100, limit: {static: 100}", 1)
+	g, base := startGateway(t, fill(y, "A", be))
+	cl := &http.Client{Timeout: 10 * time.Second}
+	codes := make(chan int, 8)
+	send := func() {
+		resp, err := cl.Get(base + "/")
+		if err != nil {
+			codes <- 0
+			return
+		}
+		_ = resp.Body.Close()
+		codes <- resp.StatusCode
+	}
+	waitArrivals := func(n int) {
+		t.Helper()
+		timeout := time.After(10 * time.Second)
+		for range n {
+			select {
+			case <-arrived:
+			case <-timeout:
+				t.Fatalf("fewer than %d requests reached the backend", n)
+			}
+		}
+	}
+	// the file's limit: three at once reach the backend
+	for range 3 {
+		go send()
+	}
+	waitArrivals(3)
+	release <- struct{}{}
+	release <- struct{}{}
+	release <- struct{}{}
+	for range 3 {
+		if c := <-codes; c != 200 {
+			t.Fatalf("file's shed config: status %d", c)
+		}
+	}
+
+	g.applyStore(snap(critDoc(2, "limit: {static: 1}\nmax_queue: 1\n")))
+	go send()
+	waitArrivals(1)
+	go send() // waits in the queue
+	deadline := time.Now().Add(10 * time.Second)
+	for queued(g) != 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("the second request never queued")
+		}
+		runtime.Gosched()
+	}
+	send()
+	if c := <-codes; c != http.StatusServiceUnavailable {
+		t.Fatalf("third request under the document's limit: status %d, want 503", c)
+	}
+	close(release)
+	for range 2 {
+		if c := <-codes; c != 200 {
+			t.Fatalf("admitted request: status %d", c)
+		}
+	}
+}
+
+func queued(g *Gateway) int {
+	n := 0
+	for _, s := range g.shedder.Stats() {
+		n += s.Queued
+	}
+	return n
 }
