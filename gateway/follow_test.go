@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -195,6 +196,9 @@ func TestCriticalityDocumentShedsRequests(t *testing.T) {
 		arrived <- struct{}{}
 		<-release
 	})
+	var once sync.Once
+	free := func() { once.Do(func() { close(release) }) }
+	t.Cleanup(free) // runs before the upstream's Close, which waits for its handlers
 	y := strings.Replace(followYAML, "max_queue: 100", "max_queue: 100, limit: {static: 100}", 1)
 	g, base := startGateway(t, fill(y, "A", be))
 	cl := &http.Client{Timeout: 10 * time.Second}
@@ -248,7 +252,7 @@ func TestCriticalityDocumentShedsRequests(t *testing.T) {
 	if c := <-codes; c != http.StatusServiceUnavailable {
 		t.Fatalf("third request under the document's limit: status %d, want 503", c)
 	}
-	close(release)
+	free()
 	for range 2 {
 		if c := <-codes; c != 200 {
 			t.Fatalf("admitted request: status %d", c)
