@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -104,9 +105,12 @@ func (r *rig) put(key string, v any) {
 }
 
 // answers asks edge.example.test. A over UDP and returns the addresses.
-func (r *rig) answers() ([]string, error) {
+func (r *rig) answers() ([]string, error) { return r.lookup("edge.example.test.") }
+
+// lookup asks name A over UDP and returns the addresses, sorted.
+func (r *rig) lookup(name string) ([]string, error) {
 	q := new(dns.Msg)
-	q.SetQuestion("edge.example.test.", dns.TypeA)
+	q.SetQuestion(name, dns.TypeA)
 	c := &dns.Client{Net: "udp", Timeout: 2 * time.Second}
 	m, _, err := c.Exchange(q, r.srv.Addr().String())
 	if err != nil {
@@ -218,6 +222,13 @@ func scenario(r *rig) {
 	r.wantInvalid(base + 1)
 	r.put(dnsstore.KeyAccess, []byte(`{"default": [{"addr": "nope"}]}`))
 	r.wantInvalid(base + 2)
+	// The last good access nodes still combine with a new zones document.
+	r.put(dnsstore.KeyZones, []byte(strings.Replace(zonesYAML, `records: [`, `records: ["new 60 A 192.0.2.99", `, 1)))
+	r.eventually(func() (bool, string) {
+		got, err := r.lookup("new.example.test.")
+		return err == nil && slices.Equal(got, []string{"192.0.2.99"}), fmt.Sprintf("new.example.test. %v %v", got, err)
+	})
+	r.wantAnswers("10.0.0.3", "10.0.0.8")
 	// Every node removed: refused too, the old answers stay.
 	r.put(dnsstore.KeyAccess, control.Access{})
 	r.wantInvalid(base + 3)
