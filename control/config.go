@@ -19,8 +19,8 @@ import (
 // Defaults.
 const (
 	DefaultDataDir     = "veer-data"
-	DefaultListen      = "127.0.0.1:8443"
-	DefaultAdminListen = "127.0.0.1:8444"
+	DefaultListen      = "127.0.0.1:7443"
+	DefaultAdminListen = "127.0.0.1:7444"
 	// MaxAdminBody bounds an admin request body; larger ones get 413.
 	MaxAdminBody = 1 << 20
 	// maxPublicBody bounds a route or schedule request body.
@@ -30,8 +30,8 @@ const (
 // Config is what `veer control --config FILE` says. The zero value works:
 // an embedded store in ./veer-data, the public API (routing, scheduling)
 // over TLS (HTTP/1.1, HTTP/2, and HTTP/3 on the same UDP port) on
-// 127.0.0.1:8443 with a self-signed certificate, the admin API on
-// 127.0.0.1:8444.
+// 127.0.0.1:7443 with a self-signed certificate, the admin API on
+// 127.0.0.1:7444 (the gateway's default is 8443).
 type Config struct {
 	// DataDir holds the embedded store, the signing key, the admin token
 	// and a generated certificate; default DefaultDataDir.

@@ -2,6 +2,7 @@ package shed
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"os"
@@ -153,4 +154,25 @@ func FuzzParseConfig(f *testing.F) {
 		}
 		s.Close()
 	})
+}
+
+// A zero Config (every tier Unset) survives a JSON round trip: the control
+// plane stores and publishes the criticality table as JSON (found by its
+// fuzz target: Unset marshalled as "unset", which the decoder refused).
+func TestConfigJSONRoundTrip(t *testing.T) {
+	in := Config{Endpoints: []EndpointConfig{{Name: "GET /trips", Callers: map[string]tier.Tier{"rider": tier.Critical}}}}
+	b, err := json.Marshal(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out Config
+	if err := json.Unmarshal(b, &out); err != nil {
+		t.Fatalf("%s: %v", b, err)
+	}
+	if out.DefaultTier != tier.Unset || out.NeverShed != tier.Unset || out.Endpoints[0].Callers["rider"] != tier.Critical {
+		t.Fatalf("round trip changed the config: %+v", out)
+	}
+	if err := out.Validate(); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -87,15 +87,25 @@ func Parse(s string) (Tier, error) {
 }
 
 // MarshalText implements encoding.TextMarshaler (YAML and JSON configs).
+// Unset marshals as the empty string, which UnmarshalText reads back as
+// Unset, so a config with a field left at its default survives a round trip.
 func (t Tier) MarshalText() ([]byte, error) {
-	if !t.Valid() && t != Unset {
+	if t == Unset {
+		return []byte{}, nil
+	}
+	if !t.Valid() {
 		return nil, fmt.Errorf("%w: %d", ErrUnknown, uint8(t))
 	}
 	return []byte(t.String()), nil
 }
 
-// UnmarshalText implements encoding.TextUnmarshaler.
+// UnmarshalText implements encoding.TextUnmarshaler. The empty string is
+// Unset (the field's default); any other name must be a tier (Parse).
 func (t *Tier) UnmarshalText(b []byte) error {
+	if len(b) == 0 {
+		*t = Unset
+		return nil
+	}
 	v, err := Parse(string(b))
 	if err != nil {
 		return err

@@ -49,15 +49,17 @@ func TestOrderAndNames(t *testing.T) {
 			t.Fatalf("All is not ordered least to most critical: %v", tier.All)
 		}
 	}
+	for _, tr := range append([]tier.Tier{tier.Unset}, tier.All[:]...) {
+		b, _ := tr.MarshalText()
+		var u tier.Tier = tier.Critical
+		if err := u.UnmarshalText(b); err != nil || u != tr {
+			t.Errorf("text round trip %v (%q): %v, %v", tr, b, u, err)
+		}
+	}
 	for _, tr := range tier.All {
 		back, err := tier.Parse(tr.String())
 		if err != nil || back != tr {
 			t.Errorf("round trip %v: %v, %v", tr, back, err)
-		}
-		b, _ := tr.MarshalText()
-		var u tier.Tier
-		if err := u.UnmarshalText(b); err != nil || u != tr {
-			t.Errorf("text round trip %v: %v, %v", tr, u, err)
 		}
 	}
 	if tier.Unset.Or(tier.Critical) != tier.Critical || tier.Sheddable.Or(tier.Critical) != tier.Sheddable {
