@@ -190,3 +190,11 @@ func absName(name, origin string) string {
 	}
 	return strings.ToLower(name + "." + origin)
 }
+
+// ValidateZones checks a dns/zones document as the Source will read it;
+// errors read "dns/zones:line: field: problem". The control plane's admin
+// API runs it before writing the document (cmd/veer wires it).
+func ValidateZones(v []byte) error {
+	_, err := parseZones(v)
+	return err
+}
