@@ -259,6 +259,9 @@ func TestBolt(t *testing.T) {
 	r := newRig(t, st)
 	t.Cleanup(func() { st.Close() })
 	scenario(r)
+	if errs := obs.Lint(r.reg); len(errs) > 0 {
+		t.Fatal(errs)
+	}
 }
 
 func TestEtcd(t *testing.T) {
