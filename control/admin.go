@@ -159,7 +159,7 @@ func (s *Service) putDoc(w http.ResponseWriter, r *http.Request, p principal) {
 	if !ok {
 		return
 	}
-	doc, err := ValidateDocument(key, body)
+	doc, err := s.validateDocument(key, body)
 	if err == nil {
 		err = checkAgainstTable(doc, s.table())
 	}
@@ -277,7 +277,7 @@ func (s *Service) rollback(w http.ResponseWriter, r *http.Request, p principal) 
 		httpError(w, http.StatusNotFound, fmt.Sprintf("%s has no version %d to roll back to", key, req.Version))
 		return
 	}
-	doc, err := ValidateDocument(key, chs[i].After)
+	doc, err := s.validateDocument(key, chs[i].After)
 	if err == nil {
 		err = checkAgainstTable(doc, s.table())
 	}

@@ -143,4 +143,9 @@ type Options struct {
 	Logger *slog.Logger
 	// Registerer receives the metrics; default none.
 	Registerer prometheus.Registerer
+	// Documents are more documents the admin API accepts beyond Documents,
+	// each with its validator (errors "key:line: field: problem"); the
+	// service does not read them. cmd/veer adds the private DNS's
+	// dns/zones. Default none.
+	Documents map[string]func([]byte) error
 }

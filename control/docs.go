@@ -49,6 +49,16 @@ func ValidateDocument(key string, data []byte) (any, error) {
 	return v, nil
 }
 
+// validateDocument is ValidateDocument for the documents of
+// Options.Documents too (their decoded value is nil: the service does not
+// read them).
+func (s *Service) validateDocument(key string, data []byte) (any, error) {
+	if v, ok := s.extraDocs[key]; ok {
+		return nil, v(data)
+	}
+	return ValidateDocument(key, data)
+}
+
 // checkAgainstTable verifies that the names a State or Emergency uses
 // exist in the current table (when there is one).
 func checkAgainstTable(doc any, t *Table) error {

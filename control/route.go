@@ -2,6 +2,7 @@ package control
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -15,16 +16,31 @@ import (
 // maxIDLen bounds device and customer IDs.
 const maxIDLen = 256
 
-// serveRoute is POST /v1/route: the app's first request at each launch.
-func (s *Service) serveRoute(w http.ResponseWriter, r *http.Request) {
+// readPost reads the body of a public API call: POST only (405 otherwise),
+// at most maxPublicBody bytes (413). It has answered the request when ok is
+// false.
+func readPost(w http.ResponseWriter, r *http.Request) (body []byte, ok bool) {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
 		httpError(w, http.StatusMethodNotAllowed, "POST only")
-		return
+		return nil, false
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxPublicBody))
 	if err != nil {
-		httpError(w, http.StatusRequestEntityTooLarge, "body over 64 KiB")
+		if _, tooBig := errors.AsType[*http.MaxBytesError](err); tooBig {
+			httpError(w, http.StatusRequestEntityTooLarge, "body over 64 KiB")
+		} else {
+			httpError(w, http.StatusBadRequest, "reading the body: "+err.Error())
+		}
+		return nil, false
+	}
+	return body, true
+}
+
+// serveRoute is POST /v1/route: the app's first request at each launch.
+func (s *Service) serveRoute(w http.ResponseWriter, r *http.Request) {
+	body, ok := readPost(w, r)
+	if !ok {
 		return
 	}
 	req, err := ParseRouteRequest(body)

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/netip"
 	"slices"
@@ -142,14 +141,8 @@ func (as *accessSnap) nodes(region, domain string) []lastmile.AccessNode {
 
 // serveSchedule is the scheduling API v1 (docs/lastmile.md).
 func (s *Service) serveSchedule(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodPost {
-		w.Header().Set("Allow", http.MethodPost)
-		httpError(w, http.StatusMethodNotAllowed, "POST only")
-		return
-	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxPublicBody))
-	if err != nil {
-		httpError(w, http.StatusRequestEntityTooLarge, "body over 64 KiB")
+	body, ok := readPost(w, r)
+	if !ok {
 		return
 	}
 	req, err := ParseScheduleRequest(body)

@@ -38,6 +38,7 @@ type Service struct {
 	log        *slog.Logger
 	m          *metrics
 	onApply    func(int64, *Snapshot)
+	extraDocs  map[string]func([]byte) error
 	recent     recent
 	parsed     parseCache
 	trusted    []netip.Prefix
@@ -67,6 +68,7 @@ func New(cfg Config, opts Options) (*Service, error) {
 	}
 	s := &Service{cfg: cfg, clk: clock.Or(opts.Clock), log: obs.LoggerOr(opts.Logger), ready: make(chan struct{})}
 	s.m = newMetrics(opts.Registerer)
+	s.extraDocs = opts.Documents
 	for _, p := range cfg.TrustedProxies {
 		s.trusted = append(s.trusted, netip.MustParsePrefix(p).Masked()) // validated
 	}

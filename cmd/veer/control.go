@@ -15,6 +15,7 @@ import (
 
 	"github.com/veerhq/veer/config"
 	"github.com/veerhq/veer/control"
+	"github.com/veerhq/veer/dnsserver/dnsstore"
 	"github.com/veerhq/veer/obs"
 )
 
@@ -64,7 +65,8 @@ func serveControl(ctx context.Context, out io.Writer, cfg control.Config) error 
 	if err != nil {
 		return err
 	}
-	svc, err := control.New(cfg, control.Options{Logger: log, Registerer: obs.NewRegistry()})
+	svc, err := control.New(cfg, control.Options{Logger: log, Registerer: obs.NewRegistry(),
+		Documents: map[string]func([]byte) error{dnsstore.KeyZones: dnsstore.ValidateZones}})
 	if err != nil {
 		return err
 	}

@@ -52,6 +52,9 @@ sites:
   - {name: a, sibling: b, clusters: [{name: a1, domain: a1.example.com}]}
   - {name: b, sibling: a, clusters: [{name: b1, domain: b1.example.com}]}
 `), 0o600)
+	zones, badZones := filepath.Join(dir, "zones.yaml"), filepath.Join(dir, "bad-zones.yaml")
+	os.WriteFile(zones, []byte("zones: [{origin: a.test., access: [{name: edge}]}]\n"), 0o600)
+	os.WriteFile(badZones, []byte("zones:\n  - origin: a.test.\n    records: ['www A 300.1.1.1']\n"), 0o600)
 	cli := func(args ...string) (string, error) {
 		return run(t, append(append([]string{"control"}, args...), "--server", admin, "--token-file", tokenFile)...)
 	}
@@ -71,6 +74,9 @@ sites:
 		{[]string{"rollback", "routing/table", "1", "--reason", "undo"}, `"version": 2`, false},
 		{[]string{"audit", "--limit", "1"}, `rollback to version 1: undo`, false},
 		{[]string{"playbook", "nuke"}, "400", true},
+		// the private DNS's zones (dnsserver/dnsstore), validated by its own rules
+		{[]string{"put", "dns/zones", zones}, `"version": 1`, false},
+		{[]string{"put", "dns/zones", badZones}, "dns/zones:3: zones[0].records[0]", true},
 	}
 	for _, st := range steps {
 		out, err := cli(st.args...)

@@ -19,6 +19,7 @@ import (
 	"github.com/veerhq/veer/config/watch"
 	"github.com/veerhq/veer/dnsserver"
 	"github.com/veerhq/veer/dnsserver/dnsfile"
+	"github.com/veerhq/veer/dnsserver/dnsstore"
 	"github.com/veerhq/veer/dnsserver/doh"
 	"github.com/veerhq/veer/obs"
 )
@@ -42,8 +43,10 @@ The config file is watched: a valid change (zones, access nodes, regions,
 limits) is applied without dropping a query; an invalid one is logged with
 its file:line and the old config keeps serving. SIGHUP re-reads it at once.
 Listener fields cannot change while running. --data FILE serves the zones
-and regions of a separate, watched file instead (the shape a control-plane
-store will publish). docs/dns.md documents every field; examples/dns.yaml
+and regions of a separate, watched file instead. A control_store section
+(etcd endpoints) serves the zones (document dns/zones) and access nodes
+(access/nodes, the scheduling API's) of the control plane's store instead,
+followed as they change; an invalid document keeps the last good data. docs/dns.md documents every field; examples/dns.yaml
 is a start.`,
 		Example: `  veer dns --check examples/dns.yaml
   veer dns --config examples/dns.yaml --metrics 127.0.0.1:9153`,
@@ -63,18 +66,23 @@ is a start.`,
 			reg := obs.NewRegistry()
 			// The watcher's first apply builds the server; later ones reload it.
 			var srv *dnsserver.Server
-			w, err := watch.File(cfgPath, watch.Options{Name: "dns", Logger: log, Registerer: reg}, func(c dnsserver.Config) error {
+			data := &dnsData{}
+			w, err := watch.File(cfgPath, watch.Options{Name: "dns", Logger: log, Registerer: reg}, func(f dnsFile) error {
 				if srv == nil {
 					var err error
-					srv, err = dnsserver.New(c, dnsserver.Options{Logger: log, Registerer: reg})
+					srv, err = dnsserver.New(f.Config, dnsserver.Options{Logger: log, Registerer: reg})
+					data.srv, data.store = srv, f.ControlStore
 					return err
 				}
-				return srv.Apply(c)
+				return data.reload(f)
 			})
 			if err != nil {
 				return err
 			}
 			defer w.Close()
+			if data.store != nil && dataPath != "" {
+				return errors.New("dns: --data and the config's control_store both set: pick one source")
+			}
 			if err := srv.Start(); err != nil {
 				return err
 			}
@@ -111,7 +119,15 @@ is a start.`,
 				errc := make(chan error, 1)
 				sctx, cancel := context.WithCancel(ctx)
 				defer func() { cancel(); <-errc }()
-				go func() { errc <- srv.Run(sctx, src) }()
+				go func() { errc <- src.Run(sctx, data.set) }()
+			}
+			if data.store != nil {
+				stop, err := runStoreSource(ctx, data, log, reg)
+				if err != nil {
+					return err
+				}
+				defer stop()
+				fmt.Fprintf(out, "veer dns: data from the control store %v (%s, %s)\n", data.store.Endpoints, dnsstore.KeyZones, dnsstore.KeyAccess)
 			}
 			hup := make(chan os.Signal, 1)
 			signal.Notify(hup, syscall.SIGHUP)
@@ -140,10 +156,11 @@ is a start.`,
 
 // checkDNS validates a config file and summarises it.
 func checkDNS(out io.Writer, path string) error {
-	var c dnsserver.Config
-	if err := config.Load(path, &c); err != nil {
+	var f dnsFile
+	if err := config.Load(path, &f); err != nil {
 		return err
 	}
+	c := f.Config
 	records, access, nodes := 0, 0, 0
 	for _, z := range c.Zones {
 		records += len(z.Records)
@@ -154,6 +171,9 @@ func checkDNS(out io.Writer, path string) error {
 	}
 	_, err := fmt.Fprintf(out, "%s: OK: %d zones, %d records, %d access domains with %d nodes, %d region rows\n",
 		path, len(c.Zones), records, access, nodes, len(c.Regions))
+	if err == nil && f.ControlStore != nil {
+		_, err = fmt.Fprintf(out, "%s: data from the control store %v (%s, %s)\n", path, f.ControlStore.Endpoints, dnsstore.KeyZones, dnsstore.KeyAccess)
+	}
 	return err
 }
 

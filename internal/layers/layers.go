@@ -94,6 +94,7 @@ var HeavyAllowed = map[string][]string{
 	"dnsserver":                  {"prometheus", "miekg/dns"},             // DNS is its subject
 	"dnsserver/doh":              {"prometheus", "miekg/dns", "quic-go"},  // DoH over HTTP/3
 	"dnsserver/dnsfile":          {"prometheus", "miekg/dns", "fsnotify"}, // the watched data file
+	"dnsserver/dnsstore":         {"prometheus", "miekg/dns"},             // the control-plane store source
 	"dnsserver/internal/dnstest": {"quic-go", "miekg/dns"},                // test certificates from lastmile/lmtest
 	"store/storebolt":            {"bbolt"},
 	"store/storeetcd":            {"etcd", "grpc"},
