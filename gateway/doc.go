@@ -33,6 +33,12 @@
 // gateway/gatewayredis, so that this package links neither QUIC nor a
 // Redis client; cmd/veer wires both.
 //
+// FollowStore makes a running gateway follow the control plane's
+// gateway/criticality and gateway/limits documents (any store.Store;
+// cmd/veer wires etcd from the control_store section): while present they
+// replace the file's shed table and limits, deleted the file's apply again;
+// an invalid document is logged and counted and the last good config stays.
+//
 // Failure mode: an attempt that fails with a system error is retried on
 // another cluster when safe; when every attempt fails the client gets the
 // last upstream answer, or the outcome's status from outcome.WriteHTTP (502

@@ -42,7 +42,12 @@ The file is reloaded when it changes and on SIGHUP; an invalid file keeps the
 config in force (logged as file:line: field: why, counted in
 veer_gateway_reloads_total and veer_config_reloads_total). SIGTERM drains:
 /readyz answers 503, listeners stop accepting, requests in flight finish
-(listen.shutdown_timeout), then the process exits 0.`,
+(listen.shutdown_timeout), then the process exits 0.
+
+With a control_store section (etcd endpoints of the control plane), the
+gateway follows the gateway/criticality and gateway/limits documents: while
+present they replace the file's shed table and limits at run time; an
+invalid document is logged and counted and the last good config stays.`,
 		Example: `  veer gateway --check examples/gateway.yaml
   veer gateway --config examples/gateway.yaml`,
 		Args: cobra.NoArgs,
