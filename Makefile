@@ -125,6 +125,12 @@ bench-dns: deps build
 lastmile-rtt:
 	cd bench && $(GO) run ./cmd/lastmilertt -n 40 -rtt 50ms,150ms,300ms -loss 0,0.01,0.05
 
+## bench-gwstore: propagation of a limits document from etcd to two following gateways, 100 changes
+## (docs/gateway.md, issue 16's propagation target).
+.PHONY: bench-gwstore
+bench-gwstore: deps
+	cd bench && $(GO) run ./cmd/gwstorebench -changes 100
+
 ## bench-control: `veer control` figures (docs/control.md): answers per server CPU-second under hey
 ## against a static handler, 5 interleaved rounds; override propagation over 3 instances on etcd.
 .PHONY: bench-control
