@@ -13,11 +13,15 @@ import (
 
 // tracesDir returns the folder of the real Mahimahi drives kept outside the
 // repository: $VEER_TRACES, or ../shared/traces next to the checkout (also
-// seen from a worktree one level deeper). It fails the test when they are
-// missing.
+// seen from a worktree one level deeper). When VEER_TRACES names a folder
+// without them the test fails; when it is unset and they are not next to
+// the checkout (a checkout elsewhere, whose licence-bound drives were never
+// copied in), the test is skipped with the reason, and `make test` says so
+// in its output (the Makefile sets VEER_TRACES when ../shared/traces exists).
 func tracesDir(t testing.TB) string {
 	t.Helper()
-	cands := []string{os.Getenv("VEER_TRACES"), filepath.Join("..", "..", "shared", "traces"), filepath.Join("..", "..", "..", "shared", "traces")}
+	env := os.Getenv("VEER_TRACES")
+	cands := []string{env, filepath.Join("..", "..", "shared", "traces"), filepath.Join("..", "..", "..", "shared", "traces")}
 	for _, d := range cands {
 		if d == "" {
 			continue
@@ -30,7 +34,10 @@ func tracesDir(t testing.TB) string {
 			return abs
 		}
 	}
-	t.Fatalf("the real Mahimahi drives are missing: set VEER_TRACES to their folder (tried %q; see /work/shared/traces/README.md)", cands)
+	if env == "" {
+		t.Skipf("the real Mahimahi drives are not next to this checkout: set VEER_TRACES to their folder to run this test (tried %q; see docs/sim.md)", cands)
+	}
+	t.Fatalf("the real Mahimahi drives are missing: VEER_TRACES=%q holds no ATT-LTE-driving.down (see docs/sim.md)", env)
 	return ""
 }
 
