@@ -1,24 +1,21 @@
 package control
 
 import (
-	"crypto/ecdsa"
 	"crypto/ed25519"
-	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/base64"
 	"encoding/pem"
 	"errors"
 	"fmt"
 	"io/fs"
-	"math/big"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/veerhq/veer/internal/selfsigned"
 )
 
 // loadOrCreateSigningKey reads the PKCS#8 PEM Ed25519 key at path, or
@@ -109,39 +106,8 @@ func writeNew(path string, data []byte) error {
 // selfSigned loads or creates a self-signed certificate in dir for
 // localhost and the loopback addresses.
 func selfSigned(dir string) (tls.Certificate, error) {
-	cert, key := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
-	if c, err := tls.LoadX509KeyPair(cert, key); err == nil {
-		return c, nil
-	}
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	cert, key, _, err := selfsigned.Files(dir, "tls", "veer control", 10*365*24*time.Hour)
 	if err != nil {
-		return tls.Certificate{}, err
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(time.Now().UnixNano()),
-		Subject:      pkix.Name{CommonName: "veer control"},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(10 * 365 * 24 * time.Hour),
-		DNSNames:     []string{"localhost"},
-		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
-		KeyUsage:     x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		IsCA:         true, BasicConstraintsValid: true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &k.PublicKey, k)
-	if err != nil {
-		return tls.Certificate{}, err
-	}
-	kder, err := x509.MarshalECPrivateKey(k)
-	if err != nil {
-		return tls.Certificate{}, err
-	}
-	os.Remove(cert)
-	os.Remove(key)
-	if err := writeNew(cert, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})); err != nil {
-		return tls.Certificate{}, err
-	}
-	if err := writeNew(key, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder})); err != nil {
 		return tls.Certificate{}, err
 	}
 	return tls.LoadX509KeyPair(cert, key)

@@ -1,21 +1,14 @@
 package gateway
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
 	"log/slog"
-	"math/big"
-	"net"
 	"os"
-	"path/filepath"
 	"sync"
 	"time"
+
+	"github.com/veerhq/veer/internal/selfsigned"
 )
 
 // certCheckEvery bounds how often the certificate files are looked at.
@@ -76,45 +69,16 @@ func (s *certStore) get(*tls.ClientHelloInfo) (*tls.Certificate, error) {
 }
 
 // selfSigned returns the paths of a self-signed certificate for localhost
-// in dir, generating it on first use.
+// in dir, generating it on first use, and says so in the log.
 func selfSigned(dir string, log *slog.Logger) (certFile, keyFile string, err error) {
-	certFile, keyFile = filepath.Join(dir, "selfsigned.crt"), filepath.Join(dir, "selfsigned.key")
-	if _, err := tls.LoadX509KeyPair(certFile, keyFile); err == nil {
-		log.Warn("no certificate configured: using the self-signed one in the data dir", "cert_file", certFile)
-		return certFile, keyFile, nil
-	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	certFile, keyFile, created, err := selfsigned.Files(dir, "selfsigned", "veer gateway self-signed", 365*24*time.Hour)
+	if err != nil {
 		return "", "", fmt.Errorf("data_dir: %w", err)
 	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return "", "", err
+	if created {
+		log.Warn("no certificate configured: generated a self-signed one in the data dir (clients will not trust it)", "cert_file", certFile)
+	} else {
+		log.Warn("no certificate configured: using the self-signed one in the data dir", "cert_file", certFile)
 	}
-	serial, _ := rand.Int(rand.Reader, big.NewInt(1<<62))
-	tmpl := &x509.Certificate{
-		SerialNumber: serial,
-		Subject:      pkix.Name{CommonName: "veer gateway self-signed"},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().AddDate(1, 0, 0),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		DNSNames:     []string{"localhost"},
-		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		return "", "", err
-	}
-	kb, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		return "", "", err
-	}
-	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), 0o600); err != nil {
-		return "", "", err
-	}
-	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644); err != nil {
-		return "", "", err
-	}
-	log.Warn("no certificate configured: generated a self-signed one in the data dir (clients will not trust it)", "cert_file", certFile)
 	return certFile, keyFile, nil
 }
