@@ -124,7 +124,7 @@ func (s *Shedder) SetCallerTier(who, endpoint, caller string, t tier.Tier) tier.
 	} else {
 		delete(s.overrides, k)
 	}
-	s.pol.Store(compile(&s.file, s.overrides))
+	s.publishLocked()
 	s.log.Info("shed: criticality changed", "who", who, "endpoint", endpoint, "caller", caller, "from", old.String(), "to", t.String())
 	return old
 }

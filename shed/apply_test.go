@@ -1,6 +1,7 @@
 package shed
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"strings"
@@ -56,5 +57,33 @@ func TestApplyRejectsWhatCannotChange(t *testing.T) {
 				t.Fatalf("refused Apply changed the default tier to %v", got)
 			}
 		})
+	}
+}
+
+// An Apply that lowers an endpoint's limit is in force for the next
+// request, also on an idle stage (whose tick, which also picks up a new
+// policy, runs only while requests queue).
+func TestApplyLimitReachesIdleStage(t *testing.T) {
+	s, _ := newShedder(t, Config{Limit: LimitConfig{Static: 100}})
+	tk, err := s.Acquire(context.Background(), "e", tier.Critical) // the stage exists, idle
+	if err != nil {
+		t.Fatal(err)
+	}
+	tk.Release()
+	if err := s.Apply(Config{Limit: LimitConfig{Static: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	first, err := s.Acquire(context.Background(), "e", tier.Critical)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Release()
+	// The slot is taken: a second request must wait, and with its context
+	// already done it is refused instead of admitted over the limit.
+	done, cancel := context.WithCancel(context.Background())
+	cancel()
+	if second, err := s.Acquire(done, "e", tier.Critical); err == nil {
+		second.Release()
+		t.Fatal("a second request was admitted over the limit of 1 the Apply set")
 	}
 }

@@ -95,8 +95,18 @@ func (s *Shedder) Apply(c Config) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.file = c
-	s.pol.Store(compile(&s.file, s.overrides))
+	s.publishLocked()
 	return nil
+}
+
+// publishLocked compiles the file config and the admin overrides into the
+// policy the request path reads, and puts it into force in every stage.
+func (s *Shedder) publishLocked() {
+	p := compile(&s.file, s.overrides)
+	s.pol.Store(p)
+	for _, st := range *s.stages.Load() {
+		st.configure(p)
+	}
 }
 
 // errFixed is the reason Apply gives for a field it cannot change.

@@ -113,10 +113,7 @@ func (st *stage) tickLocked(now time.Time, p *policy) {
 			d.Backlogged()
 		}
 	}
-	if p != st.lastPol {
-		st.lim.SetConfig(p.limitFor(st.name))
-		st.lastPol = p
-	}
+	st.configureLocked(p)
 	w := window{Count: st.rttN.Load(), Sum: time.Duration(st.rttSum.Load()), MaxInflight: st.maxInflight.Load(), Saturated: up, Queued: st.waited, Waiting: st.queued.Load()}
 	if st.lim.Update(w) {
 		st.rttN.Add(-w.Count)
@@ -203,5 +200,22 @@ func (st *stage) close() {
 	if st.armed && st.timer != nil {
 		st.timer.Stop()
 		st.armed = false
+	}
+}
+
+// configure puts p's limit for this endpoint into force at once: a reload
+// or an admin change takes effect on an idle stage too, not at its next
+// tick (which runs only while requests queue).
+func (st *stage) configure(p *policy) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.configureLocked(p)
+	st.limit.Store(int64(st.lim.Limit()))
+}
+
+func (st *stage) configureLocked(p *policy) {
+	if p != st.lastPol {
+		st.lim.SetConfig(p.limitFor(st.name))
+		st.lastPol = p
 	}
 }
