@@ -46,7 +46,7 @@ func TestFiles(t *testing.T) {
 			t.Errorf("%s: %v", name, err)
 		}
 	}
-	if d := leaf.NotAfter.Sub(time.Now()); d > time.Hour || d < 50*time.Minute {
+	if d := time.Until(leaf.NotAfter); d > time.Hour || d < 50*time.Minute {
 		t.Errorf("valid for %v more, want about an hour", d)
 	}
 
