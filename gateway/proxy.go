@@ -28,12 +28,6 @@ func (g *Gateway) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	rec := &recorder{ResponseWriter: w}
 	st := &reqState{snap: t}
 	defer func() { g.finish(rec, r, st, start) }()
-	if err := checkFraming(r); err != nil {
-		g.m.rejected.WithLabelValues("framing").Inc()
-		rec.Header().Set("Connection", "close")
-		http.Error(rec, err.Error(), http.StatusBadRequest)
-		return
-	}
 	rt := t.match(r.Host, r.URL.Path)
 	if rt == nil {
 		http.Error(rec, "no route", http.StatusNotFound)
@@ -79,21 +73,6 @@ func (g *Gateway) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	st.idempotent = retry.Idempotent(r.Method, r.Header)
 	g.proxy.ServeHTTP(rec, r.WithContext(context.WithValue(r.Context(), stateKey{}, st)))
-}
-
-// checkFraming rejects what net/http lets through but a proxy must not
-// pass on: a Transfer-Encoding other than chunked reaches here only on
-// HTTP/1.0-style requests; and a request naming both Transfer-Encoding and
-// Content-Length was rewritten by net/http (Content-Length dropped). Such
-// requests are request-smuggling attempts.
-func checkFraming(r *http.Request) error {
-	if len(r.TransferEncoding) > 0 && r.ProtoMajor == 1 && len(r.Header.Values("Content-Length")) > 0 {
-		return errors.New("both Transfer-Encoding and Content-Length")
-	}
-	if len(r.Header.Values("Content-Length")) > 1 {
-		return errors.New("duplicate Content-Length")
-	}
-	return nil
 }
 
 // bufferBody reads a body of at most max bytes so that it can be replayed.

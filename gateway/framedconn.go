@@ -1,0 +1,208 @@
+package gateway
+
+import (
+	"crypto/tls"
+	"errors"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// refusedHead is what net/http is handed instead of a request whose
+// framing is ambiguous: two different Content-Length values, which it
+// answers with "400 Bad Request" and a closed connection. It comes after
+// every earlier pipelined request, so their responses go out first.
+const refusedHead = "GET / HTTP/1.1\r\nHost: refused\r\nContent-Length: 0\r\nContent-Length: 1\r\n\r\n"
+
+// framedConn is a client connection whose HTTP/1.x request stream is
+// checked by a framer before net/http reads it. An idle connection holds
+// no buffer: bytes are held only while a head or a trailer section is
+// incomplete. A read that fails with a timeout (net/http's read deadlines,
+// its abortPendingRead) keeps what is held for the next one.
+type framedConn struct {
+	net.Conn
+	f        framer
+	buf      []byte // holding buffer, nil when nothing is held
+	lo, hi   int    // held bytes are buf[lo:hi]
+	ok       int    // of which buf[lo:lo+ok] are approved
+	err      error  // returned once nothing is held any more
+	refusal  string // handed to net/http after the approved bytes
+	end      bool   // after the approved bytes and the refusal: io.EOF
+	onRefuse func(c net.Conn, why string)
+	refused  atomic.Bool // Close lingers once after a refusal
+}
+
+// framedTLSConn is a framedConn over TLS: net/http sets Request.TLS from
+// ConnectionState for a connection that is not a *tls.Conn.
+type framedTLSConn struct {
+	*framedConn
+	tc *tls.Conn
+}
+
+func (c framedTLSConn) ConnectionState() tls.ConnectionState { return c.tc.ConnectionState() }
+
+func newFramedConn(c net.Conn, maxHeaderBytes int, onRefuse func(net.Conn, string)) *framedConn {
+	return &framedConn{Conn: c, f: newFramer(maxHeaderBytes), onRefuse: onRefuse}
+}
+
+// heldSize is the first holding buffer's size; heldPool recycles them.
+const heldSize = 4096
+
+var heldPool = sync.Pool{New: func() any { b := make([]byte, heldSize); return &b }}
+
+func (c *framedConn) Read(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	for {
+		switch {
+		case c.ok > 0:
+			n := copy(p, c.buf[c.lo:c.lo+c.ok])
+			c.lo += n
+			c.ok -= n
+			if c.lo == c.hi {
+				c.release()
+			}
+			return n, nil
+		case c.refusal != "":
+			n := copy(p, c.refusal)
+			c.refusal = c.refusal[n:]
+			return n, nil
+		case c.err != nil && c.lo == c.hi:
+			return 0, c.err
+		case c.end:
+			return 0, io.EOF
+		case c.lo == c.hi:
+			if c.f.open() {
+				return c.Conn.Read(p)
+			}
+			n, err := c.Conn.Read(p)
+			a := 0
+			if n > 0 {
+				a = c.scan(p[:n])
+			}
+			if err != nil && !c.timeout(err) {
+				c.ok, c.err = c.hi-c.lo, err // the stream ended: deliver the rest as it is
+			}
+			if a > 0 {
+				return a, nil
+			}
+			if err != nil && c.ok == 0 {
+				return 0, err
+			}
+		default: // a section is partial: read more behind it
+			if c.lo > 0 {
+				c.hi = copy(c.buf, c.buf[c.lo:c.hi])
+				c.lo = 0
+			}
+			if c.hi == len(c.buf) {
+				c.buf = append(c.buf, make([]byte, len(c.buf))...)
+			}
+			n, err := c.Conn.Read(c.buf[c.hi:])
+			c.hi += n
+			if n > 0 {
+				c.scanHeld()
+			}
+			if err != nil && c.ok == 0 {
+				if c.timeout(err) {
+					return 0, err // held bytes stay
+				}
+				c.ok, c.err = c.hi-c.lo, err
+			}
+		}
+	}
+}
+
+func (c *framedConn) timeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// scan runs the framer over b, freshly read into the caller's buffer, and
+// returns how many bytes at its start are approved; a partial section at
+// its end is copied into the holding buffer.
+func (c *framedConn) scan(b []byte) int {
+	n, r := c.f.advance(b)
+	switch r {
+	case fHold:
+		c.hold(b[n:])
+	case fRefuse:
+		c.refuse()
+	case fMalformed:
+		c.end = true
+	}
+	return n
+}
+
+// scanHeld runs the framer over the held bytes, which start a section.
+func (c *framedConn) scanHeld() {
+	n, r := c.f.advance(c.buf[c.lo:c.hi])
+	c.ok = n
+	switch r {
+	case fOK, fMalformed:
+		c.ok = c.hi - c.lo
+		c.end = r == fMalformed
+	case fRefuse:
+		c.hi = c.lo + n
+		if n == 0 {
+			c.release()
+		}
+		c.refuse()
+	}
+}
+
+func (c *framedConn) hold(b []byte) {
+	if len(b) <= heldSize {
+		c.buf = *heldPool.Get().(*[]byte)
+	} else {
+		c.buf = make([]byte, 2*len(b))
+	}
+	c.lo, c.hi, c.ok = 0, copy(c.buf, b), 0
+}
+
+func (c *framedConn) refuse() {
+	c.refusal, c.end = refusedHead, true
+	c.refused.Store(true)
+	if c.onRefuse != nil {
+		c.onRefuse(c, c.f.why)
+	}
+}
+
+func (c *framedConn) release() {
+	if len(c.buf) == heldSize {
+		b := c.buf
+		heldPool.Put(&b)
+	}
+	c.buf, c.lo, c.hi, c.ok = nil, 0, 0, 0
+}
+
+// CloseWrite keeps net/http's closeWriteAndWait working through the
+// wrapper.
+func (c *framedConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
+}
+
+// Close closes the connection. After a refusal, the client may still be
+// sending what followed the refused head; closing with unread bytes makes
+// the kernel send a reset that can destroy the 400 in flight, so the
+// connection is half-closed and drained briefly first (as net/http does
+// after a 431).
+func (c *framedConn) Close() error {
+	if !c.refused.CompareAndSwap(true, false) {
+		return c.Conn.Close()
+	}
+	_ = c.CloseWrite()
+	go func() {
+		_ = c.Conn.SetReadDeadline(time.Now().Add(lingerAfterRefusal))
+		_, _ = io.CopyN(io.Discard, c.Conn, 256<<10)
+		_ = c.Conn.Close()
+	}()
+	return nil
+}
+
+const lingerAfterRefusal = 500 * time.Millisecond
