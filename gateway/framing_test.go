@@ -323,4 +323,3 @@ func lastOr(s []int, d int) int {
 	}
 	return s[len(s)-1]
 }
-
