@@ -8,58 +8,62 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"sync"
 	"time"
 )
 
-// framedListener hands out framedConns: the plain listener (HTTP/1.1 and
-// prior-knowledge h2c, whose preface the framer lets through).
-type framedListener struct {
-	net.Listener
-	maxHeaderBytes int
-	onRefuse       func(net.Conn, string)
-}
-
-func (l *framedListener) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if err != nil {
-		return nil, err
-	}
-	return newFramedConn(c, l.maxHeaderBytes, l.onRefuse), nil
-}
-
-// tlsListener terminates TLS before net/http sees a connection, so that
-// HTTP/1.1 connections can be framed while HTTP/2 ones stay *tls.Conn
-// (net/http serves HTTP/2, and sets Request.TLS, only on a *tls.Conn).
-// Each handshake runs on a goroutine of its own, bounded by timeout, never
-// on the accepting one; Accept returns connections whose handshake is
-// done: a *tls.Conn that negotiated h2, a framedTLSConn otherwise.
-type tlsListener struct {
+// connListener sits between the TCP listener and net/http. It wraps each
+// HTTP/1.x connection in a framedConn (request smuggling refused, see
+// framing.go), terminates TLS itself when conf is set, and parks idle
+// keep-alive connections.
+//
+// TLS: net/http serves HTTP/2, and sets Request.TLS, only on a *tls.Conn,
+// so the handshake happens here, on a goroutine of its own bounded by
+// timeout (never on the accepting one); a connection that negotiated h2
+// is handed over as the *tls.Conn, any other as a framedTLSConn.
+//
+// Parking: net/http keeps a goroutine and 8 KiB of read and write buffers
+// for every idle keep-alive connection. A connection idle for parkAfter is
+// taken back from net/http (which ends its goroutine and pools its
+// buffers); a small goroutine waits, without a buffer, until the client
+// sends again (or net/http's idle deadline passes, or the listener
+// closes), and Accept hands the connection to net/http once more.
+type connListener struct {
 	inner          net.Listener
-	conf           *tls.Config
+	conf           *tls.Config // nil: plain HTTP/1.1 and h2c
 	timeout        time.Duration
 	maxHeaderBytes int
 	onRefuse       func(net.Conn, string)
+	parkAfter      time.Duration // 0: never park
 	log            *slog.Logger
 
-	ready chan net.Conn
-	errc  chan error
-	done  chan struct{}
-	once  sync.Once
-	wg    sync.WaitGroup
-	mu    sync.Mutex
-	shake map[net.Conn]struct{} // in handshake; closed by Close
+	ready   chan net.Conn
+	errc    chan error
+	done    chan struct{}
+	once    sync.Once
+	wg      sync.WaitGroup
+	mu      sync.Mutex
+	pending map[net.Conn]struct{} // in a handshake or parked: closed by Close
+	onPark  func()                // tests: a connection was parked (called under mu)
 }
 
-func newTLSListener(inner net.Listener, conf *tls.Config, timeout time.Duration, maxHeaderBytes int, onRefuse func(net.Conn, string), log *slog.Logger) *tlsListener {
-	l := &tlsListener{inner: inner, conf: conf, timeout: timeout, maxHeaderBytes: maxHeaderBytes, onRefuse: onRefuse, log: log,
-		ready: make(chan net.Conn), errc: make(chan error), done: make(chan struct{}), shake: map[net.Conn]struct{}{}}
+// parkIdleAfter is how long a keep-alive connection stays with net/http
+// after a response before it is parked.
+const parkIdleAfter = 250 * time.Millisecond
+
+func newConnListener(inner net.Listener, conf *tls.Config, timeout time.Duration, maxHeaderBytes int, onRefuse func(net.Conn, string), log *slog.Logger) *connListener {
+	l := &connListener{inner: inner, conf: conf, timeout: timeout, maxHeaderBytes: maxHeaderBytes, onRefuse: onRefuse, log: log,
+		ready: make(chan net.Conn), errc: make(chan error), done: make(chan struct{}), pending: map[net.Conn]struct{}{}}
+	if parkSupported {
+		l.parkAfter = parkIdleAfter
+	}
 	l.wg.Add(1)
 	go l.acceptLoop()
 	return l
 }
 
-func (l *tlsListener) acceptLoop() {
+func (l *connListener) acceptLoop() {
 	defer l.wg.Done()
 	for {
 		c, err := l.inner.Accept()
@@ -69,41 +73,70 @@ func (l *tlsListener) acceptLoop() {
 			case <-l.done:
 				return
 			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				continue
-			}
 			if errors.Is(err, net.ErrClosed) {
 				return
 			}
 			continue
 		}
-		l.mu.Lock()
-		select {
-		case <-l.done:
-			l.mu.Unlock()
+		if l.conf == nil {
+			l.deliver(l.frame(c, c, nil))
+			continue
+		}
+		if !l.track(c) {
 			_ = c.Close()
 			return
-		default:
 		}
-		l.shake[c] = struct{}{}
-		l.wg.Add(1)
-		l.mu.Unlock()
 		go l.handshake(c)
 	}
 }
 
-func (l *tlsListener) handshake(raw net.Conn) {
-	defer l.wg.Done()
+// track registers c to be closed by Close; false once closed.
+func (l *connListener) track(c net.Conn) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	select {
+	case <-l.done:
+		return false
+	default:
+	}
+	l.pending[c] = struct{}{}
+	l.wg.Add(1)
+	return true
+}
+
+func (l *connListener) untrack(c net.Conn) {
+	l.mu.Lock()
+	delete(l.pending, c)
+	l.mu.Unlock()
+	l.wg.Done()
+}
+
+func (l *connListener) frame(c, raw net.Conn, tc *tls.Conn) net.Conn {
+	fc := newFramedConn(c, l.maxHeaderBytes, l.onRefuse)
+	fc.raw, fc.home = raw, l
+	fc.outer = fc
+	if tc != nil {
+		fc.outer = framedTLSConn{fc, tc}
+	}
+	return fc.outer
+}
+
+// deliver hands c to Accept, or closes it once the listener is closed.
+func (l *connListener) deliver(c net.Conn) {
+	select {
+	case l.ready <- c:
+	case <-l.done:
+		_ = c.Close()
+	}
+}
+
+func (l *connListener) handshake(raw net.Conn) {
+	defer l.untrack(raw)
 	tc := tls.Server(raw, l.conf)
 	if l.timeout > 0 {
 		_ = raw.SetDeadline(time.Now().Add(l.timeout))
 	}
-	err := tc.HandshakeContext(context.Background())
-	l.mu.Lock()
-	delete(l.shake, raw)
-	l.mu.Unlock()
-	if err != nil {
+	if err := tc.HandshakeContext(context.Background()); err != nil {
 		var re tls.RecordHeaderError
 		if errors.As(err, &re) && re.Conn != nil && looksLikeHTTP(re.RecordHeader[:]) {
 			_, _ = io.WriteString(re.Conn, "HTTP/1.0 400 Bad Request\r\n\r\nClient sent an HTTP request to an HTTPS server.\n")
@@ -113,15 +146,32 @@ func (l *tlsListener) handshake(raw net.Conn) {
 		return
 	}
 	_ = raw.SetDeadline(time.Time{})
-	var c net.Conn = tc
-	if tc.ConnectionState().NegotiatedProtocol != "h2" {
-		c = framedTLSConn{newFramedConn(tc, l.maxHeaderBytes, l.onRefuse), tc}
+	if tc.ConnectionState().NegotiatedProtocol == "h2" {
+		l.deliver(tc)
+		return
 	}
-	select {
-	case l.ready <- c:
-	case <-l.done:
-		_ = c.Close()
+	l.deliver(l.frame(tc, raw, tc))
+}
+
+// park takes c back from net/http until the client sends again.
+func (l *connListener) park(c *framedConn) {
+	if !l.track(c.raw) {
+		_ = c.Conn.Close()
+		return
 	}
+	l.mu.Lock()
+	if l.onPark != nil {
+		l.onPark()
+	}
+	l.mu.Unlock()
+	go func() {
+		defer l.untrack(c.raw)
+		if err := waitReadable(c.raw, c.readDeadline()); err != nil {
+			_ = c.Conn.Close() // idle deadline, client gone, or the listener closed
+			return
+		}
+		l.deliver(c.outer)
+	}()
 }
 
 func looksLikeHTTP(hdr []byte) bool {
@@ -133,7 +183,7 @@ func looksLikeHTTP(hdr []byte) bool {
 	return false
 }
 
-func (l *tlsListener) Accept() (net.Conn, error) {
+func (l *connListener) Accept() (net.Conn, error) {
 	select {
 	case c := <-l.ready:
 		return c, nil
@@ -144,14 +194,14 @@ func (l *tlsListener) Accept() (net.Conn, error) {
 	}
 }
 
-// Close stops accepting, aborts the handshakes in progress and waits for
-// the listener's goroutines.
-func (l *tlsListener) Close() error {
+// Close stops accepting, closes the connections in a handshake or parked,
+// and waits for the listener's goroutines.
+func (l *connListener) Close() error {
 	var err error
 	l.once.Do(func() {
 		l.mu.Lock()
 		close(l.done)
-		for c := range l.shake {
+		for c := range l.pending {
 			_ = c.Close()
 		}
 		l.mu.Unlock()
@@ -161,7 +211,20 @@ func (l *tlsListener) Close() error {
 	return err
 }
 
-func (l *tlsListener) Addr() net.Addr { return l.inner.Addr() }
+func (l *connListener) Addr() net.Addr { return l.inner.Addr() }
+
+// connState tells a framedConn when net/http waits for its next request.
+func connState(c net.Conn, s http.ConnState) {
+	if s != http.StateIdle {
+		return
+	}
+	switch fc := c.(type) {
+	case *framedConn:
+		fc.idle.Store(true)
+	case framedTLSConn:
+		fc.idle.Store(true)
+	}
+}
 
 // handshakeTimeout is net/http's bound for a TLS handshake: the smallest
 // positive of the read-header, read and write timeouts.

@@ -32,6 +32,14 @@ type framedConn struct {
 	end      bool   // after the approved bytes and the refusal: io.EOF
 	onRefuse func(c net.Conn, why string)
 	refused  atomic.Bool // Close lingers once after a refusal
+
+	// parking (see connListener); home is nil when the conn does not park
+	home    *connListener
+	raw     net.Conn     // the TCP connection (under TLS)
+	outer   net.Conn     // what net/http is handed: this, or a framedTLSConn
+	idle    atomic.Bool  // net/http waits for the next request (ConnState idle)
+	parking atomic.Bool  // Read told net/http the connection ended: Close parks it
+	rd      atomic.Int64 // the read deadline net/http set, unix ns (0: none)
 }
 
 // framedTLSConn is a framedConn over TLS: net/http sets Request.TLS from
@@ -56,6 +64,11 @@ func (c *framedConn) Read(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
+	if len(p) == 1 {
+		// net/http's background read while a handler runs (or a read at
+		// the end of its header limit): never the wait for a request
+		c.idle.Store(false)
+	}
 	for {
 		switch {
 		case c.ok > 0:
@@ -78,7 +91,16 @@ func (c *framedConn) Read(p []byte) (int, error) {
 			if c.f.open() {
 				return c.Conn.Read(p)
 			}
-			n, err := c.Conn.Read(p)
+			var n int
+			var err error
+			if len(p) > 1 && c.idle.Swap(false) && c.home != nil && c.home.parkAfter > 0 && c.f.st == fHead {
+				if n, err = c.tlsBuffered(p); n == 0 && err == nil && c.waitOrPark() {
+					return 0, io.EOF
+				}
+			}
+			if n == 0 && err == nil {
+				n, err = c.Conn.Read(p)
+			}
 			a := 0
 			if n > 0 {
 				a = c.scan(p[:n])
@@ -113,6 +135,69 @@ func (c *framedConn) Read(p []byte) (int, error) {
 			}
 		}
 	}
+}
+
+// waitOrPark runs when net/http waits for the next request on a
+// keep-alive connection: it waits up to parkAfter for the client to send,
+// without reading; true if nothing came (the caller then ends the stream
+// for net/http, and Close parks the connection).
+func (c *framedConn) waitOrPark() bool {
+	dl := c.readDeadline()
+	grace := time.Now().Add(c.home.parkAfter)
+	if !dl.IsZero() && dl.Before(grace) {
+		return false
+	}
+	err := waitReadable(c.raw, grace)
+	_ = c.Conn.SetReadDeadline(dl)
+	if err == nil || !c.timeout(err) {
+		return false
+	}
+	c.parking.Store(true)
+	return true
+}
+
+// tlsBuffered returns what the TLS layer already holds (bytes the client
+// sent together with the previous request), without waiting for the
+// socket. A timeout error means there was nothing.
+func (c *framedConn) tlsBuffered(p []byte) (int, error) {
+	tc, ok := c.Conn.(*tls.Conn)
+	if !ok {
+		return 0, nil
+	}
+	_ = tc.SetReadDeadline(time.Unix(1, 0)) // passed: only what is buffered
+	n, err := tc.Read(p)
+	_ = tc.SetReadDeadline(c.readDeadline())
+	if err != nil && c.timeout(err) {
+		err = nil
+	}
+	return n, err
+}
+
+// SetReadDeadline records the deadline net/http sets (the idle timeout
+// carries over to a parked connection).
+func (c *framedConn) SetReadDeadline(t time.Time) error {
+	c.setRD(t)
+	return c.Conn.SetReadDeadline(t)
+}
+
+func (c *framedConn) SetDeadline(t time.Time) error {
+	c.setRD(t)
+	return c.Conn.SetDeadline(t)
+}
+
+func (c *framedConn) setRD(t time.Time) {
+	var ns int64
+	if !t.IsZero() {
+		ns = t.UnixNano()
+	}
+	c.rd.Store(ns)
+}
+
+func (c *framedConn) readDeadline() time.Time {
+	if ns := c.rd.Load(); ns != 0 {
+		return time.Unix(0, ns)
+	}
+	return time.Time{}
 }
 
 func (c *framedConn) timeout(err error) bool {
@@ -193,6 +278,10 @@ func (c *framedConn) CloseWrite() error {
 // connection is half-closed and drained briefly first (as net/http does
 // after a 431).
 func (c *framedConn) Close() error {
+	if c.parking.CompareAndSwap(true, false) {
+		c.home.park(c)
+		return nil
+	}
 	if !c.refused.CompareAndSwap(true, false) {
 		return c.Conn.Close()
 	}

@@ -31,6 +31,7 @@ type servers struct {
 	plain   *http.Server
 	admin   *http.Server
 	h3      HTTP3Server
+	lns     []*connListener // TLS, plain
 	addrs   Addrs
 	errc    chan error
 	started bool
@@ -66,7 +67,7 @@ func (g *Gateway) Start() error {
 	mk := func(h http.Handler) *http.Server {
 		return &http.Server{Handler: h, ReadHeaderTimeout: l.ReadHeaderTimeout, ReadTimeout: l.ReadTimeout,
 			WriteTimeout: l.WriteTimeout, IdleTimeout: l.IdleTimeout, MaxHeaderBytes: l.MaxHeaderBytes,
-			ErrorLog: newServerLog(g.log)}
+			ErrorLog: newServerLog(g.log), ConnState: connState}
 	}
 	serve := func(srv *http.Server, ln net.Listener) {
 		go func() {
@@ -114,8 +115,9 @@ func (g *Gateway) Start() error {
 		srv := mk(h)
 		srv.TLSConfig = tlsConf
 		s.https = srv
-		serve(srv, newTLSListener(ln, tlsConf, handshakeTimeout(l.ReadHeaderTimeout, l.ReadTimeout, l.WriteTimeout),
-			maxHeader, g.refusedFraming, g.log))
+		cl := newConnListener(ln, tlsConf, handshakeTimeout(l.ReadHeaderTimeout, l.ReadTimeout, l.WriteTimeout), maxHeader, g.refusedFraming, g.log)
+		s.lns = append(s.lns, cl)
+		serve(srv, cl)
 	}
 	if l.Plain != "" {
 		ln, err := net.Listen("tcp", l.Plain)
@@ -130,7 +132,9 @@ func (g *Gateway) Start() error {
 		p.SetUnencryptedHTTP2(true)
 		srv.Protocols = p
 		s.plain = srv
-		serve(srv, &framedListener{Listener: ln, maxHeaderBytes: maxHeader, onRefuse: g.refusedFraming})
+		cl := newConnListener(ln, nil, 0, maxHeader, g.refusedFraming, g.log)
+		s.lns = append(s.lns, cl)
+		serve(srv, cl)
 	}
 	if c.Admin.Addr != "" {
 		ln, err := net.Listen("tcp", c.Admin.Addr)
