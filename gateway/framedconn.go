@@ -93,13 +93,15 @@ func (c *framedConn) Read(p []byte) (int, error) {
 			}
 			var n int
 			var err error
+			park := false
 			if len(p) > 1 && c.idle.Swap(false) && c.home != nil && c.home.parkAfter > 0 && c.f.st == fHead {
-				if n, err = c.tlsBuffered(p); n == 0 && err == nil && c.waitOrPark() {
-					return 0, io.EOF
-				}
-			}
-			if n == 0 && err == nil {
+				n, err, park = c.graceRead(p)
+			} else {
 				n, err = c.Conn.Read(p)
+			}
+			if park {
+				c.parking.Store(true)
+				return 0, io.EOF
 			}
 			a := 0
 			if n > 0 {
@@ -137,40 +139,25 @@ func (c *framedConn) Read(p []byte) (int, error) {
 	}
 }
 
-// waitOrPark runs when net/http waits for the next request on a
-// keep-alive connection: it waits up to parkAfter for the client to send,
-// without reading; true if nothing came (the caller then ends the stream
-// for net/http, and Close parks the connection).
-func (c *framedConn) waitOrPark() bool {
+// graceRead is the read while net/http waits for the next request on a
+// keep-alive connection: it waits up to parkAfter; park is true if
+// nothing came (the caller then ends the stream for net/http, and Close
+// parks the connection). A timeout leaves the connection intact (also
+// under TLS).
+func (c *framedConn) graceRead(p []byte) (n int, err error, park bool) {
 	dl := c.readDeadline()
 	grace := time.Now().Add(c.home.parkAfter)
 	if !dl.IsZero() && dl.Before(grace) {
-		return false
+		n, err = c.Conn.Read(p)
+		return n, err, false
 	}
-	err := waitReadable(c.raw, grace)
+	_ = c.Conn.SetReadDeadline(grace)
+	n, err = c.Conn.Read(p)
 	_ = c.Conn.SetReadDeadline(dl)
-	if err == nil || !c.timeout(err) {
-		return false
+	if n == 0 && err != nil && c.timeout(err) {
+		return 0, nil, true
 	}
-	c.parking.Store(true)
-	return true
-}
-
-// tlsBuffered returns what the TLS layer already holds (bytes the client
-// sent together with the previous request), without waiting for the
-// socket. A timeout error means there was nothing.
-func (c *framedConn) tlsBuffered(p []byte) (int, error) {
-	tc, ok := c.Conn.(*tls.Conn)
-	if !ok {
-		return 0, nil
-	}
-	_ = tc.SetReadDeadline(time.Unix(1, 0)) // passed: only what is buffered
-	n, err := tc.Read(p)
-	_ = tc.SetReadDeadline(c.readDeadline())
-	if err != nil && c.timeout(err) {
-		err = nil
-	}
-	return n, err
+	return n, err, false
 }
 
 // SetReadDeadline records the deadline net/http sets (the idle timeout

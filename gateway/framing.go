@@ -18,9 +18,9 @@ import (
 // smuggling set-up (RFC 9112 §11.2).
 //
 // The framer holds no bytes: advance is handed the stream in pieces and
-// says how many bytes are approved. A head (and a trailer section) is
-// approved only once it is complete, so the caller holds those bytes back
-// meanwhile; everything else streams. The rules mirror net/http 1.26:
+// says how many are approved. A head (and a trailer section) is approved
+// only once complete, so the caller holds it back meanwhile; everything
+// else streams. The rules mirror net/http 1.26 (FuzzFraming checks them):
 // lines end in LF with an optional CR before it, a line starting with a
 // space or tab continues the previous field, field names compare without
 // case, up to four CR/LF bytes after a POST are skipped, chunk lines must
@@ -144,8 +144,7 @@ func (f *framer) advance(b []byte) (n int, r fresult) {
 	return n, fOK
 }
 
-// end completes a request: the next byte starts a head.
-func (f *framer) end() {
+func (f *framer) end() { // a request is complete: the next byte starts a head
 	f.st, f.sec, f.lastPOST = fHead, 0, f.post
 	if f.onEnd != nil {
 		f.onEnd(f.approved)
@@ -385,10 +384,7 @@ func (f *framer) head(h []byte, skip int) (int, fresult) {
 	return len(h), fOK
 }
 
-func (f *framer) malformed(n int) (int, fresult) {
-	f.st = fDead
-	return n, fMalformed
-}
+func (f *framer) malformed(n int) (int, fresult) { f.st = fDead; return n, fMalformed }
 
 func (f *framer) refuse(why string) (int, fresult) {
 	f.st, f.why = fDead, why

@@ -133,9 +133,6 @@ func FuzzFraming(f *testing.F) {
 	} {
 		f.Add([]byte(s), []byte{0, 5, 200, 3})
 	}
-	if testing.Short() {
-		f.Skip("differential fuzzing: seed corpus only without -short")
-	}
 	f.Fuzz(func(t *testing.T, stream, pattern []byte) {
 		ref := referenceBoundaries(stream)
 		var ends []int
