@@ -213,16 +213,24 @@ func (l *connListener) Close() error {
 
 func (l *connListener) Addr() net.Addr { return l.inner.Addr() }
 
-// connState tells a framedConn when net/http waits for its next request.
+// connState tells a framedConn when net/http waits for its next request
+// and when it hijacked the connection.
 func connState(c net.Conn, s http.ConnState) {
-	if s != http.StateIdle {
+	var fc *framedConn
+	switch t := c.(type) {
+	case *framedConn:
+		fc = t
+	case framedTLSConn:
+		fc = t.framedConn
+	default:
 		return
 	}
-	switch fc := c.(type) {
-	case *framedConn:
+	switch s {
+	case http.StateIdle:
+		fc.settle(false)
 		fc.idle.Store(true)
-	case framedTLSConn:
-		fc.idle.Store(true)
+	case http.StateHijacked:
+		fc.settle(true)
 	}
 }
 

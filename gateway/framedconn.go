@@ -87,6 +87,10 @@ func (c *framedConn) Read(p []byte) (int, error) {
 			return 0, c.err
 		case c.end:
 			return 0, io.EOF
+		case c.f.st == fAwait:
+			if err := c.await(); err != nil {
+				return 0, err
+			}
 		case c.lo == c.hi:
 			if c.f.open() {
 				return c.Conn.Read(p)
@@ -135,6 +139,54 @@ func (c *framedConn) Read(p []byte) (int, error) {
 				}
 				c.ok, c.err = c.hi-c.lo, err
 			}
+		}
+	}
+}
+
+// await reads what the client sends after an Upgrade or CONNECT request
+// into the holding buffer and delivers none of it, until net/http either
+// hijacks the connection (it then carries another protocol: open) or
+// waits for the next request (framing resumes on the held bytes); both
+// first abort the pending read, which returns here as a timeout. More
+// than a head's worth meanwhile fails the read.
+func (c *framedConn) await() error {
+	if c.buf == nil {
+		c.hold(nil)
+	}
+	if c.lo > 0 {
+		c.hi = copy(c.buf, c.buf[c.lo:c.hi])
+		c.lo = 0
+	}
+	if c.hi == len(c.buf) {
+		if c.hi >= c.f.maxHead {
+			c.err = errAwaitOverflow
+			return c.err
+		}
+		c.buf = append(c.buf, make([]byte, len(c.buf))...)
+	}
+	n, err := c.Conn.Read(c.buf[c.hi:])
+	c.hi += n
+	if err != nil && !c.timeout(err) {
+		c.release() // the client is gone: nothing it sent is served
+		c.err = err
+	}
+	return err
+}
+
+var errAwaitOverflow = errors.New("gateway: too many bytes before the upgrade was answered")
+
+// settle ends fAwait (on net/http's goroutine, after it aborted the
+// pending read): hijacked, everything after is another protocol;
+// otherwise the held bytes start the next request.
+func (c *framedConn) settle(hijacked bool) {
+	switch {
+	case hijacked:
+		c.f.st = fOpen
+		c.ok = c.hi - c.lo
+	case c.f.st == fAwait:
+		c.f.st, c.f.sec = fHead, 0
+		if c.lo < c.hi {
+			c.scanHeld()
 		}
 	}
 }

@@ -38,6 +38,7 @@ type framer struct {
 	lineLen  int   // length of the chunk-size line so far
 	excess   int64 // net/http's non-data overhead count for chunked bodies
 	post     bool  // the current request is a POST
+	upgrade  bool  // the current request asks for another protocol: fAwait after it
 	why      string
 	approved int64 // stream bytes approved so far
 
@@ -57,7 +58,8 @@ const (
 	fChunkCR                   // CR after chunk data
 	fChunkDataLF               // LF after chunk data
 	fTrailer                   // trailer section: held
-	fOpen                      // transparent: upgraded, CONNECT, h2c, or a head too long to follow
+	fAwait                     // after an Upgrade or CONNECT request: nothing delivered until net/http hijacks or reads on
+	fOpen                      // transparent: hijacked, h2c, or a head too long to follow
 	fDead                      // refused or malformed: nothing more is delivered
 )
 
@@ -93,6 +95,8 @@ func (f *framer) advance(b []byte) (n int, r fresult) {
 		case fOpen:
 			f.approved += int64(len(b) - n)
 			return len(b), fOK
+		case fAwait:
+			return n, fHold
 		case fDead:
 			return len(b), fMalformed
 		case fHead, fTrailer:
@@ -146,6 +150,9 @@ func (f *framer) advance(b []byte) (n int, r fresult) {
 
 func (f *framer) end() { // a request is complete: the next byte starts a head
 	f.st, f.sec, f.lastPOST = fHead, 0, f.post
+	if f.upgrade {
+		f.st = fAwait
+	}
 	if f.onEnd != nil {
 		f.onEnd(f.approved)
 	}
@@ -362,10 +369,7 @@ func (f *framer) head(h []byte, skip int) (int, fresult) {
 		return f.refuse("Transfer-Encoding on HTTP/1.0")
 	}
 	f.post = string(method) == "POST"
-	if upgrade || string(method) == "CONNECT" {
-		f.st = fOpen // the bytes after it belong to another protocol
-		return len(h), fOK
-	}
+	f.upgrade = upgrade || string(method) == "CONNECT" // the bytes after it may be another protocol
 	switch {
 	case nTE > 0:
 		if nTE > 1 || !asciiEqualFold(bytes.TrimLeft(te, " \t"), "chunked") {

@@ -35,7 +35,7 @@ func TestFramerSteps(t *testing.T) {
 		{"TE alone on HTTP/1.0", "POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", nil, "refuse", "Transfer-Encoding on HTTP/1.0"},
 		{"folded CL counts once", "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\n \r\n\r\na", []int{51}, "", ""},
 		{"good then smuggled", get + "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\nContent-Length: 4\r\n\r\nabcd", []int{len(get)}, "refuse", "more than one Content-Length"},
-		{"upgrade", "GET / HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\nframes", nil, "open", ""},
+		{"upgrade", "GET / HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\nframes", []int{68}, "await", ""},
 		{"h2c preface", "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", nil, "open", ""},
 		{"bad chunk line", "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", nil, "malformed", ""},
 		{"bare LF chunk line", "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n1\na\r\n0\r\n\r\n", nil, "malformed", ""},
@@ -57,6 +57,8 @@ func TestFramerSteps(t *testing.T) {
 					got = "refuse"
 				case c.f.open():
 					got = "open"
+				case c.f.st == fAwait:
+					got = "await"
 				case c.f.st == fDead:
 					got = "malformed"
 				}
@@ -64,8 +66,11 @@ func TestFramerSteps(t *testing.T) {
 					t.Fatalf("size %d: %q why %q ends %v, want %q why %q ends %v", size, got, why, ends, tc.want, tc.why, tc.ends)
 				}
 				wantOut := tc.in
-				if got == "refuse" {
+				switch got {
+				case "refuse":
 					wantOut = tc.in[:lastOr(tc.ends, 0)] + refusedHead
+				case "await": // the client closed before net/http decided: nothing after is served
+					wantOut = tc.in[:lastOr(tc.ends, 0)]
 				}
 				if got == "malformed" && strings.HasPrefix(wantOut, string(out)) {
 					wantOut = string(out) // the stream ends somewhere after the malformed byte
@@ -154,7 +159,11 @@ func FuzzFraming(f *testing.F) {
 			}
 		case ref.stop == "open":
 			if why != "" || string(out) != string(stream) {
-				t.Fatalf("upgrade/CONNECT/h2c: framer why %q delivered %q", why, out)
+				t.Fatalf("h2c preface: framer why %q delivered %q", why, out)
+			}
+		case ref.stop == "await":
+			if why != "" || string(out) != string(stream[:prefix]) {
+				t.Fatalf("upgrade/CONNECT: framer why %q delivered %q, want the stream up to its end", why, out)
 			}
 		case why != "":
 			// refused where net/http fails anyway: the prefix must be intact
@@ -171,7 +180,7 @@ func FuzzFraming(f *testing.F) {
 
 type boundaries struct {
 	ends []int
-	stop string // "eof", "error", "refuse" (a smuggling shape), "open"
+	stop string // "eof", "error", "refuse" (a smuggling shape), "open" (h2c), "await" (Upgrade, CONNECT)
 }
 
 // referenceBoundaries runs net/http's parser over stream as its server
@@ -211,15 +220,15 @@ func referenceBoundaries(stream []byte) boundaries {
 			b.stop = "refuse"
 			return b
 		}
-		if _, up := req.Header["Upgrade"]; up || req.Method == "CONNECT" {
-			b.stop = "open"
-			return b
-		}
 		if _, err := io.Copy(io.Discard, req.Body); err != nil {
 			b.stop = "error: body: " + err.Error()
 			return b
 		}
 		b.ends = append(b.ends, cr.n-br.Buffered())
+		if _, up := req.Header["Upgrade"]; up || req.Method == "CONNECT" {
+			b.stop = "await" // what follows depends on whether the handler takes the connection over
+			return b
+		}
 		post = req.Method == "POST"
 	}
 }

@@ -138,3 +138,26 @@ func TestValidFramingPasses(t *testing.T) {
 		t.Fatalf("framing rejections counted %v, want 0", n)
 	}
 }
+
+// An Upgrade request the backend does not upgrade leaves the connection in
+// HTTP/1.1, and framing resumes: a smuggling attempt after it is refused.
+// (The bytes after an Upgrade request are held until net/http either
+// hijacks the connection or reads the next request.)
+func TestSmugglingAfterRefusedUpgrade(t *testing.T) {
+	addr, seen, _ := startSmugglingGateway(t)
+	for _, up := range []string{"websocket", "h2c"} {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := readResponses(t, c, "GET /up HTTP/1.1\r\nHost: x\r\nUpgrade: "+up+"\r\nConnection: Upgrade\r\n\r\n"+
+			"POST /second HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nContent-Length: 3\r\n\r\nabc")
+		_ = c.Close()
+		if len(got) != 2 || !strings.HasPrefix(got[0], `200 GET /up ""`) || !strings.HasPrefix(got[1], "400 ") {
+			t.Fatalf("Upgrade: %s: responses %q, want 200 then 400", up, got)
+		}
+	}
+	if p := seen.get(); len(p) != 2 || p[0] != "GET /up " || p[1] != "GET /up " {
+		t.Fatalf("backend saw %q, want only the two upgrade requests", p)
+	}
+}
