@@ -231,18 +231,6 @@ func (f *framer) chunkByte(c byte) bool {
 	return true
 }
 
-func unhex(c byte) (byte, bool) {
-	switch {
-	case '0' <= c && c <= '9':
-		return c - '0', true
-	case 'a' <= c && c <= 'f':
-		return c - 'a' + 10, true
-	case 'A' <= c && c <= 'F':
-		return c - 'A' + 10, true
-	}
-	return 0, false
-}
-
 // section looks for the end of the held head or trailer that b starts
 // with. It returns the bytes approved (the whole section once complete).
 func (f *framer) section(b []byte) (int, fresult) {
@@ -372,7 +360,7 @@ func (f *framer) head(h []byte, skip int) (int, fresult) {
 	f.upgrade = upgrade || string(method) == "CONNECT" // the bytes after it may be another protocol
 	switch {
 	case nTE > 0:
-		if nTE > 1 || !asciiEqualFold(bytes.TrimLeft(te, " \t"), "chunked") {
+		if nTE > 1 || !asciiEqualFold(trimOWS(te, true, false), "chunked") {
 			return f.malformed(len(h)) // 501 from net/http
 		}
 		f.st, f.chunk, f.digits, f.lineLen, f.excess = fChunkSize, 0, 0, 0, 0
@@ -393,60 +381,4 @@ func (f *framer) malformed(n int) (int, fresult) { f.st = fDead; return n, fMalf
 func (f *framer) refuse(why string) (int, fresult) {
 	f.st, f.why = fDead, why
 	return 0, fRefuse
-}
-
-// nextLine returns b's first line without its LF and optional CR.
-func nextLine(b []byte) (line, rest []byte) {
-	i := bytes.IndexByte(b, '\n')
-	if i < 0 {
-		return b, nil
-	}
-	line, rest = b[:i], b[i+1:]
-	if len(line) > 0 && line[len(line)-1] == '\r' {
-		line = line[:len(line)-1]
-	}
-	return line, rest
-}
-
-// nextField returns the next header field with its continuation lines
-// folded in as net/http's textproto does (each joined by one space, each
-// piece trimmed of spaces and tabs); empty at the end of the head.
-func nextField(b []byte) (field, rest []byte) {
-	field, rest = nextLine(b)
-	if len(rest) == 0 || rest[0] != ' ' && rest[0] != '\t' {
-		return bytes.Trim(field, " \t"), rest
-	}
-	folded := append([]byte(nil), bytes.Trim(field, " \t")...)
-	for len(rest) > 0 && (rest[0] == ' ' || rest[0] == '\t') {
-		var cont []byte
-		cont, rest = nextLine(rest)
-		folded = append(append(folded, ' '), bytes.Trim(cont, " \t")...)
-	}
-	return folded, rest
-}
-
-// parseVersion is net/http's ParseHTTPVersion.
-func parseVersion(v []byte) (major, minor int, ok bool) {
-	if len(v) != len("HTTP/X.Y") || string(v[:5]) != "HTTP/" || v[6] != '.' ||
-		v[5] < '0' || v[5] > '9' || v[7] < '0' || v[7] > '9' {
-		return 0, 0, false
-	}
-	return int(v[5] - '0'), int(v[7] - '0'), true
-}
-
-// asciiEqualFold compares b with the lower-case ASCII string s.
-func asciiEqualFold(b []byte, s string) bool {
-	if len(b) != len(s) {
-		return false
-	}
-	for i := range len(b) {
-		c := b[i]
-		if 'A' <= c && c <= 'Z' {
-			c += 'a' - 'A'
-		}
-		if c != s[i] {
-			return false
-		}
-	}
-	return true
 }
