@@ -239,9 +239,12 @@ func (c *framedConn) readDeadline() time.Time {
 	return time.Time{}
 }
 
+// timeout reports a deadline error as net/http tests it (a type
+// assertion: errors.As costs microseconds on this path, taken by every
+// aborted background read).
 func (c *framedConn) timeout(err error) bool {
-	var ne net.Error
-	return errors.As(err, &ne) && ne.Timeout()
+	ne, ok := err.(net.Error)
+	return ok && ne.Timeout()
 }
 
 // scan runs the framer over b, freshly read into the caller's buffer, and
