@@ -15,6 +15,10 @@ declare -A pkgs=(
   [dnsperf]=dnsperf
   [etcd]=etcd-server
   [hey]=hey
+  [nginx]=nginx
+  [haproxy]=haproxy
+  [h2load]=nghttp2-client
+  [curl]=curl
 )
 for cmd in "${!pkgs[@]}"; do
   command -v "$cmd" >/dev/null 2>&1 || need+=("${pkgs[$cmd]}")
