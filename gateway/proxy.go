@@ -162,6 +162,7 @@ func newReverseProxy(g *Gateway) *httputil.ReverseProxy {
 			pr.Out.Header["X-Forwarded-For"] = pr.In.Header["X-Forwarded-For"]
 			pr.SetXForwarded()
 			appendForwarded(pr.Out, pr.In)
+			pr.Out.Header.Add("Via", via(pr.In))
 			rnd := g.rng()
 			st.hop = propagateTrace(pr.In, pr.Out, rnd, g.opts.SampleNewTraces)
 			g.rngs.Put(rnd)
@@ -210,6 +211,20 @@ func appendForwarded(out, in *http.Request) {
 		el = strings.Join(prev, ", ") + ", " + el
 	}
 	out.Header.Set("Forwarded", el)
+}
+
+// via is this hop's Via entry (RFC 9110 §7.6.3, which a gateway MUST send
+// upstream): the protocol version the request arrived with, and a pseudonym.
+func via(in *http.Request) string {
+	switch {
+	case in.ProtoMajor == 2:
+		return "2 veer"
+	case in.ProtoMajor == 3:
+		return "3 veer"
+	case in.ProtoMinor == 0:
+		return "1.0 veer"
+	}
+	return "1.1 veer"
 }
 
 var forwardedEscaper = strings.NewReplacer(`\`, `\\`, `"`, `\"`)
