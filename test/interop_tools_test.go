@@ -261,6 +261,8 @@ func hashBackend(t testing.TB) string {
 		w.Header().Set("X-Body-Len", fmt.Sprint(n))
 		w.Header().Set("X-Framing", fmt.Sprintf("te=%v cl=%d", r.TransferEncoding, r.ContentLength))
 		w.Header().Set("X-Proto", r.Proto)
+		w.Header().Set("X-Seen-Xff", r.Header.Get("X-Forwarded-For"))
+		w.Header().Set("X-Seen-Via", strings.Join(r.Header.Values("Via"), ", "))
 		_, _ = fmt.Fprintf(w, "%s %s %d\n", r.Method, r.URL.RequestURI(), n)
 	})}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
