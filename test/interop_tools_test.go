@@ -247,7 +247,9 @@ func sha(b []byte) string {
 
 // hashBackend answers every request with the SHA-256 and length of the body
 // it read, the framing it saw (chunked or a length) and the request line, so
-// that a test learns what arrived after the hops in front of it.
+// that a test learns what arrived after the hops in front of it. A request
+// with X-Want-Sha256 whose body does not match gets 400, so that a load
+// tool which only counts statuses sees a corrupted body.
 func hashBackend(t testing.TB) string {
 	t.Helper()
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -255,6 +257,10 @@ func hashBackend(t testing.TB) string {
 		n, err := io.Copy(h, r.Body)
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		if want := r.Header.Get("X-Want-Sha256"); want != "" && want != hex.EncodeToString(h.Sum(nil)) {
+			http.Error(w, fmt.Sprintf("body of %d bytes does not match X-Want-Sha256", n), http.StatusBadRequest)
 			return
 		}
 		w.Header().Set("X-Body-Sha256", hex.EncodeToString(h.Sum(nil)))
