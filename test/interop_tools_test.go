@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -249,10 +250,15 @@ func sha(b []byte) string {
 // it read, the framing it saw (chunked or a length) and the request line, so
 // that a test learns what arrived after the hops in front of it. A request
 // with X-Want-Sha256 whose body does not match gets 400, so that a load
-// tool which only counts statuses sees a corrupted body.
+// tool which only counts statuses sees a corrupted body. With ?stream=N it
+// streams N lines instead (streamLines).
 func hashBackend(t testing.TB) string {
 	t.Helper()
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if lines, _ := strconv.Atoi(r.URL.Query().Get("stream")); lines > 0 {
+			streamLines(w, lines)
+			return
+		}
 		h := sha256.New()
 		n, err := io.Copy(h, r.Body)
 		if err != nil {
@@ -269,6 +275,7 @@ func hashBackend(t testing.TB) string {
 		w.Header().Set("X-Proto", r.Proto)
 		w.Header().Set("X-Seen-Xff", r.Header.Get("X-Forwarded-For"))
 		w.Header().Set("X-Seen-Via", strings.Join(r.Header.Values("Via"), ", "))
+		w.Header().Set("X-Seen-Upgrade", r.Header.Get("Upgrade"))
 		_, _ = fmt.Fprintf(w, "%s %s %d\n", r.Method, r.URL.RequestURI(), n)
 	})}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -303,4 +310,26 @@ func established(t testing.TB, addr string) int {
 		}
 	}
 	return n
+}
+
+// streamLines writes n numbered lines of 1000 bytes, flushing each: a
+// response of unknown length. streamed(n) is what a client must read.
+func streamLines(w http.ResponseWriter, n int) {
+	rc := http.NewResponseController(w)
+	for i := range n {
+		_, _ = io.WriteString(w, streamLine(i))
+		_ = rc.Flush()
+	}
+}
+
+func streamLine(i int) string {
+	return fmt.Sprintf("%06d ", i) + strings.Repeat("s", 992) + "\n"
+}
+
+func streamed(n int) string {
+	var b strings.Builder
+	for i := range n {
+		b.WriteString(streamLine(i))
+	}
+	return b.String()
 }
