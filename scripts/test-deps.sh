@@ -23,6 +23,14 @@ declare -A pkgs=(
 for cmd in "${!pkgs[@]}"; do
   command -v "$cmd" >/dev/null 2>&1 || need+=("${pkgs[$cmd]}")
 done
+# Debian's python3 module -> Debian package (interop clients and servers)
+declare -A pymods=(
+  [websockets]=python3-websockets
+  [grpc]=python3-grpcio
+)
+for mod in "${!pymods[@]}"; do
+  /usr/bin/python3 -c "import $mod" >/dev/null 2>&1 || need+=("${pymods[$mod]}")
+done
 if [ ${#need[@]} -eq 0 ]; then
   exit 0
 fi

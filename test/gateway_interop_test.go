@@ -6,6 +6,7 @@ import (
 	"compress/gzip"
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -784,4 +785,40 @@ clusters: [{name: c, backends: [{address: '`+ln.Addr().String()+`'}]}]
 		}
 		noUpgrade(t, "/public/raw")
 	})
+}
+
+// TestGatewayInteropWebSocket relays WebSocket connections between a client
+// and a server we did not write (Debian's python3-websockets on both
+// sides), over the plain listener and over TLS: text and binary messages up
+// to 1 MiB echoed intact, a ping answered, a clean 1000 close, and the
+// forwarding headers on the upgrade request.
+func TestGatewayInteropWebSocket(t *testing.T) {
+	py := debianPython(t, "websockets", "python3-websockets")
+	addr, f := listen(t)
+	startDaemon(t, "websockets server", py, nil, []*os.File{f}, "testdata/ws_echo_server.py")
+	g := interopGateway(t, `
+routes: [{name: r, clusters: [{name: ws}]}]
+clusters: [{name: ws, backends: [{address: '`+addr+`'}]}]
+`)
+	for _, url := range []string{"ws://" + g.Addrs().Plain + "/chat?room=1", "wss://" + g.Addrs().TLS + "/chat?room=1"} {
+		t.Run(url[:strings.Index(url, ":")], func(t *testing.T) {
+			out := run(t, 30*time.Second, py, "testdata/ws_client.py", url)
+			var got struct {
+				Echoed, Mismatched int
+				Pong               bool
+				CloseCode          int `json:"close_code"`
+				Greeting           struct{ Path, Via, Xff string }
+			}
+			if err := json.Unmarshal([]byte(out), &got); err != nil {
+				t.Fatalf("client output %q: %v", out, err)
+			}
+			t.Logf("%s: %+v", url, got)
+			if got.Echoed != 56 || got.Mismatched != 0 || !got.Pong || got.CloseCode != 1000 {
+				t.Errorf("want 56 messages echoed intact, a pong and close code 1000: %s", out)
+			}
+			if got.Greeting.Path != "/chat?room=1" || got.Greeting.Via != "1.1 veer" || got.Greeting.Xff != "127.0.0.1" {
+				t.Errorf("the server saw path %q, Via %q, X-Forwarded-For %q", got.Greeting.Path, got.Greeting.Via, got.Greeting.Xff)
+			}
+		})
+	}
 }

@@ -333,3 +333,14 @@ func streamed(n int) string {
 	}
 	return b.String()
 }
+
+// debianPython is Debian's python3 (not a pyenv or venv one earlier on
+// PATH), checked to import module, which Debian package pkg provides.
+func debianPython(t testing.TB, module, pkg string) string {
+	t.Helper()
+	const py = "/usr/bin/python3"
+	if out, err := exec.Command(py, "-c", "import "+module).CombinedOutput(); err != nil {
+		t.Fatalf("%s cannot import %s (%v: %s): run `make deps` (scripts/test-deps.sh, Debian package %s)", py, module, err, bytes.TrimSpace(out), pkg)
+	}
+	return py
+}
