@@ -204,12 +204,12 @@ limits: {max_request_body: `+strconv.Itoa(maxBody)+`}
 		}
 	})
 	t.Run("expect 100-continue", func(t *testing.T) {
-		_, errOut := curlRun(t, "-v", "-D", hdrs, "-H", "Expect: 100-continue", "--data-binary", "@"+dir+"/3m", plain+"/up")
+		_, errOut := curlRun(t, "-v", "-D", hdrs, "--expect100-timeout", "20", "-H", "Expect: 100-continue", "--data-binary", "@"+dir+"/3m", plain+"/up")
 		if !strings.Contains(errOut, "< HTTP/1.1 100 Continue") || headerLine(dump(), "X-Body-Sha256") != sum3 {
 			t.Fatalf("Expect: 100-continue upload: backend sha256 match %v; curl said:\n%s", headerLine(dump(), "X-Body-Sha256") == sum3, errOut)
 		}
 		// Over the limit: 413 before the body is sent.
-		out, errOut := curlRun(t, "-v", "-H", "Expect: 100-continue", "-w", "%{http_code} %{size_upload}", "-o", "/dev/null",
+		out, errOut := curlRun(t, "-v", "--expect100-timeout", "20", "-H", "Expect: 100-continue", "-w", "%{http_code} %{size_upload}", "-o", "/dev/null",
 			"--data-binary", "@"+dir+"/6m", plain+"/up")
 		if out != "413 0" {
 			t.Fatalf("6 MiB with Expect: 100-continue over a %d-byte limit: curl -w '%%{http_code} %%{size_upload}' = %q, want \"413 0\"; curl said:\n%s", maxBody, out, errOut)
