@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"golang.org/x/net/http2"
+	//lint:ignore SA1019 a backend that accepts h2c upgrades is the point of TestGatewayInteropH2CSmuggling
 	"golang.org/x/net/http2/h2c"
 )
 
@@ -243,12 +244,12 @@ limits: {max_request_body: `+strconv.Itoa(maxBody)+`}
 // dropped as hop-by-hop) are both answered over HTTP/1.1.
 func TestGatewayInteropH2CSmuggling(t *testing.T) {
 	var seen sync.Map // path → the Upgrade header the backend saw
-	//lint:ignore SA1019 the deprecated h2c handler is what upgrades, which is the point
-	h := h2c.NewHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	echo := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		seen.Store(r.URL.Path, r.Header.Get("Upgrade"))
 		_, _ = fmt.Fprintf(w, "%s %s\n", r.Proto, r.URL.Path)
-	}), &http2.Server{})
-	srv := &http.Server{Handler: h}
+	})
+	//lint:ignore SA1019 the deprecated h2c handler (with its http2.Server) is what upgrades
+	srv := &http.Server{Handler: h2c.NewHandler(echo, &http2.Server{})}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
