@@ -46,6 +46,11 @@ server {
     proxy_request_buffering off;                            # streams it: chunked upstream when the client's was
     proxy_buffering off;
   }
+  location /h10/ {
+    proxy_pass http://gw;
+    proxy_http_version 1.0;                                 # nginx's default: HTTP/1.0, a connection per request
+    proxy_set_header Connection close;
+  }
 }
 `
 
@@ -134,6 +139,27 @@ clusters: [{name: c, backends: [{address: '`+be+`'}]}]
 			close(errs)
 			for err := range errs {
 				t.Error(err)
+			}
+
+			// A streamed answer of unknown length (1 MB) through both hops;
+			// nginx's /h10/ asks the gateway over HTTP/1.0, which must end
+			// the answer by closing, not with chunks.
+			paths := []string{"/", "/stream/"}
+			if name == "nginx" {
+				paths = append(paths, "/h10/")
+			}
+			for _, p := range paths {
+				resp, b := c.do(t, "GET", base+p+"dl?stream=1000", nil)
+				if resp.StatusCode != 200 || string(b) != streamed(1000) {
+					t.Errorf("GET %sdl?stream=1000: %d, %d bytes, want %d intact", p, resp.StatusCode, len(b), len(streamed(1000)))
+				}
+			}
+			if name == "nginx" {
+				resp, b := c.do(t, "POST", base+"/h10/up", io.MultiReader(bytes.NewReader(big)))
+				if resp.StatusCode != 200 || resp.Header.Get("X-Body-Sha256") != sha(big) || resp.Header.Get("X-Seen-Via") != "1.0 veer" {
+					t.Errorf("chunked POST through nginx's HTTP/1.0 proxying: %d %q, backend read %s bytes, Via %q", resp.StatusCode, b,
+						resp.Header.Get("X-Body-Len"), resp.Header.Get("X-Seen-Via"))
+				}
 			}
 
 			pipeline(t, front, 20)
