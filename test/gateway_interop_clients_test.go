@@ -60,6 +60,18 @@ clusters: [{name: c, backends: [{address: '`+be+`'}]}]
 			checkH2load(t, out, tc.proto, tc.n)
 		})
 	}
+	// HTTP/2 flow control: streamed 1 MB answers with h2load's windows
+	// at 64 KiB (-w/-W 16), ten streams on each of two connections; every
+	// data byte arrives.
+	t.Run("h2load flow control", func(t *testing.T) {
+		const n, size = 20, 1000 * 1000
+		out := run(t, 60*time.Second, h2load, "-n", strconv.Itoa(n), "-c", "2", "-m", "10", "-w", "16", "-W", "16", tls+"/dl?stream=1000")
+		checkH2load(t, out, "h2", n)
+		if want := fmt.Sprintf("(%d) data", n*size); !strings.Contains(out, want) {
+			t.Errorf("h2load traffic line lacks %q:\n%s", want, out)
+		}
+	})
+
 	// The control: a body that does not match its hash is counted as a
 	// failure by the tool, so the passes above mean the bodies arrived.
 	out := run(t, 20*time.Second, h2load, "-n", "10", "-d", file, "-H", "X-Want-Sha256: "+sha(nil), tls+"/post")
