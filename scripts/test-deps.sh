@@ -19,6 +19,7 @@ declare -A pkgs=(
   [haproxy]=haproxy
   [h2load]=nghttp2-client
   [curl]=curl
+  [slowhttptest]=slowhttptest
 )
 for cmd in "${!pkgs[@]}"; do
   command -v "$cmd" >/dev/null 2>&1 || need+=("${pkgs[$cmd]}")
