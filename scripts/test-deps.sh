@@ -43,3 +43,6 @@ echo "test-deps: installing ${need[*]}"
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
 apt-get install -y -qq -o DPkg::Lock::Timeout=300 --no-install-recommends "${need[@]}" >/dev/null
+# Tests start their own instances on random loopback ports: stop the ones
+# the packages started.
+for s in nginx haproxy; do service "$s" stop >/dev/null 2>&1 || true; done
