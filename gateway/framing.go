@@ -284,7 +284,7 @@ func (f *framer) trailer(b []byte) (int, fresult) {
 		return 2, fOK
 	}
 	w := b[:min(len(b), trailerWindow)]
-	if bytes.Index(w, []byte("\r\n\r\n")) < 0 {
+	if !bytes.Contains(w, []byte("\r\n\r\n")) {
 		if len(b) >= trailerWindow {
 			f.st = fDead
 			return len(b), fMalformed
