@@ -36,6 +36,7 @@ type connListener struct {
 	maxHeaderBytes int
 	onRefuse       func(net.Conn, string)
 	parkAfter      time.Duration // 0: never park
+	headerTimeout  time.Duration // net/http's read-header timeout, for heads held across its idle wait
 	log            *slog.Logger
 
 	ready   chan net.Conn

@@ -40,6 +40,7 @@ type framedConn struct {
 	idle    atomic.Bool  // net/http waits for the next request (ConnState idle)
 	parking atomic.Bool  // Read told net/http the connection ended: Close parks it
 	rd      atomic.Int64 // the read deadline net/http set, unix ns (0: none)
+	armed   bool         // the partial head held has the read-header deadline
 }
 
 // framedTLSConn is a framedConn over TLS: net/http sets Request.TLS from
@@ -121,6 +122,9 @@ func (c *framedConn) Read(p []byte) (int, error) {
 				return 0, err
 			}
 		default: // a section is partial: read more behind it
+			if len(p) > 1 && !c.armed && c.f.st == fHead && c.home != nil && c.home.headerTimeout > 0 {
+				c.armHeaderTimeout()
+			}
 			if c.lo > 0 {
 				c.hi = copy(c.buf, c.buf[c.lo:c.hi])
 				c.lo = 0
@@ -188,6 +192,20 @@ func (c *framedConn) settle(hijacked bool) {
 		if c.lo < c.hi {
 			c.scanHeld()
 		}
+	}
+}
+
+// armHeaderTimeout bounds the wait for the rest of a head whose first
+// bytes came while net/http waited for a request on a keep-alive
+// connection: net/http applies its read-header timeout once Peek returns,
+// but the framer holds the head back until it is complete, so without
+// this the head could take until the idle deadline. net/http sets its own
+// deadlines again once it has the head.
+func (c *framedConn) armHeaderTimeout() {
+	c.armed = true
+	dl := time.Now().Add(c.home.headerTimeout)
+	if rd := c.readDeadline(); rd.IsZero() || dl.Before(rd) {
+		_ = c.Conn.SetReadDeadline(dl)
 	}
 }
 
@@ -267,6 +285,9 @@ func (c *framedConn) scan(b []byte) int {
 func (c *framedConn) scanHeld() {
 	n, r := c.f.advance(c.buf[c.lo:c.hi])
 	c.ok = n
+	if n > 0 {
+		c.armed = false // the head is complete; what follows is a new section
+	}
 	switch r {
 	case fOK, fMalformed:
 		c.ok = c.hi - c.lo
@@ -281,6 +302,7 @@ func (c *framedConn) scanHeld() {
 }
 
 func (c *framedConn) hold(b []byte) {
+	c.armed = false
 	if len(b) <= heldSize {
 		c.buf = *heldPool.Get().(*[]byte)
 	} else {
@@ -302,7 +324,7 @@ func (c *framedConn) release() {
 		b := c.buf
 		heldPool.Put(&b)
 	}
-	c.buf, c.lo, c.hi, c.ok = nil, 0, 0, 0
+	c.buf, c.lo, c.hi, c.ok, c.armed = nil, 0, 0, 0, false
 }
 
 // CloseWrite keeps net/http's closeWriteAndWait working through the

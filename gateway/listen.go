@@ -116,6 +116,7 @@ func (g *Gateway) Start() error {
 		srv.TLSConfig = tlsConf
 		s.https = srv
 		cl := newConnListener(ln, tlsConf, handshakeTimeout(l.ReadHeaderTimeout, l.ReadTimeout, l.WriteTimeout), maxHeader, g.refusedFraming, g.log)
+		cl.headerTimeout = cmp.Or(l.ReadHeaderTimeout, l.ReadTimeout)
 		s.lns = append(s.lns, cl)
 		serve(srv, cl)
 	}
@@ -133,6 +134,7 @@ func (g *Gateway) Start() error {
 		srv.Protocols = p
 		s.plain = srv
 		cl := newConnListener(ln, nil, 0, maxHeader, g.refusedFraming, g.log)
+		cl.headerTimeout = cmp.Or(l.ReadHeaderTimeout, l.ReadTimeout)
 		s.lns = append(s.lns, cl)
 		serve(srv, cl)
 	}

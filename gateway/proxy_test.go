@@ -185,4 +185,24 @@ limits: {max_request_body: 1000}
 	if _, err := io.ReadAll(c); err != nil {
 		t.Errorf("slowloris connection not closed by the server: %v", err)
 	}
+	// the same on a keep-alive connection after a first request: the
+	// framer holds the partial head, and read_header_timeout still applies
+	// (not the 90 s idle timeout)
+	k, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Close()
+	_ = k.SetDeadline(time.Now().Add(3 * time.Second))
+	br := bufio.NewReader(k)
+	fmt.Fprint(k, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+	if resp, err := http.ReadResponse(br, nil); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("keep-alive request: %v %v", resp, err)
+	} else {
+		_, _ = io.Copy(io.Discard, resp.Body)
+	}
+	fmt.Fprint(k, "GET / HTTP/1.1\r\nHost: x\r\n")
+	if _, err := io.ReadAll(br); err != nil {
+		t.Errorf("slowloris on a keep-alive connection not closed by the server: %v", err)
+	}
 }
