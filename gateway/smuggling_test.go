@@ -29,7 +29,7 @@ func (p *pathLog) handler(w http.ResponseWriter, r *http.Request) {
 	p.mu.Lock()
 	p.paths = append(p.paths, r.Method+" "+r.URL.Path+" "+string(b))
 	p.mu.Unlock()
-	fmt.Fprintf(w, "%s %s %q trailer=%q proto=%s fwd=%s", r.Method, r.URL.Path, b, r.Trailer.Get("T"), r.Header.Get("X-Forwarded-Proto"), r.Header.Get("Forwarded"))
+	fmt.Fprintf(w, "%s %s %q via=%q proto=%s fwd=%s", r.Method, r.URL.Path, b, r.Header.Get("Via"), r.Header.Get("X-Forwarded-Proto"), r.Header.Get("Forwarded"))
 }
 
 func (p *pathLog) get() []string {

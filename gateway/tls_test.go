@@ -45,18 +45,19 @@ func tlsClient(h2 bool) *http.Client {
 }
 
 // Over TLS, HTTP/1.1 connections go through the framing check and HTTP/2
-// ones are served by net/http's own HTTP/2 server; both carry the TLS
-// state to the request (X-Forwarded-Proto and Forwarded say https), and a
-// smuggling attempt over TLS gets 400.
+// ones are served by net/http's own HTTP/2 server (the request reaches the
+// gateway as HTTP/2.0: its Via says "2"); both carry the TLS state to the
+// request (X-Forwarded-Proto and Forwarded say https), and a smuggling
+// attempt over TLS gets 400.
 func TestTLSListenerH1AndH2(t *testing.T) {
 	seen := &pathLog{}
 	_, addr := startTLSGateway(t, seen.handler)
 	for _, tc := range []struct {
-		h2    bool
-		proto string
-	}{{false, "HTTP/1.1"}, {true, "HTTP/2.0"}} {
+		h2         bool
+		proto, via string // the gateway's Via names the protocol its request came in with
+	}{{false, "HTTP/1.1", `via="1.1 veer"`}, {true, "HTTP/2.0", `via="2 veer"`}} {
 		resp, body := get(t, tlsClient(tc.h2), "https://"+addr+"/x")
-		if resp.Proto != tc.proto || resp.StatusCode != 200 || !strings.Contains(body, "proto=https fwd=for=127.0.0.1;") || !strings.HasSuffix(body, ";proto=https") {
+		if resp.Proto != tc.proto || resp.StatusCode != 200 || !strings.Contains(body, tc.via+" proto=https fwd=for=127.0.0.1;") || !strings.HasSuffix(body, ";proto=https") {
 			t.Errorf("%s: %s %d %q", tc.proto, resp.Proto, resp.StatusCode, body)
 		}
 	}
