@@ -4,6 +4,7 @@ package gateway
 
 import (
 	"errors"
+	"io"
 	"net"
 	"syscall"
 	"time"
@@ -11,9 +12,9 @@ import (
 
 const parkSupported = true
 
-// waitReadable blocks, holding no buffer, until c has bytes to read (or
-// the client closed), or until deadline (zero: none) or c is closed. It
-// peeks at the socket (MSG_PEEK): nothing is consumed.
+// waitReadable blocks, holding no buffer, until c has bytes to read, or
+// until the client closes (io.EOF), deadline passes (zero: none) or c is
+// closed. It peeks at the socket (MSG_PEEK): nothing is consumed.
 func waitReadable(c net.Conn, deadline time.Time) error {
 	sc, ok := c.(syscall.Conn)
 	if !ok {
@@ -30,13 +31,16 @@ func waitReadable(c net.Conn, deadline time.Time) error {
 	var perr error
 	err = rc.Read(func(fd uintptr) bool {
 		for {
-			_, _, e := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK)
+			n, _, e := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK)
 			switch e {
 			case syscall.EINTR:
 				continue
 			case syscall.EAGAIN:
 				return false // wait for the socket to become readable
 			case nil:
+				if n == 0 {
+					perr = io.EOF // the client closed: nothing to hand back
+				}
 			default:
 				perr = e
 			}
