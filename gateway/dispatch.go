@@ -189,10 +189,15 @@ func (d *dispatcher) try(req *http.Request, st *reqState, c *cluster, now time.T
 	var err error
 	var timedOut atomic.Bool
 	cancel := func() {}
+	var w *writeWatch
+	if !st.idempotent {
+		w = watchWrites(out)
+		out = w.req
+	}
 	if upgrade {
 		resp, err = c.transport.RoundTrip(out)
 	} else {
-		ctx, cancelCtx := context.WithCancel(req.Context())
+		ctx, cancelCtx := context.WithCancel(out.Context())
 		t := time.AfterFunc(tryFor, func() { timedOut.Store(true); cancelCtx() })
 		resp, err = c.transport.RoundTrip(out.WithContext(ctx))
 		t.Stop()
@@ -205,6 +210,9 @@ func (d *dispatcher) try(req *http.Request, st *reqState, c *cluster, now time.T
 		o = outcome.Outcome{Kind: outcome.ResponseTimeout, Err: err}
 	case err != nil && req.Context().Err() != nil:
 		o = outcome.Outcome{Kind: outcome.ClientCanceled, Err: err}
+	}
+	if err != nil && (errors.Is(err, errUnwritten) || w.unwritten()) {
+		o.Unwritten = true
 	}
 	b.attempts[o.Kind].Inc()
 	if ej := b.observe(end, o, &c.cfg.Outlier, func() bool { return c.mayEject(end.UnixNano()) }); ej > 0 {

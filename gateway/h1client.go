@@ -1,0 +1,365 @@
+package gateway
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// h1Client is the gateway's own HTTP/1.1 upstream client for plain-HTTP
+// clusters. The request's goroutine writes the request and reads the
+// response on a pooled keep-alive connection itself: no read-loop and
+// write-loop goroutines per connection and no channel hand-offs per
+// request, which is what http.Transport costs on a proxy's hot path.
+//
+// Framing is net/http's own: the request is serialised by
+// (*http.Request).Write (Content-Length, chunked with trailers, Connection:
+// close) and the response parsed by http.ReadResponse (Content-Length,
+// chunked and trailers, no body for HEAD/204/304, close-delimited bodies),
+// so the two agree with http.Transport byte for byte. What this type adds is
+// the connection's life: a connection goes back to the pool only after its
+// response body was read to its end and neither side asked to close; a body
+// closed early closes its connection. Interim 1xx responses other than 101
+// are skipped.
+//
+// Anything else goes to fallback (an http.Transport): Upgrade requests
+// (WebSocket), CONNECT, Expect: 100-continue and non-"http" schemes.
+//
+// A request that failed on a reused connection before any byte of the
+// response arrived is sent once more on a new connection when that is safe
+// (nothing written, or an idempotent method, and a body that can be
+// rewound), as http.Transport does: an idle connection the backend closed
+// is not the backend's failure. An error after which no byte of the request
+// reached the connection wraps errUnwritten.
+type h1Client struct {
+	fallback    *http.Transport
+	dial        func(ctx context.Context, network, addr string) (net.Conn, error)
+	maxIdle     int
+	idleTimeout time.Duration
+
+	mu     sync.Mutex
+	pools  map[string]*h1Pool
+	closed bool
+}
+
+// h1Pool holds the idle connections to one backend, most recently used
+// last.
+type h1Pool struct {
+	mu   sync.Mutex
+	idle []*h1Conn
+}
+
+// h1Conn is one upstream connection with its buffers.
+type h1Conn struct {
+	c        *countingConn
+	br       *bufio.Reader
+	bw       *bufio.Writer
+	t        *h1Client
+	pool     *h1Pool
+	idleAt   time.Time
+	reused   bool
+	canceled atomic.Bool // a cancellation forced a deadline: never pooled
+}
+
+// errUnwritten marks an attempt that failed before any byte of the request
+// was written to the connection: retrying it is safe for any method.
+var errUnwritten = errors.New("gateway: request not written upstream")
+
+type unwrittenError struct{ err error }
+
+func (e *unwrittenError) Error() string   { return e.err.Error() }
+func (e *unwrittenError) Unwrap() []error { return []error{e.err, errUnwritten} }
+
+// errBodyClosed is returned by a response body read after Close.
+var errBodyClosed = errors.New("gateway: read on closed response body")
+
+func newH1Client(fallback *http.Transport, dial func(ctx context.Context, network, addr string) (net.Conn, error), maxIdle int) *h1Client {
+	return &h1Client{fallback: fallback, dial: dial, maxIdle: maxIdle, idleTimeout: fallback.IdleConnTimeout, pools: map[string]*h1Pool{}}
+}
+
+// handles reports whether the client takes req itself.
+func (t *h1Client) handles(req *http.Request) bool {
+	return req.URL.Scheme == "http" && req.Method != http.MethodConnect &&
+		req.Header.Get("Upgrade") == "" && req.Header.Get("Expect") == ""
+}
+
+// RoundTrip implements http.RoundTripper.
+func (t *h1Client) RoundTrip(req *http.Request) (*http.Response, error) {
+	if !t.handles(req) {
+		return t.fallback.RoundTrip(req)
+	}
+	pool := t.pool(req.URL.Host)
+	for try := 0; ; try++ {
+		pc, err := t.conn(req.Context(), pool, req.URL.Host, try > 0)
+		if err != nil {
+			return nil, err
+		}
+		resp, err := pc.roundTrip(req)
+		if err == nil {
+			return resp, nil
+		}
+		var rw *retryableError
+		if try == 0 && errors.As(err, &rw) && pc.reused && rewind(req) == nil && req.Context().Err() == nil {
+			continue // an idle connection the backend had closed: once more on a new one
+		}
+		if rw != nil {
+			err = rw.err
+		}
+		return nil, err
+	}
+}
+
+// retryableError: the request failed on a connection before any response
+// byte arrived, and may be sent again on another (see roundTrip).
+type retryableError struct{ err error }
+
+func (e *retryableError) Error() string { return e.err.Error() }
+func (e *retryableError) Unwrap() error { return e.err }
+
+// rewind makes req's body readable again for a second write.
+func rewind(req *http.Request) error {
+	if req.Body == nil || req.Body == http.NoBody {
+		return nil
+	}
+	if req.GetBody == nil {
+		return errors.New("gateway: body cannot be rewound")
+	}
+	b, err := req.GetBody()
+	if err != nil {
+		return err
+	}
+	req.Body = b
+	return nil
+}
+
+func (t *h1Client) pool(addr string) *h1Pool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	p := t.pools[addr]
+	if p == nil {
+		p = &h1Pool{}
+		t.pools[addr] = p
+	}
+	return p
+}
+
+// conn returns an idle connection to addr, or dials one (always, when
+// fresh).
+func (t *h1Client) conn(ctx context.Context, p *h1Pool, addr string, fresh bool) (*h1Conn, error) {
+	if !fresh {
+		if pc := p.get(time.Now(), t.idleTimeout); pc != nil {
+			return pc, nil
+		}
+	}
+	c, err := t.dial(ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	cc := &countingConn{Conn: c}
+	return &h1Conn{c: cc, br: bufio.NewReaderSize(cc, 4<<10), bw: bufio.NewWriterSize(cc, 4<<10), t: t, pool: p}, nil
+}
+
+// get pops the most recently used idle connection, closing those idle for
+// longer than idleTimeout.
+func (p *h1Pool) get(now time.Time, idleTimeout time.Duration) *h1Conn {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for n := len(p.idle); n > 0; n = len(p.idle) {
+		pc := p.idle[n-1]
+		p.idle[n-1] = nil
+		p.idle = p.idle[:n-1]
+		if idleTimeout > 0 && now.Sub(pc.idleAt) > idleTimeout || !pc.alive() {
+			_ = pc.c.Close()
+			continue
+		}
+		pc.reused = true
+		return pc
+	}
+	return nil
+}
+
+// put returns pc to its pool, or closes it when the pool is full or the
+// client closed.
+func (t *h1Client) put(pc *h1Conn) {
+	t.mu.Lock()
+	closed := t.closed
+	t.mu.Unlock()
+	p := pc.pool
+	p.mu.Lock()
+	if closed || len(p.idle) >= t.maxIdle {
+		p.mu.Unlock()
+		_ = pc.c.Close()
+		return
+	}
+	pc.idleAt = time.Now()
+	p.idle = append(p.idle, pc)
+	p.mu.Unlock()
+}
+
+// CloseIdleConnections closes every idle connection, the fallback's too.
+func (t *h1Client) CloseIdleConnections() {
+	t.mu.Lock()
+	pools := make([]*h1Pool, 0, len(t.pools))
+	for _, p := range t.pools {
+		pools = append(pools, p)
+	}
+	t.mu.Unlock()
+	for _, p := range pools {
+		p.mu.Lock()
+		idle := p.idle
+		p.idle = nil
+		p.mu.Unlock()
+		for _, pc := range idle {
+			_ = pc.c.Close()
+		}
+	}
+	t.fallback.CloseIdleConnections()
+}
+
+// close stops pooling and closes the idle connections.
+func (t *h1Client) close() {
+	t.mu.Lock()
+	t.closed = true
+	t.mu.Unlock()
+	t.CloseIdleConnections()
+}
+
+// aLongTimeAgo is a deadline in the past: it makes blocked reads and
+// writes return at once.
+var aLongTimeAgo = time.Unix(1, 0)
+
+// roundTrip writes req and reads the response head on pc. The body is
+// streamed by the returned response; pc is pooled or closed when it ends.
+func (pc *h1Conn) roundTrip(req *http.Request) (*http.Response, error) {
+	ctx := req.Context()
+	stop := context.AfterFunc(ctx, func() {
+		pc.canceled.Store(true)
+		_ = pc.c.SetDeadline(aLongTimeAgo)
+	})
+	fail := func(err error) (*http.Response, error) {
+		stop()
+		_ = pc.c.Close()
+		if ctx.Err() != nil {
+			err = errors.Join(ctx.Err(), err)
+		}
+		return nil, err
+	}
+	written := pc.c.written.Load()
+	err := req.Write(pc.bw)
+	if err == nil {
+		err = pc.bw.Flush()
+	}
+	if err != nil {
+		if pc.c.written.Load() == written {
+			return fail(&retryableError{&unwrittenError{err}})
+		}
+		return fail(err)
+	}
+	for {
+		if _, err := pc.br.Peek(1); err != nil {
+			if replayable(req) {
+				err = &retryableError{err}
+			}
+			return fail(err)
+		}
+		resp, err := http.ReadResponse(pc.br, req)
+		if err != nil {
+			return fail(err)
+		}
+		if resp.StatusCode >= 100 && resp.StatusCode < 200 && resp.StatusCode != http.StatusSwitchingProtocols {
+			_ = resp.Body.Close()
+			continue // interim response: the final one follows
+		}
+		if resp.StatusCode == http.StatusSwitchingProtocols {
+			resp.Close = true // not ours to relay: the connection is not reused
+		}
+		keep := !resp.Close && !req.Close
+		if resp.Body == http.NoBody {
+			pc.done(stop, keep)
+			return resp, nil
+		}
+		resp.Body = &h1Body{rc: resp.Body, pc: pc, stop: stop, keep: keep}
+		return resp, nil
+	}
+}
+
+// replayable reports whether req may be sent again after its connection
+// failed with nothing read back (the rule of http.Transport): a body that
+// can be rewound, and an idempotent method or an idempotency key.
+func replayable(req *http.Request) bool {
+	if req.Body != nil && req.Body != http.NoBody && req.GetBody == nil {
+		return false
+	}
+	switch req.Method {
+	case "", http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace:
+		return true
+	}
+	return req.Header.Get("Idempotency-Key") != "" || req.Header.Get("X-Idempotency-Key") != ""
+}
+
+// done ends pc's exchange: back to the pool when keep and no cancellation
+// touched it, closed otherwise.
+func (pc *h1Conn) done(stop func() bool, keep bool) {
+	if !stop() || pc.canceled.Load() {
+		keep = false
+	}
+	if !keep {
+		_ = pc.c.Close()
+		return
+	}
+	pc.t.put(pc)
+}
+
+// h1Body streams a response body; its connection is released when the
+// body reaches its end (pooled) or is closed before (closed). Close may be
+// called from another goroutine while a Read blocks: it closes the
+// connection, which ends the Read.
+type h1Body struct {
+	rc       io.Reader
+	pc       *h1Conn
+	stop     func() bool
+	keep     bool
+	closed   atomic.Bool
+	released atomic.Bool
+}
+
+func (b *h1Body) Read(p []byte) (int, error) {
+	if b.closed.Load() {
+		return 0, errBodyClosed
+	}
+	if b.released.Load() {
+		return 0, io.EOF
+	}
+	n, err := b.rc.Read(p)
+	if err != nil && b.released.CompareAndSwap(false, true) {
+		b.pc.done(b.stop, b.keep && err == io.EOF)
+	}
+	return n, err
+}
+
+func (b *h1Body) Close() error {
+	b.closed.Store(true)
+	if b.released.CompareAndSwap(false, true) {
+		b.pc.done(b.stop, false)
+	}
+	return nil
+}
+
+// countingConn counts the bytes written to a connection, so that a failed
+// attempt knows whether any of its request left.
+type countingConn struct {
+	net.Conn
+	written atomic.Int64
+}
+
+func (c *countingConn) Write(b []byte) (int, error) {
+	n, err := c.Conn.Write(b)
+	c.written.Add(int64(n))
+	return n, err
+}
