@@ -100,27 +100,16 @@ func (t *h1Client) RoundTrip(req *http.Request) (*http.Response, error) {
 		if err != nil {
 			return nil, err
 		}
-		resp, err := pc.roundTrip(req)
+		resp, again, err := pc.roundTrip(req)
 		if err == nil {
 			return resp, nil
 		}
-		var rw *retryableError
-		if try == 0 && errors.As(err, &rw) && pc.reused && rewind(req) == nil && req.Context().Err() == nil {
+		if try == 0 && again && pc.reused && req.Context().Err() == nil && rewind(req) == nil {
 			continue // an idle connection the backend had closed: once more on a new one
-		}
-		if rw != nil {
-			err = rw.err
 		}
 		return nil, err
 	}
 }
-
-// retryableError: the request failed on a connection before any response
-// byte arrived, and may be sent again on another (see roundTrip).
-type retryableError struct{ err error }
-
-func (e *retryableError) Error() string { return e.err.Error() }
-func (e *retryableError) Unwrap() error { return e.err }
 
 // rewind makes req's body readable again for a second write.
 func rewind(req *http.Request) error {
@@ -236,41 +225,41 @@ var aLongTimeAgo = time.Unix(1, 0)
 
 // roundTrip writes req and reads the response head on pc. The body is
 // streamed by the returned response; pc is pooled or closed when it ends.
-func (pc *h1Conn) roundTrip(req *http.Request) (*http.Response, error) {
+// again reports a failure before any byte of the response arrived after
+// which req may be sent once more on another connection: nothing was
+// written, or req is replayable.
+func (pc *h1Conn) roundTrip(req *http.Request) (resp *http.Response, again bool, err error) {
 	ctx := req.Context()
 	stop := context.AfterFunc(ctx, func() {
 		pc.canceled.Store(true)
 		_ = pc.c.SetDeadline(aLongTimeAgo)
 	})
-	fail := func(err error) (*http.Response, error) {
+	fail := func(again bool, err error) (*http.Response, bool, error) {
 		stop()
 		_ = pc.c.Close()
 		if ctx.Err() != nil {
 			err = errors.Join(ctx.Err(), err)
 		}
-		return nil, err
+		return nil, again, err
 	}
 	written := pc.c.written.Load()
-	err := req.Write(pc.bw)
+	err = req.Write(pc.bw)
 	if err == nil {
 		err = pc.bw.Flush()
 	}
 	if err != nil {
 		if pc.c.written.Load() == written {
-			return fail(&retryableError{&unwrittenError{err}})
+			return fail(true, &unwrittenError{err})
 		}
-		return fail(err)
+		return fail(false, err)
 	}
 	for {
 		if _, err := pc.br.Peek(1); err != nil {
-			if replayable(req) {
-				err = &retryableError{err}
-			}
-			return fail(err)
+			return fail(replayable(req), err)
 		}
 		resp, err := http.ReadResponse(pc.br, req)
 		if err != nil {
-			return fail(err)
+			return fail(false, err)
 		}
 		if resp.StatusCode >= 100 && resp.StatusCode < 200 && resp.StatusCode != http.StatusSwitchingProtocols {
 			_ = resp.Body.Close()
@@ -282,10 +271,10 @@ func (pc *h1Conn) roundTrip(req *http.Request) (*http.Response, error) {
 		keep := !resp.Close && !req.Close
 		if resp.Body == http.NoBody {
 			pc.done(stop, keep)
-			return resp, nil
+			return resp, false, nil
 		}
 		resp.Body = &h1Body{rc: resp.Body, pc: pc, stop: stop, keep: keep}
-		return resp, nil
+		return resp, false, nil
 	}
 }
 
