@@ -15,6 +15,7 @@ declare -A pkgs=(
   [dnsperf]=dnsperf
   [etcd]=etcd-server
   [hey]=hey
+  [nginx]=nginx-light
 )
 for cmd in "${!pkgs[@]}"; do
   command -v "$cmd" >/dev/null 2>&1 || need+=("${pkgs[$cmd]}")
