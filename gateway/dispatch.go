@@ -188,7 +188,7 @@ func (d *dispatcher) try(req *http.Request, st *reqState, c *cluster, now time.T
 	var resp *http.Response
 	var err error
 	var timedOut atomic.Bool
-	cancel := func() {}
+	cancel := context.CancelFunc(func() {})
 	var w *writeWatch
 	if !st.idempotent {
 		w = watchWrites(out)
@@ -229,7 +229,7 @@ func (d *dispatcher) try(req *http.Request, st *reqState, c *cluster, now time.T
 		}
 		return resp, o
 	}
-	resp.Body = &releaseBody{ReadCloser: resp.Body, release: func() { b.outstanding.Add(-1); cancel() }}
+	resp.Body = &releaseBody{ReadCloser: resp.Body, b: b, cancel: cancel}
 	return resp, o
 }
 
@@ -240,17 +240,25 @@ func (c *cluster) scheme() string {
 	return "http"
 }
 
-// releaseBody runs release once, when the body is closed.
+// releaseBody ends its attempt once, when the body is closed: the
+// backend's outstanding count drops and the attempt's context is
+// cancelled.
 type releaseBody struct {
 	io.ReadCloser
-	once    sync.Once
-	release func()
+	once   sync.Once
+	b      *backend
+	cancel context.CancelFunc
 }
 
 func (r *releaseBody) Close() error {
 	err := r.ReadCloser.Close()
 	r.once.Do(r.release)
 	return err
+}
+
+func (r *releaseBody) release() {
+	r.b.outstanding.Add(-1)
+	r.cancel()
 }
 
 // discard drains a little of a response that will not be relayed, so that

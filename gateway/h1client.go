@@ -96,7 +96,7 @@ func (t *h1Client) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	pool := t.pool(req.URL.Host)
 	for try := 0; ; try++ {
-		pc, err := t.conn(req.Context(), pool, req.URL.Host, try > 0)
+		pc, err := t.conn(req, pool, try > 0)
 		if err != nil {
 			return nil, err
 		}
@@ -138,15 +138,17 @@ func (t *h1Client) pool(addr string) *h1Pool {
 	return p
 }
 
-// conn returns an idle connection to addr, or dials one (always, when
-// fresh).
-func (t *h1Client) conn(ctx context.Context, p *h1Pool, addr string, fresh bool) (*h1Conn, error) {
+// conn returns an idle connection for req, or dials one (always, when
+// fresh). An idle connection is checked for a close by the backend (one
+// non-blocking peek, a system call) only for a request that could not be
+// sent again if it met one: a replayable request is (see RoundTrip).
+func (t *h1Client) conn(req *http.Request, p *h1Pool, fresh bool) (*h1Conn, error) {
 	if !fresh {
-		if pc := p.get(time.Now(), t.idleTimeout); pc != nil {
+		if pc := p.get(time.Now(), t.idleTimeout, !replayable(req)); pc != nil {
 			return pc, nil
 		}
 	}
-	c, err := t.dial(ctx, "tcp", addr)
+	c, err := t.dial(req.Context(), "tcp", req.URL.Host)
 	if err != nil {
 		return nil, err
 	}
@@ -155,22 +157,26 @@ func (t *h1Client) conn(ctx context.Context, p *h1Pool, addr string, fresh bool)
 }
 
 // get pops the most recently used idle connection, closing those idle for
-// longer than idleTimeout.
-func (p *h1Pool) get(now time.Time, idleTimeout time.Duration) *h1Conn {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for n := len(p.idle); n > 0; n = len(p.idle) {
+// longer than idleTimeout, and when check those the backend closed.
+func (p *h1Pool) get(now time.Time, idleTimeout time.Duration, check bool) *h1Conn {
+	for {
+		p.mu.Lock()
+		n := len(p.idle)
+		if n == 0 {
+			p.mu.Unlock()
+			return nil
+		}
 		pc := p.idle[n-1]
 		p.idle[n-1] = nil
 		p.idle = p.idle[:n-1]
-		if idleTimeout > 0 && now.Sub(pc.idleAt) > idleTimeout || !pc.alive() {
+		p.mu.Unlock()
+		if idleTimeout > 0 && now.Sub(pc.idleAt) > idleTimeout || check && !pc.alive() {
 			_ = pc.c.Close()
 			continue
 		}
 		pc.reused = true
 		return pc
 	}
-	return nil
 }
 
 // put returns pc to its pool, or closes it when the pool is full or the

@@ -25,9 +25,9 @@ import (
 func (g *Gateway) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	t := g.snap.Load()
-	rec := &recorder{ResponseWriter: w}
-	st := &reqState{snap: t}
-	defer func() { g.finish(rec, r, st, start) }()
+	x := &exchange{rec: recorder{ResponseWriter: w}, st: reqState{snap: t}} // one allocation for both
+	rec, st := &x.rec, &x.st
+	defer g.finish(rec, r, st, start)
 	if err := checkFraming(r); err != nil {
 		g.m.rejected.WithLabelValues("framing").Inc()
 		rec.Header().Set("Connection", "close")
@@ -79,6 +79,12 @@ func (g *Gateway) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	st.idempotent = retry.Idempotent(r.Method, r.Header)
 	g.proxy.ServeHTTP(rec, r.WithContext(context.WithValue(r.Context(), stateKey{}, st)))
+}
+
+// exchange holds a request's recorder and state, allocated together.
+type exchange struct {
+	rec recorder
+	st  reqState
 }
 
 // checkFraming rejects what net/http lets through but a proxy must not
