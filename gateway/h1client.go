@@ -29,7 +29,8 @@ import (
 // are skipped.
 //
 // Anything else goes to fallback (an http.Transport): Upgrade requests
-// (WebSocket), CONNECT, Expect: 100-continue and non-"http" schemes.
+// (WebSocket), CONNECT, Expect: 100-continue, non-"http" schemes, and
+// request bodies that are streamed or larger than maxOwnBody.
 //
 // A request that failed on a reused connection before any byte of the
 // response arrived is sent once more on a new connection when that is safe
@@ -83,8 +84,19 @@ func newH1Client(fallback *http.Transport, dial func(ctx context.Context, networ
 	return &h1Client{fallback: fallback, dial: dial, maxIdle: maxIdle, idleTimeout: fallback.IdleConnTimeout, pools: map[string]*h1Pool{}}
 }
 
+// maxOwnBody is the largest request body the client sends itself. It
+// writes the whole request before it reads the answer, so a body must fit
+// in the connection's buffers even when the backend answers early (a 413)
+// without reading it; larger and streamed bodies go to http.Transport,
+// which reads while it writes. A body with ContentLength 0 is of unknown
+// length, as for http.Transport.
+const maxOwnBody = 16 << 10
+
 // handles reports whether the client takes req itself.
 func (t *h1Client) handles(req *http.Request) bool {
+	if req.Body != nil && req.Body != http.NoBody && (req.ContentLength <= 0 || req.ContentLength > maxOwnBody) {
+		return false
+	}
 	return req.URL.Scheme == "http" && req.Method != http.MethodConnect &&
 		req.Header.Get("Upgrade") == "" && req.Header.Get("Expect") == ""
 }

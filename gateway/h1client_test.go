@@ -152,13 +152,18 @@ func TestH1ClientResponseFraming(t *testing.T) {
 	}
 }
 
-// Request framing: a known-length body goes with Content-Length, an
-// unknown-length one chunked with its trailers, and the backend reads both
-// whole on one connection.
+// Request framing: a body of known length goes with Content-Length on the
+// client's own connection; a streamed one (unknown length, trailers) goes
+// through the fallback http.Transport, chunked with its trailers, and the
+// backend reads both whole.
 func TestH1ClientRequestFraming(t *testing.T) {
 	be := newRawBackend(t, func(*http.Request) (string, bool) { return "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n", false })
 	c := testH1Client(t)
 	rt(t, c, "POST", "http://"+be.addr()+"/", strings.NewReader("hello"))
+	rt(t, c, "PUT", "http://"+be.addr()+"/", strings.NewReader(""))
+	if n := be.accepted.Load(); n != 1 {
+		t.Fatalf("%d connections for two known-length bodies, want 1", n)
+	}
 	pr, pw := io.Pipe()
 	req, _ := http.NewRequest("POST", "http://"+be.addr()+"/", pr)
 	req.Trailer = http.Header{"X-Sum": nil}
@@ -167,6 +172,9 @@ func TestH1ClientRequestFraming(t *testing.T) {
 		req.Trailer.Set("X-Sum", "42")
 		pw.Close()
 	}()
+	if c.handles(req) {
+		t.Fatal("the client takes a streamed body itself")
+	}
 	resp, err := c.RoundTrip(req)
 	if err != nil {
 		t.Fatal(err)
@@ -174,11 +182,8 @@ func TestH1ClientRequestFraming(t *testing.T) {
 	resp.Body.Close()
 	be.mu.Lock()
 	defer be.mu.Unlock()
-	if len(be.bodies) != 2 || be.bodies[0] != "hello" || be.bodies[1] != "streamed" || be.trailers[1].Get("X-Sum") != "42" {
+	if len(be.bodies) != 3 || be.bodies[0] != "hello" || be.bodies[1] != "" || be.bodies[2] != "streamed" || be.trailers[2].Get("X-Sum") != "42" {
 		t.Fatalf("backend read %q, trailers %v", be.bodies, be.trailers)
-	}
-	if n := be.accepted.Load(); n != 1 {
-		t.Fatalf("%d connections, want 1", n)
 	}
 }
 
