@@ -194,9 +194,18 @@ func (d *dispatcher) try(req *http.Request, st *reqState, c *cluster, now time.T
 		w = watchWrites(out)
 		out = w.req
 	}
-	if upgrade {
+	h1, _ := c.transport.(*h1Client)
+	switch {
+	case upgrade:
 		resp, err = c.transport.RoundTrip(out)
-	} else {
+	case h1 != nil && h1.handles(out):
+		// the attempt's timeout is the connection's deadline: no timer,
+		// no derived context
+		resp, err = h1.roundTripUntil(out, now.Add(tryFor))
+		if errors.Is(err, errTryTimeout) {
+			timedOut.Store(true)
+		}
+	default:
 		ctx, cancelCtx := context.WithCancel(out.Context())
 		t := time.AfterFunc(tryFor, func() { timedOut.Store(true); cancelCtx() })
 		resp, err = c.transport.RoundTrip(out.WithContext(ctx))

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -106,17 +107,31 @@ func (t *h1Client) RoundTrip(req *http.Request) (*http.Response, error) {
 	if !t.handles(req) {
 		return t.fallback.RoundTrip(req)
 	}
+	return t.roundTripUntil(req, time.Time{})
+}
+
+// errTryTimeout: the attempt's deadline passed before the response head
+// arrived.
+var errTryTimeout = errors.New("gateway: attempt timed out")
+
+// roundTripUntil sends req, which the client handles, and waits for the
+// response head until deadline (none when zero): the deadline is the
+// connection's, so a per-attempt timeout costs no timer and no derived
+// context. An attempt that ran out of time fails with an error that is
+// errTryTimeout. The body that follows has no deadline; cancelling req's
+// context ends it.
+func (t *h1Client) roundTripUntil(req *http.Request, deadline time.Time) (*http.Response, error) {
 	pool := t.pool(req.URL.Host)
 	for try := 0; ; try++ {
-		pc, err := t.conn(req, pool, try > 0)
+		pc, err := t.conn(req, pool, try > 0, deadline)
 		if err != nil {
 			return nil, err
 		}
-		resp, again, err := pc.roundTrip(req)
+		resp, again, err := pc.roundTrip(req, deadline)
 		if err == nil {
 			return resp, nil
 		}
-		if try == 0 && again && pc.reused && req.Context().Err() == nil && rewind(req) == nil {
+		if try == 0 && again && pc.reused && req.Context().Err() == nil && !errors.Is(err, errTryTimeout) && rewind(req) == nil {
 			continue // an idle connection the backend had closed: once more on a new one
 		}
 		return nil, err
@@ -154,13 +169,19 @@ func (t *h1Client) pool(addr string) *h1Pool {
 // fresh). An idle connection is checked for a close by the backend (one
 // non-blocking peek, a system call) only for a request that could not be
 // sent again if it met one: a replayable request is (see RoundTrip).
-func (t *h1Client) conn(req *http.Request, p *h1Pool, fresh bool) (*h1Conn, error) {
+func (t *h1Client) conn(req *http.Request, p *h1Pool, fresh bool, deadline time.Time) (*h1Conn, error) {
 	if !fresh {
 		if pc := p.get(time.Now(), t.idleTimeout, !replayable(req)); pc != nil {
 			return pc, nil
 		}
 	}
-	c, err := t.dial(req.Context(), "tcp", req.URL.Host)
+	ctx := req.Context()
+	if !deadline.IsZero() {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, deadline)
+		defer cancel()
+	}
+	c, err := t.dial(ctx, "tcp", req.URL.Host)
 	if err != nil {
 		return nil, err
 	}
@@ -246,8 +267,11 @@ var aLongTimeAgo = time.Unix(1, 0)
 // again reports a failure before any byte of the response arrived after
 // which req may be sent once more on another connection: nothing was
 // written, or req is replayable.
-func (pc *h1Conn) roundTrip(req *http.Request) (resp *http.Response, again bool, err error) {
+func (pc *h1Conn) roundTrip(req *http.Request, deadline time.Time) (resp *http.Response, again bool, err error) {
 	ctx := req.Context()
+	if !deadline.IsZero() {
+		_ = pc.c.SetDeadline(deadline)
+	}
 	stop := context.AfterFunc(ctx, func() {
 		pc.canceled.Store(true)
 		_ = pc.c.SetDeadline(aLongTimeAgo)
@@ -255,8 +279,11 @@ func (pc *h1Conn) roundTrip(req *http.Request) (resp *http.Response, again bool,
 	fail := func(again bool, err error) (*http.Response, bool, error) {
 		stop()
 		_ = pc.c.Close()
-		if ctx.Err() != nil {
+		switch {
+		case ctx.Err() != nil:
 			err = errors.Join(ctx.Err(), err)
+		case !deadline.IsZero() && errors.Is(err, os.ErrDeadlineExceeded):
+			err = errors.Join(errTryTimeout, err)
 		}
 		return nil, again, err
 	}
@@ -285,6 +312,14 @@ func (pc *h1Conn) roundTrip(req *http.Request) (resp *http.Response, again bool,
 		}
 		if resp.StatusCode == http.StatusSwitchingProtocols {
 			resp.Close = true // not ours to relay: the connection is not reused
+		}
+		if !deadline.IsZero() {
+			// the head is in: the body has no deadline, unless a
+			// cancellation set one meanwhile (it stores canceled first)
+			_ = pc.c.SetDeadline(time.Time{})
+			if pc.canceled.Load() {
+				_ = pc.c.SetDeadline(aLongTimeAgo)
+			}
 		}
 		keep := !resp.Close && !req.Close
 		if resp.Body == http.NoBody {

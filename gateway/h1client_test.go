@@ -11,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // rawBackend is a real TCP server that reads HTTP/1.1 requests and answers
@@ -340,4 +341,45 @@ func resetBeforeRead(t *testing.T) (string, func(ctx context.Context, network, a
 		return c, nil
 	}
 	return ln.Addr().String(), dial
+}
+
+// An attempt's deadline ends the wait for a response head that never
+// comes with errTryTimeout; a head in time clears it for the body.
+func TestH1ClientDeadline(t *testing.T) {
+	silent, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	held := make(chan net.Conn, 1)
+	go func() {
+		if c, err := silent.Accept(); err == nil {
+			held <- c // accepted, never answered
+		}
+	}()
+	c := testH1Client(t)
+	req, _ := http.NewRequest("GET", "http://"+silent.Addr().String()+"/", nil)
+	if _, err := c.roundTripUntil(req, time.Now().Add(50*time.Millisecond)); !errors.Is(err, errTryTimeout) {
+		t.Fatalf("err %v, want errTryTimeout", err)
+	}
+	(<-held).Close()
+	if n := len(c.pool(silent.Addr().String()).idle); n != 0 {
+		t.Fatalf("%d idle connections after a timed-out attempt", n)
+	}
+	be := newRawBackend(t, func(*http.Request) (string, bool) { return "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", false })
+	for range 2 {
+		req, _ := http.NewRequest("GET", "http://"+be.addr()+"/", nil)
+		resp, err := c.roundTripUntil(req, time.Now().Add(5*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if string(b) != "ok" {
+			t.Fatalf("body %q", b)
+		}
+	}
+	if n := be.accepted.Load(); n != 1 {
+		t.Fatalf("%d connections, want 1 (pooled after a head in time)", n)
+	}
 }
