@@ -185,7 +185,7 @@ func (t *h1Client) conn(req *http.Request, p *h1Pool, fresh bool, deadline time.
 	if err != nil {
 		return nil, err
 	}
-	cc := &countingConn{Conn: c}
+	cc := &countingConn{Conn: c, readLeft: -1}
 	return &h1Conn{c: cc, br: bufio.NewReaderSize(cc, 4<<10), bw: bufio.NewWriterSize(cc, 4<<10), t: t, pool: p}, nil
 }
 
@@ -298,6 +298,8 @@ func (pc *h1Conn) roundTrip(req *http.Request, deadline time.Time) (resp *http.R
 		}
 		return fail(false, err)
 	}
+	pc.c.readLeft = maxResponseHead
+	defer func() { pc.c.readLeft = -1 }()
 	for {
 		if _, err := pc.br.Peek(1); err != nil {
 			return fail(replayable(req), err)
@@ -394,10 +396,37 @@ func (b *h1Body) Close() error {
 }
 
 // countingConn counts the bytes written to a connection, so that a failed
-// attempt knows whether any of its request left.
+// attempt knows whether any of its request left. For the h1 client it also
+// bounds what a response head may read (readLeft, unbounded when < 0; only
+// the goroutine reading the response touches it).
 type countingConn struct {
 	net.Conn
-	written atomic.Int64
+	written  atomic.Int64
+	readLeft int64
+}
+
+// maxResponseHead bounds the bytes read for one response head, interim
+// 1xx answers included (http.Transport's MaxResponseHeaderBytes, set to
+// the same in newTransport).
+const maxResponseHead = 1 << 20
+
+// errHeadTooLarge: a response head went over maxResponseHead.
+var errHeadTooLarge = errors.New("gateway: upstream response head too large")
+
+func (c *countingConn) Read(b []byte) (int, error) {
+	if c.readLeft >= 0 {
+		if c.readLeft == 0 {
+			return 0, errHeadTooLarge
+		}
+		if int64(len(b)) > c.readLeft {
+			b = b[:c.readLeft]
+		}
+	}
+	n, err := c.Conn.Read(b)
+	if c.readLeft >= 0 {
+		c.readLeft -= int64(n)
+	}
+	return n, err
 }
 
 func (c *countingConn) Write(b []byte) (int, error) {

@@ -44,7 +44,7 @@ func FuzzH1Response(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte, head bool) {
 		cl := &h1Client{maxIdle: 1, pools: map[string]*h1Pool{}}
 		p := cl.pool("x")
-		cc := &countingConn{Conn: byteConn{bytes.NewReader(data)}}
+		cc := &countingConn{Conn: byteConn{bytes.NewReader(data)}, readLeft: -1}
 		pc := &h1Conn{c: cc, br: bufio.NewReader(cc), bw: bufio.NewWriter(cc), t: cl, pool: p}
 		method := http.MethodGet
 		if head {

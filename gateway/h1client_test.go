@@ -128,11 +128,19 @@ func TestH1ClientResponseFraming(t *testing.T) {
 		{name: "Connection: close", method: "GET", resp: "HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 2\r\n\r\nok", closeAfter: true, body: "ok", status: 200, reused: false},
 		{name: "close-delimited", method: "GET", resp: "HTTP/1.1 200 OK\r\n\r\nhello", closeAfter: true, body: "hello", status: 200, reused: false},
 		{name: "HTTP/1.0 without keep-alive", method: "GET", resp: "HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nok", closeAfter: true, body: "ok", status: 200, reused: false},
+		{name: "head too large: error, bounded memory", method: "GET", resp: "HTTP/1.1 200 OK\r\nX-Big: " + strings.Repeat("a", 2<<20) + "\r\n\r\n", status: -1},
 		{name: "500 with body", method: "GET", resp: "HTTP/1.1 500 Internal Server Error\r\nContent-Length: 4\r\n\r\noops", body: "oops", status: 500, reused: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			be := newRawBackend(t, func(*http.Request) (string, bool) { return tc.resp, tc.closeAfter })
 			c := testH1Client(t)
+			if tc.status < 0 {
+				req, _ := http.NewRequest(tc.method, "http://"+be.addr()+"/x", nil)
+				if _, err := c.RoundTrip(req); !errors.Is(err, errHeadTooLarge) {
+					t.Fatalf("err %v, want errHeadTooLarge", err)
+				}
+				return
+			}
 			for i := range 2 {
 				resp, body := rt(t, c, tc.method, "http://"+be.addr()+"/x", nil)
 				if resp.StatusCode != tc.status || body != tc.body {

@@ -30,16 +30,17 @@ func newTransport(c Cluster, dial func(ctx context.Context, network, addr string
 		if err != nil {
 			return nil, err
 		}
-		return &countingConn{Conn: conn}, nil
+		return &countingConn{Conn: conn, readLeft: -1}, nil
 	}
 	t := &http.Transport{
-		DialContext:         counted,
-		MaxIdleConnsPerHost: c.MaxIdlePerBackend,
-		MaxConnsPerHost:     c.MaxConnsPerBackend,
-		IdleConnTimeout:     defaultIdleConnTimeout,
-		TLSHandshakeTimeout: DefaultConnectTimeout,
-		DisableCompression:  true,
-		TLSClientConfig:     &tls.Config{InsecureSkipVerify: c.InsecureSkipVerify}, //nolint:gosec // operator's choice, off by default
+		DialContext:            counted,
+		MaxIdleConnsPerHost:    c.MaxIdlePerBackend,
+		MaxConnsPerHost:        c.MaxConnsPerBackend,
+		IdleConnTimeout:        defaultIdleConnTimeout,
+		TLSHandshakeTimeout:    DefaultConnectTimeout,
+		DisableCompression:     true,
+		MaxResponseHeaderBytes: maxResponseHead,
+		TLSClientConfig:        &tls.Config{InsecureSkipVerify: c.InsecureSkipVerify}, //nolint:gosec // operator's choice, off by default
 	}
 	p := new(http.Protocols)
 	switch c.Protocol {
