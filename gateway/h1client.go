@@ -45,9 +45,13 @@ type h1Client struct {
 	maxIdle     int
 	idleTimeout time.Duration
 
-	mu     sync.Mutex
-	pools  map[string]*h1Pool
-	closed bool
+	pools sync.Map // backend address → *h1Pool
+	// closeIdle: CloseIdleConnections was called and no connection was
+	// dialled since; connections that come back then are closed, not
+	// pooled (as http.Transport does), so a transport a reload or a
+	// shutdown retired does not keep the connections in flight open.
+	closeIdle atomic.Bool
+	closed    atomic.Bool // close: never pool again
 }
 
 // h1Pool holds the idle connections to one backend, most recently used
@@ -82,7 +86,7 @@ func (e *unwrittenError) Unwrap() []error { return []error{e.err, errUnwritten} 
 var errBodyClosed = errors.New("gateway: read on closed response body")
 
 func newH1Client(fallback *http.Transport, dial func(ctx context.Context, network, addr string) (net.Conn, error), maxIdle int) *h1Client {
-	return &h1Client{fallback: fallback, dial: dial, maxIdle: maxIdle, idleTimeout: fallback.IdleConnTimeout, pools: map[string]*h1Pool{}}
+	return &h1Client{fallback: fallback, dial: dial, maxIdle: maxIdle, idleTimeout: fallback.IdleConnTimeout}
 }
 
 // maxOwnBody is the largest request body the client sends itself. It
@@ -155,14 +159,11 @@ func rewind(req *http.Request) error {
 }
 
 func (t *h1Client) pool(addr string) *h1Pool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	p := t.pools[addr]
-	if p == nil {
-		p = &h1Pool{}
-		t.pools[addr] = p
+	if p, ok := t.pools.Load(addr); ok {
+		return p.(*h1Pool)
 	}
-	return p
+	p, _ := t.pools.LoadOrStore(addr, &h1Pool{})
+	return p.(*h1Pool)
 }
 
 // conn returns an idle connection for req, or dials one (always, when
@@ -181,6 +182,7 @@ func (t *h1Client) conn(req *http.Request, p *h1Pool, fresh bool, deadline time.
 		ctx, cancel = context.WithDeadline(ctx, deadline)
 		defer cancel()
 	}
+	t.closeIdle.Store(false)
 	c, err := t.dial(ctx, "tcp", req.URL.Host)
 	if err != nil {
 		return nil, err
@@ -213,14 +215,11 @@ func (p *h1Pool) get(now time.Time, idleTimeout time.Duration, check bool) *h1Co
 }
 
 // put returns pc to its pool, or closes it when the pool is full or the
-// client closed.
+// client retired (closeIdle, closed).
 func (t *h1Client) put(pc *h1Conn) {
-	t.mu.Lock()
-	closed := t.closed
-	t.mu.Unlock()
 	p := pc.pool
 	p.mu.Lock()
-	if closed || len(p.idle) >= t.maxIdle {
+	if t.closed.Load() || t.closeIdle.Load() || len(p.idle) >= t.maxIdle {
 		p.mu.Unlock()
 		_ = pc.c.Close()
 		return
@@ -230,15 +229,13 @@ func (t *h1Client) put(pc *h1Conn) {
 	p.mu.Unlock()
 }
 
-// CloseIdleConnections closes every idle connection, the fallback's too.
+// CloseIdleConnections closes every idle connection, and those in flight
+// when they come back unless a connection is dialled meanwhile; the
+// fallback's too.
 func (t *h1Client) CloseIdleConnections() {
-	t.mu.Lock()
-	pools := make([]*h1Pool, 0, len(t.pools))
-	for _, p := range t.pools {
-		pools = append(pools, p)
-	}
-	t.mu.Unlock()
-	for _, p := range pools {
+	t.closeIdle.Store(true)
+	t.pools.Range(func(_, v any) bool {
+		p := v.(*h1Pool)
 		p.mu.Lock()
 		idle := p.idle
 		p.idle = nil
@@ -246,15 +243,14 @@ func (t *h1Client) CloseIdleConnections() {
 		for _, pc := range idle {
 			_ = pc.c.Close()
 		}
-	}
+		return true
+	})
 	t.fallback.CloseIdleConnections()
 }
 
 // close stops pooling and closes the idle connections.
 func (t *h1Client) close() {
-	t.mu.Lock()
-	t.closed = true
-	t.mu.Unlock()
+	t.closed.Store(true)
 	t.CloseIdleConnections()
 }
 

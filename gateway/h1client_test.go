@@ -391,3 +391,23 @@ func TestH1ClientDeadline(t *testing.T) {
 		t.Fatalf("%d connections, want 1 (pooled after a head in time)", n)
 	}
 }
+
+// A connection in flight when CloseIdleConnections retires the client (a
+// reload replaced it, or shutdown) is closed when its answer ends, not
+// pooled.
+func TestH1ClientRetiredConnectionNotPooled(t *testing.T) {
+	be := newRawBackend(t, func(*http.Request) (string, bool) { return "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", false })
+	c := testH1Client(t)
+	req, _ := http.NewRequest("GET", "http://"+be.addr()+"/", nil)
+	resp, err := c.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.CloseIdleConnections()
+	_, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if n := len(c.pool(be.addr()).idle); n != 0 {
+		t.Fatalf("%d idle connections after CloseIdleConnections", n)
+	}
+	<-be.closed // the backend sees the connection closed
+}
