@@ -104,10 +104,10 @@ func (d *dispatcher) attempts(req *http.Request, st *reqState) (*http.Response, 
 	if !st.snap.cfg.Retry.Disabled && !upgrade && st.replayable {
 		call = st.snap.retrier.Start(st.idempotent)
 	}
-	deadline := time.Now().Add(rt.cfg.Timeout)
+	now := time.Now()
+	deadline := now.Add(rt.cfg.Timeout)
 	var tried uint64
-	for {
-		now := time.Now()
+	for ; ; now = time.Now() {
 		ci := rt.pickCluster(now.UnixNano(), tried, rnd)
 		if ci < 0 {
 			return nil, &dispatchError{outcome.Outcome{Kind: outcome.Overloaded, Err: errNoBackend}}
