@@ -24,7 +24,7 @@ func startNginx(t *testing.T) string {
 	t.Helper()
 	bin, err := exec.LookPath("nginx")
 	if err != nil {
-		t.Fatal("nginx not found: run scripts/test-deps.sh (Debian package nginx-light)")
+		t.Fatal("nginx not found: run scripts/test-deps.sh (Debian package nginx)")
 	}
 	dir := t.TempDir()
 	for _, d := range []string{filepath.Dir(dir), dir} { // nginx's worker (nobody, when run as root) reads the files
@@ -54,7 +54,7 @@ http {
   client_body_temp_path %[1]s/body; proxy_temp_path %[1]s/proxy; fastcgi_temp_path %[1]s/fcgi;
   uwsgi_temp_path %[1]s/uwsgi; scgi_temp_path %[1]s/scgi;
   keepalive_requests 3;
-  gzip on; gzip_types text/plain; gzip_min_length 0;
+  gzip on; gzip_types text/plain; gzip_min_length 0; gzip_proxied any;
   default_type text/plain;
   server {
     listen %[2]s;
