@@ -167,12 +167,14 @@ func (t *h1Client) pool(addr string) *h1Pool {
 }
 
 // conn returns an idle connection for req, or dials one (always, when
-// fresh). An idle connection is checked for a close by the backend (one
-// non-blocking peek, a system call) only for a request that could not be
-// sent again if it met one: a replayable request is (see RoundTrip).
+// fresh). An idle connection is checked before use (one non-blocking peek,
+// a system call): one the backend closed would fail a request that cannot
+// be resent, and bytes a backend sent after its last answer (which
+// http.Transport's read loop catches while the connection idles) would be
+// read as the next request's answer.
 func (t *h1Client) conn(req *http.Request, p *h1Pool, fresh bool, deadline time.Time) (*h1Conn, error) {
 	if !fresh {
-		if pc := p.get(time.Now(), t.idleTimeout, !replayable(req)); pc != nil {
+		if pc := p.get(time.Now(), t.idleTimeout); pc != nil {
 			return pc, nil
 		}
 	}
@@ -192,8 +194,8 @@ func (t *h1Client) conn(req *http.Request, p *h1Pool, fresh bool, deadline time.
 }
 
 // get pops the most recently used idle connection, closing those idle for
-// longer than idleTimeout, and when check those the backend closed.
-func (p *h1Pool) get(now time.Time, idleTimeout time.Duration, check bool) *h1Conn {
+// longer than idleTimeout and those not alive.
+func (p *h1Pool) get(now time.Time, idleTimeout time.Duration) *h1Conn {
 	for {
 		p.mu.Lock()
 		n := len(p.idle)
@@ -205,7 +207,7 @@ func (p *h1Pool) get(now time.Time, idleTimeout time.Duration, check bool) *h1Co
 		p.idle[n-1] = nil
 		p.idle = p.idle[:n-1]
 		p.mu.Unlock()
-		if idleTimeout > 0 && now.Sub(pc.idleAt) > idleTimeout || check && !pc.alive() {
+		if idleTimeout > 0 && now.Sub(pc.idleAt) > idleTimeout || !pc.alive() {
 			_ = pc.c.Close()
 			continue
 		}

@@ -411,3 +411,21 @@ func TestH1ClientRetiredConnectionNotPooled(t *testing.T) {
 	}
 	<-be.closed // the backend sees the connection closed
 }
+
+// Bytes a backend sends after a complete answer are not read as the next
+// request's answer: the connection they arrived on is not reused.
+func TestH1ClientStrayBytesNotRelayed(t *testing.T) {
+	be := newRawBackend(t, func(r *http.Request) (string, bool) {
+		if r.URL.Path == "/first" {
+			return "HTTP/1.1 204 No Content\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nforge", false
+		}
+		return "HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nreal", false
+	})
+	c := testH1Client(t)
+	if resp, _ := rt(t, c, "GET", "http://"+be.addr()+"/first", nil); resp.StatusCode != 204 {
+		t.Fatalf("first: %d", resp.StatusCode)
+	}
+	if _, body := rt(t, c, "GET", "http://"+be.addr()+"/second", nil); body != "real" {
+		t.Fatalf("second answer %q: stray bytes of the first connection were relayed", body)
+	}
+}
