@@ -71,6 +71,7 @@ type h1Conn struct {
 	idleAt   time.Time
 	reused   bool
 	canceled atomic.Bool // a cancellation forced a deadline: never pooled
+	peek     *peeker     // see alive; made on first use
 }
 
 // errUnwritten marks an attempt that failed before any byte of the request
