@@ -169,7 +169,7 @@ func newReverseProxy(g *Gateway) *httputil.ReverseProxy {
 			pr.SetXForwarded()
 			appendForwarded(pr.Out, pr.In)
 			pr.Out.Header.Add("Via", via(pr.In))
-			if upgradesToH2C(pr.Out.Header.Get("Upgrade")) {
+			if up := pr.Out.Header.Get("Upgrade"); up != "" && upgradesToH2C(up) {
 				// h2c upgrades end here: relayed, a backend that upgrades would
 				// take the rest of the connection past routing and every guard.
 				pr.Out.Header.Del("Upgrade")
