@@ -23,11 +23,16 @@ import (
 // (*http.Request).Write (Content-Length, chunked with trailers, Connection:
 // close) and the response parsed by http.ReadResponse (Content-Length,
 // chunked and trailers, no body for HEAD/204/304, close-delimited bodies),
-// so the two agree with http.Transport byte for byte. What this type adds is
-// the connection's life: a connection goes back to the pool only after its
+// the functions http.Transport frames with too. What this type adds is the
+// connection's life: a connection goes back to the pool only after its
 // response body was read to its end and neither side asked to close; a body
-// closed early closes its connection. Interim 1xx responses other than 101
-// are skipped.
+// closed early closes its connection; an idle connection is peeked before
+// reuse (alive). Interim 1xx responses other than 101 are skipped; a
+// response head is bounded to maxResponseHead.
+//
+// Failure mode: a cancelled context or an attempt deadline
+// (roundTripUntil) sets the connection's deadline, which ends a blocked
+// write or read at once; the connection is then closed, never pooled.
 //
 // Anything else goes to fallback (an http.Transport): Upgrade requests
 // (WebSocket), CONNECT, Expect: 100-continue, non-"http" schemes, and
