@@ -189,16 +189,17 @@ func (d *dispatcher) try(req *http.Request, st *reqState, c *cluster, now time.T
 	var err error
 	var timedOut atomic.Bool
 	cancel := context.CancelFunc(func() {})
+	h1, _ := c.transport.(*h1Client)
+	own := h1 != nil && !upgrade && h1.handles(out)
 	var w *writeWatch
-	if !st.idempotent {
+	if !st.idempotent && !own { // the own client reports errUnwritten itself
 		w = watchWrites(out)
 		out = w.req
 	}
-	h1, _ := c.transport.(*h1Client)
 	switch {
 	case upgrade:
 		resp, err = c.transport.RoundTrip(out)
-	case h1 != nil && h1.handles(out):
+	case own:
 		// the attempt's timeout is the connection's deadline: no timer,
 		// no derived context
 		resp, err = h1.roundTripUntil(out, now.Add(tryFor))
