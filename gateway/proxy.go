@@ -25,9 +25,9 @@ import (
 func (g *Gateway) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	t := g.snap.Load()
-	rec := &recorder{ResponseWriter: w}
-	st := &reqState{snap: t}
-	defer func() { g.finish(rec, r, st, start) }()
+	x := &exchange{rec: recorder{ResponseWriter: w}, st: reqState{snap: t}} // one allocation for both
+	rec, st := &x.rec, &x.st
+	defer g.finish(rec, r, st, start)
 	rt := t.match(r.Host, r.URL.Path)
 	if rt == nil {
 		http.Error(rec, "no route", http.StatusNotFound)
@@ -73,6 +73,12 @@ func (g *Gateway) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	st.idempotent = retry.Idempotent(r.Method, r.Header)
 	g.proxy.ServeHTTP(rec, r.WithContext(context.WithValue(r.Context(), stateKey{}, st)))
+}
+
+// exchange holds a request's recorder and state, allocated together.
+type exchange struct {
+	rec recorder
+	st  reqState
 }
 
 // bufferBody reads a body of at most max bytes so that it can be replayed.
@@ -142,7 +148,7 @@ func newReverseProxy(g *Gateway) *httputil.ReverseProxy {
 			pr.SetXForwarded()
 			appendForwarded(pr.Out, pr.In)
 			pr.Out.Header.Add("Via", via(pr.In))
-			if upgradesToH2C(pr.Out.Header.Get("Upgrade")) {
+			if up := pr.Out.Header.Get("Upgrade"); up != "" && upgradesToH2C(up) {
 				// h2c upgrades end here: relayed, a backend that upgrades would
 				// take the rest of the connection past routing and every guard.
 				pr.Out.Header.Del("Upgrade")
