@@ -105,10 +105,27 @@ func (l *connListener) track(c net.Conn) bool {
 	return true
 }
 
+// untrack ends what track began: c is no longer closed by Close.
 func (l *connListener) untrack(c net.Conn) {
+	l.forget(c)
+	l.wg.Done()
+}
+
+// forget takes c out of the connections Close closes; the caller is about
+// to hand c to net/http, which owns it from then on (its Shutdown lets a
+// request in flight on it finish). Forgetting only after the hand-off let
+// a Close in between cut a connection net/http was already serving.
+func (l *connListener) forget(c net.Conn) {
 	l.mu.Lock()
 	delete(l.pending, c)
 	l.mu.Unlock()
+}
+
+// handOff forgets raw, then delivers c (raw itself or its wrapper), and
+// ends the goroutine's tracking.
+func (l *connListener) handOff(raw, c net.Conn) {
+	l.forget(raw)
+	l.deliver(c)
 	l.wg.Done()
 }
 
@@ -132,7 +149,6 @@ func (l *connListener) deliver(c net.Conn) {
 }
 
 func (l *connListener) handshake(raw net.Conn) {
-	defer l.untrack(raw)
 	tc := tls.Server(raw, l.conf)
 	if l.timeout > 0 {
 		_ = raw.SetDeadline(time.Now().Add(l.timeout))
@@ -144,14 +160,15 @@ func (l *connListener) handshake(raw net.Conn) {
 		}
 		l.log.Debug("TLS handshake failed", "remote", raw.RemoteAddr().String(), "err", err)
 		_ = raw.Close()
+		l.untrack(raw)
 		return
 	}
 	_ = raw.SetDeadline(time.Time{})
 	if tc.ConnectionState().NegotiatedProtocol == "h2" {
-		l.deliver(tc)
+		l.handOff(raw, tc)
 		return
 	}
-	l.deliver(l.frame(tc, raw, tc))
+	l.handOff(raw, l.frame(tc, raw, tc))
 }
 
 // park takes c back from net/http until the client sends again.
@@ -166,12 +183,12 @@ func (l *connListener) park(c *framedConn) {
 	}
 	l.mu.Unlock()
 	go func() {
-		defer l.untrack(c.raw)
 		if err := waitReadable(c.raw, c.readDeadline()); err != nil {
 			_ = c.Conn.Close() // idle deadline, client gone, or the listener closed
+			l.untrack(c.raw)
 			return
 		}
-		l.deliver(c.outer)
+		l.handOff(c.raw, c.outer)
 	}()
 }
 
