@@ -42,8 +42,9 @@ type stage struct {
 	rttSum      atomic.Int64
 	rttN        atomic.Int64
 	maxInflight atomic.Int64
-	rejected    atomic.Int64 // refusals so far (every reason)
-	storm       atomic.Bool  // the last interval refused more than it admitted (see pace.go)
+	rejected    atomic.Int64                        // refusals so far (every reason)
+	refused     [tier.CriticalPlus + 1]atomic.Int64 // refusals so far, by tier (the demand gate's arrivals)
+	storm       atomic.Bool                         // the last interval refused more than it admitted (see pace.go)
 
 	mu        sync.Mutex
 	turn      time.Duration // see effectiveTarget (under mu, as everything below)
@@ -55,6 +56,7 @@ type stage struct {
 	lim       *limiter
 	lastPol   *policy
 	lastOver  time.Time // last interval end at which the endpoint was overloaded, or last overload drop
+	dem       demand    // counts at the last interval ends (the demand gate)
 	waited    bool      // a request queued since the limiter's last window
 	timer     clock.Timer
 	armed     bool
@@ -150,6 +152,7 @@ func (t Ticket) Release() {
 func (st *stage) count(t tier.Tier, r Reason) {
 	st.m.shed[t][r].Inc()
 	st.rejected.Add(1)
+	st.refused[t].Add(1)
 }
 
 func (st *stage) noteInflight(n int64) {

@@ -97,6 +97,7 @@ func (st *stage) tickLocked(now time.Time, p *policy) {
 		}
 	}
 	st.lastTick = now
+	st.dem.push(st.snapLocked())
 	target := st.effectiveTarget(p)
 	for t := tier.Sheddable; t <= tier.CriticalPlus; t++ {
 		d := &st.det[t]
