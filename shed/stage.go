@@ -57,6 +57,7 @@ type stage struct {
 	lastPol   *policy
 	lastOver  time.Time // last interval end at which the endpoint was overloaded, or last overload drop
 	dem       demand    // counts at the last interval ends (the demand gate)
+	winStart  time.Time // start of the limiter's current window
 	waited    bool      // a request queued since the limiter's last window
 	timer     clock.Timer
 	armed     bool
@@ -83,6 +84,7 @@ type waiter struct {
 func newStage(s *Shedder, name string, p *policy) *stage {
 	st := &stage{name: name, s: s, m: s.m.forEndpoint(name)}
 	st.lim = newLimiter(p.limitFor(name))
+	st.lim.seed(name)
 	st.lastPol = p
 	st.limit.Store(int64(st.lim.Limit()))
 	s.m.state.add(st)
