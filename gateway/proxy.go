@@ -162,6 +162,13 @@ func newReverseProxy(g *Gateway) *httputil.ReverseProxy {
 			pr.Out.Header["X-Forwarded-For"] = pr.In.Header["X-Forwarded-For"]
 			pr.SetXForwarded()
 			appendForwarded(pr.Out, pr.In)
+			pr.Out.Header.Add("Via", via(pr.In))
+			if upgradesToH2C(pr.Out.Header.Get("Upgrade")) {
+				// h2c upgrades end here: relayed, a backend that upgrades would
+				// take the rest of the connection past routing and every guard.
+				pr.Out.Header.Del("Upgrade")
+				pr.Out.Header.Del("Connection")
+			}
 			rnd := g.rng()
 			st.hop = propagateTrace(pr.In, pr.Out, rnd, g.opts.SampleNewTraces)
 			g.rngs.Put(rnd)
@@ -210,6 +217,31 @@ func appendForwarded(out, in *http.Request) {
 		el = strings.Join(prev, ", ") + ", " + el
 	}
 	out.Header.Set("Forwarded", el)
+}
+
+// via is this hop's Via entry (RFC 9110 §7.6.3, which a gateway MUST send
+// upstream): the protocol version the request arrived with, and a pseudonym.
+func via(in *http.Request) string {
+	switch {
+	case in.ProtoMajor == 2:
+		return "2 veer"
+	case in.ProtoMajor == 3:
+		return "3 veer"
+	case in.ProtoMinor == 0:
+		return "1.0 veer"
+	}
+	return "1.1 veer"
+}
+
+// upgradesToH2C reports whether an Upgrade value offers h2c (RFC 7540
+// §3.2, retired by RFC 9113 §3.1).
+func upgradesToH2C(v string) bool {
+	for _, p := range strings.Split(v, ",") {
+		if strings.EqualFold(strings.TrimSpace(p), "h2c") {
+			return true
+		}
+	}
+	return false
 }
 
 var forwardedEscaper = strings.NewReplacer(`\`, `\\`, `"`, `\"`)
