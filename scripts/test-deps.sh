@@ -15,9 +15,22 @@ declare -A pkgs=(
   [dnsperf]=dnsperf
   [etcd]=etcd-server
   [hey]=hey
+  [nginx]=nginx
+  [haproxy]=haproxy
+  [h2load]=nghttp2-client
+  [curl]=curl
+  [slowhttptest]=slowhttptest
 )
 for cmd in "${!pkgs[@]}"; do
   command -v "$cmd" >/dev/null 2>&1 || need+=("${pkgs[$cmd]}")
+done
+# Debian's python3 module -> Debian package (interop clients and servers)
+declare -A pymods=(
+  [websockets]=python3-websockets
+  [grpc]=python3-grpcio
+)
+for mod in "${!pymods[@]}"; do
+  /usr/bin/python3 -c "import $mod" >/dev/null 2>&1 || need+=("${pymods[$mod]}")
 done
 if [ ${#need[@]} -eq 0 ]; then
   exit 0
@@ -30,3 +43,6 @@ echo "test-deps: installing ${need[*]}"
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
 apt-get install -y -qq -o DPkg::Lock::Timeout=300 --no-install-recommends "${need[@]}" >/dev/null
+# Tests start their own instances on random loopback ports: stop the ones
+# the packages started.
+for s in nginx haproxy; do service "$s" stop >/dev/null 2>&1 || true; done
