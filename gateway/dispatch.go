@@ -104,10 +104,10 @@ func (d *dispatcher) attempts(req *http.Request, st *reqState) (*http.Response, 
 	if !st.snap.cfg.Retry.Disabled && !upgrade && st.replayable {
 		call = st.snap.retrier.Start(st.idempotent)
 	}
-	deadline := time.Now().Add(rt.cfg.Timeout)
+	now := time.Now()
+	deadline := now.Add(rt.cfg.Timeout)
 	var tried uint64
-	for {
-		now := time.Now()
+	for ; ; now = time.Now() {
 		ci := rt.pickCluster(now.UnixNano(), tried, rnd)
 		if ci < 0 {
 			return nil, &dispatchError{outcome.Outcome{Kind: outcome.Overloaded, Err: errNoBackend}}
@@ -188,11 +188,26 @@ func (d *dispatcher) try(req *http.Request, st *reqState, c *cluster, now time.T
 	var resp *http.Response
 	var err error
 	var timedOut atomic.Bool
-	cancel := func() {}
-	if upgrade {
+	cancel := context.CancelFunc(func() {})
+	h1, _ := c.transport.(*h1Client)
+	own := h1 != nil && !upgrade && h1.handles(out)
+	var w *writeWatch
+	if !st.idempotent && !own { // the own client reports errUnwritten itself
+		w = watchWrites(out)
+		out = w.req
+	}
+	switch {
+	case upgrade:
 		resp, err = c.transport.RoundTrip(out)
-	} else {
-		ctx, cancelCtx := context.WithCancel(req.Context())
+	case own:
+		// the attempt's timeout is the connection's deadline: no timer,
+		// no derived context
+		resp, err = h1.roundTripUntil(out, now.Add(tryFor))
+		if errors.Is(err, errTryTimeout) {
+			timedOut.Store(true)
+		}
+	default:
+		ctx, cancelCtx := context.WithCancel(out.Context())
 		t := time.AfterFunc(tryFor, func() { timedOut.Store(true); cancelCtx() })
 		resp, err = c.transport.RoundTrip(out.WithContext(ctx))
 		t.Stop()
@@ -205,6 +220,9 @@ func (d *dispatcher) try(req *http.Request, st *reqState, c *cluster, now time.T
 		o = outcome.Outcome{Kind: outcome.ResponseTimeout, Err: err}
 	case err != nil && req.Context().Err() != nil:
 		o = outcome.Outcome{Kind: outcome.ClientCanceled, Err: err}
+	}
+	if err != nil && (errors.Is(err, errUnwritten) || w.unwritten()) {
+		o.Unwritten = true
 	}
 	b.attempts[o.Kind].Inc()
 	if ej := b.observe(end, o, &c.cfg.Outlier, func() bool { return c.mayEject(end.UnixNano()) }); ej > 0 {
@@ -221,7 +239,7 @@ func (d *dispatcher) try(req *http.Request, st *reqState, c *cluster, now time.T
 		}
 		return resp, o
 	}
-	resp.Body = &releaseBody{ReadCloser: resp.Body, release: func() { b.outstanding.Add(-1); cancel() }}
+	resp.Body = &releaseBody{ReadCloser: resp.Body, b: b, cancel: cancel}
 	return resp, o
 }
 
@@ -232,17 +250,25 @@ func (c *cluster) scheme() string {
 	return "http"
 }
 
-// releaseBody runs release once, when the body is closed.
+// releaseBody ends its attempt once, when the body is closed: the
+// backend's outstanding count drops and the attempt's context is
+// cancelled.
 type releaseBody struct {
 	io.ReadCloser
-	once    sync.Once
-	release func()
+	once   sync.Once
+	b      *backend
+	cancel context.CancelFunc
 }
 
 func (r *releaseBody) Close() error {
 	err := r.ReadCloser.Close()
 	r.once.Do(r.release)
 	return err
+}
+
+func (r *releaseBody) release() {
+	r.b.outstanding.Add(-1)
+	r.cancel()
 }
 
 // discard drains a little of a response that will not be relayed, so that

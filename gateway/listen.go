@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -30,6 +31,7 @@ type servers struct {
 	plain   *http.Server
 	admin   *http.Server
 	h3      HTTP3Server
+	lns     []*connListener // TLS, plain
 	addrs   Addrs
 	errc    chan error
 	started bool
@@ -61,10 +63,11 @@ func (g *Gateway) Start() error {
 	s.started = true
 	s.errc = make(chan error, 4)
 	l := c.Listen
+	maxHeader := cmp.Or(l.MaxHeaderBytes, http.DefaultMaxHeaderBytes)
 	mk := func(h http.Handler) *http.Server {
 		return &http.Server{Handler: h, ReadHeaderTimeout: l.ReadHeaderTimeout, ReadTimeout: l.ReadTimeout,
 			WriteTimeout: l.WriteTimeout, IdleTimeout: l.IdleTimeout, MaxHeaderBytes: l.MaxHeaderBytes,
-			ErrorLog: newServerLog(g.log)}
+			ErrorLog: newServerLog(g.log), ConnState: connState}
 	}
 	serve := func(srv *http.Server, ln net.Listener) {
 		go func() {
@@ -112,11 +115,10 @@ func (g *Gateway) Start() error {
 		srv := mk(h)
 		srv.TLSConfig = tlsConf
 		s.https = srv
-		go func() {
-			if err := srv.Serve(tls.NewListener(ln, tlsConf)); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				s.errc <- err
-			}
-		}()
+		cl := newConnListener(ln, tlsConf, handshakeTimeout(l.ReadHeaderTimeout, l.ReadTimeout, l.WriteTimeout), maxHeader, g.refusedFraming, g.log)
+		cl.headerTimeout = cmp.Or(l.ReadHeaderTimeout, l.ReadTimeout)
+		s.lns = append(s.lns, cl)
+		serve(srv, cl)
 	}
 	if l.Plain != "" {
 		ln, err := net.Listen("tcp", l.Plain)
@@ -131,7 +133,10 @@ func (g *Gateway) Start() error {
 		p.SetUnencryptedHTTP2(true)
 		srv.Protocols = p
 		s.plain = srv
-		serve(srv, ln)
+		cl := newConnListener(ln, nil, 0, maxHeader, g.refusedFraming, g.log)
+		cl.headerTimeout = cmp.Or(l.ReadHeaderTimeout, l.ReadTimeout)
+		s.lns = append(s.lns, cl)
+		serve(srv, cl)
 	}
 	if c.Admin.Addr != "" {
 		ln, err := net.Listen("tcp", c.Admin.Addr)
@@ -145,6 +150,12 @@ func (g *Gateway) Start() error {
 	}
 	g.log.Info("gateway listening", "tls", s.addrs.TLS, "http3", s.h3 != nil, "plain", s.addrs.Plain, "admin", s.addrs.Admin)
 	return nil
+}
+
+// refusedFraming counts and logs a request refused by a framedConn.
+func (g *Gateway) refusedFraming(c net.Conn, why string) {
+	g.m.rejected.WithLabelValues("framing").Inc()
+	g.log.Warn("request refused with 400: ambiguous framing (request smuggling)", "remote", c.RemoteAddr().String(), "why", why)
 }
 
 // Errors reports a listener that stopped with an error.

@@ -25,15 +25,9 @@ import (
 func (g *Gateway) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	t := g.snap.Load()
-	rec := &recorder{ResponseWriter: w}
-	st := &reqState{snap: t}
-	defer func() { g.finish(rec, r, st, start) }()
-	if err := checkFraming(r); err != nil {
-		g.m.rejected.WithLabelValues("framing").Inc()
-		rec.Header().Set("Connection", "close")
-		http.Error(rec, err.Error(), http.StatusBadRequest)
-		return
-	}
+	x := &exchange{rec: recorder{ResponseWriter: w}, st: reqState{snap: t}} // one allocation for both
+	rec, st := &x.rec, &x.st
+	defer g.finish(rec, r, st, start)
 	rt := t.match(r.Host, r.URL.Path)
 	if rt == nil {
 		http.Error(rec, "no route", http.StatusNotFound)
@@ -81,19 +75,10 @@ func (g *Gateway) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	g.proxy.ServeHTTP(rec, r.WithContext(context.WithValue(r.Context(), stateKey{}, st)))
 }
 
-// checkFraming rejects what net/http lets through but a proxy must not
-// pass on: a Transfer-Encoding other than chunked reaches here only on
-// HTTP/1.0-style requests; and a request naming both Transfer-Encoding and
-// Content-Length was rewritten by net/http (Content-Length dropped). Such
-// requests are request-smuggling attempts.
-func checkFraming(r *http.Request) error {
-	if len(r.TransferEncoding) > 0 && r.ProtoMajor == 1 && len(r.Header.Values("Content-Length")) > 0 {
-		return errors.New("both Transfer-Encoding and Content-Length")
-	}
-	if len(r.Header.Values("Content-Length")) > 1 {
-		return errors.New("duplicate Content-Length")
-	}
-	return nil
+// exchange holds a request's recorder and state, allocated together.
+type exchange struct {
+	rec recorder
+	st  reqState
 }
 
 // bufferBody reads a body of at most max bytes so that it can be replayed.
@@ -163,7 +148,7 @@ func newReverseProxy(g *Gateway) *httputil.ReverseProxy {
 			pr.SetXForwarded()
 			appendForwarded(pr.Out, pr.In)
 			pr.Out.Header.Add("Via", via(pr.In))
-			if upgradesToH2C(pr.Out.Header.Get("Upgrade")) {
+			if up := pr.Out.Header.Get("Upgrade"); up != "" && upgradesToH2C(up) {
 				// h2c upgrades end here: relayed, a backend that upgrades would
 				// take the rest of the connection past routing and every guard.
 				pr.Out.Header.Del("Upgrade")

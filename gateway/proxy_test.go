@@ -159,6 +159,12 @@ limits: {max_request_body: 1000}
 		{"bad chunk framing", "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nabc\r\n0\r\n\r\n", "HTTP/1.1 400"},
 		{"unknown transfer coding", "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n", "HTTP/1.1 501"},
 		{"bad request line", "GARBAGE\r\n\r\n", "HTTP/1.1 400"},
+		// request smuggling shapes: net/http alone would repair and relay these
+		{"Content-Length and Transfer-Encoding", "POST /a HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n" +
+			"0\r\n\r\nGET /smuggled HTTP/1.1\r\nHost: x\r\n\r\n", "HTTP/1.1 400"},
+		{"identical duplicate Content-Length", "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\nContent-Length: 4\r\n\r\nabcd", "HTTP/1.1 400"},
+		{"Transfer-Encoding on HTTP/1.0", "POST / HTTP/1.0\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", "HTTP/1.1 400"},
+		{"Content-Length folded in twice", "POST / HTTP/1.1\r\nHost: x\r\ncontent-length: 1\r\nCONTENT-LENGTH:\t1 \r\n\r\na", "HTTP/1.1 400"},
 	} {
 		if got := status(tc.raw); !strings.HasPrefix(got, tc.want) {
 			t.Errorf("%s: got %q, want %s", tc.name, got, tc.want)
@@ -166,14 +172,6 @@ limits: {max_request_body: 1000}
 	}
 	if hits != 0 {
 		t.Errorf("backend saw %d of the bad requests", hits)
-	}
-	// CL + TE: net/http drops Content-Length and reads the chunked body;
-	// the smuggled request inside must never reach the backend as a request
-	// of its own.
-	out := rawRequest(t, addr, "POST /a HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"+
-		"0\r\n\r\nGET /smuggled HTTP/1.1\r\nHost: x\r\n\r\n")
-	if strings.Contains(out, "/smuggled") {
-		t.Errorf("smuggled request reached the backend: %q", out)
 	}
 	// slowloris: a client that never finishes its header is cut off after
 	// read_header_timeout
@@ -186,5 +184,25 @@ limits: {max_request_body: 1000}
 	_ = c.SetReadDeadline(time.Now().Add(3 * time.Second))
 	if _, err := io.ReadAll(c); err != nil {
 		t.Errorf("slowloris connection not closed by the server: %v", err)
+	}
+	// the same on a keep-alive connection after a first request: the
+	// framer holds the partial head, and read_header_timeout still applies
+	// (not the 90 s idle timeout)
+	k, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Close()
+	_ = k.SetDeadline(time.Now().Add(3 * time.Second))
+	br := bufio.NewReader(k)
+	fmt.Fprint(k, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+	if resp, err := http.ReadResponse(br, nil); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("keep-alive request: %v %v", resp, err)
+	} else {
+		_, _ = io.Copy(io.Discard, resp.Body)
+	}
+	fmt.Fprint(k, "GET / HTTP/1.1\r\nHost: x\r\n")
+	if _, err := io.ReadAll(br); err != nil {
+		t.Errorf("slowloris on a keep-alive connection not closed by the server: %v", err)
 	}
 }

@@ -67,22 +67,32 @@ func propagateTrace(in, out *http.Request, rnd *rand.Rand, sampleNew bool) hop {
 	tp := in.Header.Get("Traceparent")
 	traceID, flags, ok := parseTraceparent(tp)
 	var h hop
+	// the traceparent sent upstream, built in place: the hop's ids are
+	// slices of it (one allocation for the three strings)
+	var b [traceparentLen]byte
+	copy(b[:], "00-")
+	b[35], b[52] = '-', '-'
 	if ok {
 		h.parentID = parseTraceparentParent(tp)
+		copy(b[3:35], traceID)
 	} else {
 		out.Header.Del("Tracestate")
 		var id [16]byte
 		fillRandom(id[:], rnd)
-		traceID, flags = hex.EncodeToString(id[:]), "00"
+		hex.Encode(b[3:35], id[:])
+		flags = "00"
 		if sampleNew {
 			flags = "01"
 		}
 	}
 	var span [8]byte
 	fillRandom(span[:], rnd)
-	h.traceID, h.spanID = traceID, hex.EncodeToString(span[:])
+	hex.Encode(b[36:52], span[:])
+	copy(b[53:], flags)
+	v := string(b[:])
+	h.traceID, h.spanID = v[3:35], v[36:52]
 	h.sampled = flags[1]&1 == 1 // the sampled bit of the last hex digit
-	out.Header.Set("Traceparent", "00-"+traceID+"-"+h.spanID+"-"+flags)
+	out.Header["Traceparent"] = []string{v}
 	return h
 }
 

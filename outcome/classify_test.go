@@ -361,6 +361,9 @@ func TestKindPredicates(t *testing.T) {
 	if !outcome.ConnectRefused.NotSent() || !outcome.DNSNotFound.NotSent() {
 		t.Error("a request that never left is not marked NotSent")
 	}
+	if (outcome.Outcome{Kind: outcome.ConnectionReset}).NotSent() || !(outcome.Outcome{Kind: outcome.ConnectionReset, Unwritten: true}).NotSent() {
+		t.Error("Outcome.NotSent does not follow Unwritten")
+	}
 	if _, err := outcome.ParseKind("nope"); err == nil {
 		t.Error("ParseKind accepted an unknown name")
 	}

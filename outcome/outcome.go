@@ -124,7 +124,16 @@ type Outcome struct {
 	RetryAfter time.Duration
 	// Err is the underlying error, if any. It is informative only.
 	Err error
+	// Unwritten is set by a transport that knows no byte of the request
+	// was written to the connection (for example a connection reset
+	// before the request was sent): like a NotSent kind, it makes a retry
+	// safe for any method. The Kind stays what the failure was.
+	Unwritten bool
 }
+
+// NotSent reports whether the request certainly never reached the
+// upstream: a NotSent kind, or a transport that reported Unwritten.
+func (o Outcome) NotSent() bool { return o.Unwritten || o.Kind.NotSent() }
 
 // OK reports whether the attempt succeeded.
 func (o Outcome) OK() bool { return o.Kind == Success }

@@ -159,7 +159,8 @@ func Idempotent(method string, h http.Header) bool {
 }
 
 // Safe is the retry safety rule: a request may be sent again if it never
-// reached the upstream (o.Kind.NotSent()), or if it is idempotent.
+// reached the upstream (o.NotSent(): a kind such as a refused connection,
+// or a transport that reported nothing written), or if it is idempotent.
 func Safe(idempotent bool, o outcome.Outcome) bool {
-	return idempotent || o.Kind.NotSent()
+	return idempotent || o.NotSent()
 }

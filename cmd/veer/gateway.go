@@ -102,6 +102,11 @@ func runGateway(ctx context.Context, path string, cfg gateway.Config, log *slog.
 	if err != nil {
 		return err
 	}
+	// SIGHUP is caught before the listeners announce themselves: one sent
+	// as soon as "gateway listening" is logged must reload, not kill.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	if err := g.Start(); err != nil {
 		_ = g.Close()
 		return err
@@ -118,9 +123,6 @@ func runGateway(ctx context.Context, path string, cfg gateway.Config, log *slog.
 		return err
 	}
 	defer stopFollow()
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
 	for {
 		select {
 		case err := <-g.Errors():

@@ -88,12 +88,14 @@ func veerProcess(t *testing.T, path string) (*exec.Cmd, <-chan string) {
 func waitLog(t *testing.T, lines <-chan string, want string) string {
 	t.Helper()
 	timeout := time.After(10 * time.Second)
+	var seen []string
 	for {
 		select {
 		case l, ok := <-lines:
 			if !ok {
-				t.Fatalf("process ended before logging %q", want)
+				t.Fatalf("process ended before logging %q; its last lines:\n%s", want, strings.Join(seen[max(0, len(seen)-10):], "\n"))
 			}
+			seen = append(seen, l)
 			if strings.Contains(l, want) {
 				return l
 			}

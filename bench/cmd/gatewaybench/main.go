@@ -42,6 +42,7 @@ func main() {
 	only := flag.String("only", "", "comma-separated contender names to run (default all)")
 	idle := flag.Int("idle", 10000, "idle keep-alive connections for the memory row (0: skip)")
 	idleWait := flag.Duration("idle-wait", time.Second, "how long the idle connections stay before RSS is read")
+	idleWait2 := flag.Duration("idle-wait2", 10*time.Second, "RSS is read again after this long idle (0: not), to show what an idle connection holds beyond the first second")
 	flag.Parse()
 	switch *role {
 	case "backend":
@@ -52,7 +53,7 @@ func main() {
 		return
 	}
 	raiseNofile()
-	if err := run(*veer, *rounds, *d, *only, *idle, *idleWait); err != nil {
+	if err := run(*veer, *rounds, *d, *only, *idle, *idleWait, *idleWait2); err != nil {
 		fmt.Fprintln(os.Stderr, "gatewaybench:", err)
 		os.Exit(1)
 	}
@@ -102,7 +103,7 @@ type row struct {
 	cpuUS, rps, p50, p99 []float64 // per round
 }
 
-func run(veer string, rounds int, d time.Duration, only string, idle int, idleWait time.Duration) error {
+func run(veer string, rounds int, d time.Duration, only string, idle int, idleWait, idleWait2 time.Duration) error {
 	self, err := os.Executable()
 	if err != nil {
 		return err
@@ -151,7 +152,7 @@ func run(veer string, rounds int, d time.Duration, only string, idle int, idleWa
 	if idle > 0 {
 		for _, c := range contenders {
 			if c.Name != "veer guards" && c.Name != "haproxy" { // haproxy: maxconn is bound by the fd limit (20000 here)
-				if err := idleRow(c, baddr, idle, idleWait); err != nil {
+				if err := idleRow(c, baddr, idle, idleWait, idleWait2); err != nil {
 					fmt.Fprintf(os.Stderr, "idle %s: %v\n", c.Name, err)
 				}
 			}
@@ -266,7 +267,7 @@ func report(cs []gw.Contender, rows map[string]*row, key func(string, string) st
 
 // idleRow opens n keep-alive connections, one request each, and reads the
 // contender's RSS while they stay idle.
-func idleRow(c gw.Contender, baddr string, n int, wait time.Duration) error {
+func idleRow(c gw.Contender, baddr string, n int, wait, wait2 time.Duration) error {
 	dir, err := os.MkdirTemp("", "gatewaybench-idle-")
 	if err != nil {
 		return err
@@ -310,6 +311,10 @@ func idleRow(c gw.Contender, baddr string, n int, wait time.Duration) error {
 	time.Sleep(wait) // the connections stay idle this long before RSS is read
 	after := gw.RSSBytes(cmd.Process.Pid)
 	fmt.Printf("- %d idle keep-alive connections (one request each), RSS after %s idle: %s %.1f MiB (%.1f MiB before them)\n", n, wait, c.Name, float64(after)/(1<<20), float64(before)/(1<<20))
+	if wait2 > wait {
+		time.Sleep(wait2 - wait) // still idle; then read RSS again
+		fmt.Printf("- %d idle keep-alive connections (one request each), RSS after %s idle: %s %.1f MiB\n", n, wait2, c.Name, float64(gw.RSSBytes(cmd.Process.Pid))/(1<<20))
+	}
 	return nil
 }
 

@@ -1,0 +1,11 @@
+//go:build !unix
+
+package gateway
+
+// peeker is unused here.
+type peeker struct{}
+
+// alive cannot peek without blocking here; it sees only bytes already
+// buffered. The retry rules of h1Client.roundTripUntil cover an idle
+// connection the backend closed.
+func (pc *h1Conn) alive() bool { return pc.br.Buffered() == 0 }

@@ -1,0 +1,400 @@
+package gateway
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// h1Client is the gateway's own HTTP/1.1 upstream client for plain-HTTP
+// clusters. The request's goroutine writes the request and reads the
+// response on a pooled keep-alive connection itself: no read-loop and
+// write-loop goroutines per connection and no channel hand-offs per
+// request, which is what http.Transport costs on a proxy's hot path.
+//
+// Framing is net/http's own: the request is serialised by
+// (*http.Request).Write (Content-Length, chunked with trailers, Connection:
+// close) and the response parsed by http.ReadResponse (Content-Length,
+// chunked and trailers, no body for HEAD/204/304, close-delimited bodies),
+// the functions http.Transport frames with too. What this type adds is the
+// connection's life: a connection goes back to the pool only after its
+// response body was read to its end and neither side asked to close; a body
+// closed early closes its connection; an idle connection is peeked before
+// reuse (alive). Interim 1xx responses other than 101 are skipped; a
+// response head is bounded to maxResponseHead.
+//
+// Failure mode: a cancelled context or an attempt deadline
+// (roundTripUntil) sets the connection's deadline, which ends a blocked
+// write or read at once; the connection is then closed, never pooled.
+//
+// Anything else goes to fallback (an http.Transport): Upgrade requests
+// (WebSocket), CONNECT, Expect: 100-continue, non-"http" schemes, and
+// request bodies that are streamed or larger than maxOwnBody.
+//
+// A request that failed on a reused connection before any byte of the
+// response arrived is sent once more on a new connection when that is safe
+// (nothing written, or an idempotent method, and a body that can be
+// rewound), as http.Transport does: an idle connection the backend closed
+// is not the backend's failure. An error after which no byte of the request
+// reached the connection wraps errUnwritten.
+type h1Client struct {
+	fallback    *http.Transport
+	dial        func(ctx context.Context, network, addr string) (net.Conn, error)
+	maxIdle     int
+	idleTimeout time.Duration
+
+	pools sync.Map // backend address → *h1Pool
+	// closeIdle: CloseIdleConnections was called and no connection was
+	// dialled since; connections that come back then are closed, not
+	// pooled (as http.Transport does), so a transport a reload or a
+	// shutdown retired does not keep the connections in flight open.
+	closeIdle atomic.Bool
+	closed    atomic.Bool // close: never pool again
+}
+
+// h1Pool holds the idle connections to one backend, most recently used
+// last.
+type h1Pool struct {
+	mu   sync.Mutex
+	idle []*h1Conn
+}
+
+// h1Conn is one upstream connection with its buffers.
+type h1Conn struct {
+	c        *countingConn
+	br       *bufio.Reader
+	bw       *bufio.Writer
+	t        *h1Client
+	pool     *h1Pool
+	idleAt   time.Time
+	reused   bool
+	canceled atomic.Bool // a cancellation forced a deadline: never pooled
+	peek     *peeker     // see alive; made on first use
+}
+
+// errUnwritten marks an attempt that failed before any byte of the request
+// was written to the connection: retrying it is safe for any method.
+var errUnwritten = errors.New("gateway: request not written upstream")
+
+type unwrittenError struct{ err error }
+
+func (e *unwrittenError) Error() string   { return e.err.Error() }
+func (e *unwrittenError) Unwrap() []error { return []error{e.err, errUnwritten} }
+
+// errBodyClosed is returned by a response body read after Close.
+var errBodyClosed = errors.New("gateway: read on closed response body")
+
+func newH1Client(fallback *http.Transport, dial func(ctx context.Context, network, addr string) (net.Conn, error), maxIdle int) *h1Client {
+	return &h1Client{fallback: fallback, dial: dial, maxIdle: maxIdle, idleTimeout: fallback.IdleConnTimeout}
+}
+
+// maxOwnBody is the largest request body the client sends itself. It
+// writes the whole request before it reads the answer, so a body must fit
+// in the connection's buffers even when the backend answers early (a 413)
+// without reading it; larger and streamed bodies go to http.Transport,
+// which reads while it writes. A body with ContentLength 0 is of unknown
+// length, as for http.Transport.
+const maxOwnBody = 16 << 10
+
+// handles reports whether the client takes req itself.
+func (t *h1Client) handles(req *http.Request) bool {
+	if req.Body != nil && req.Body != http.NoBody && (req.ContentLength <= 0 || req.ContentLength > maxOwnBody) {
+		return false
+	}
+	return req.URL.Scheme == "http" && req.Method != http.MethodConnect &&
+		req.Header.Get("Upgrade") == "" && req.Header.Get("Expect") == ""
+}
+
+// RoundTrip implements http.RoundTripper.
+func (t *h1Client) RoundTrip(req *http.Request) (*http.Response, error) {
+	if !t.handles(req) {
+		return t.fallback.RoundTrip(req)
+	}
+	return t.roundTripUntil(req, time.Time{})
+}
+
+// errTryTimeout: the attempt's deadline passed before the response head
+// arrived.
+var errTryTimeout = errors.New("gateway: attempt timed out")
+
+// roundTripUntil sends req, which the client handles, and waits for the
+// response head until deadline (none when zero): the deadline is the
+// connection's, so a per-attempt timeout costs no timer and no derived
+// context. An attempt that ran out of time fails with an error that is
+// errTryTimeout. The body that follows has no deadline; cancelling req's
+// context ends it.
+func (t *h1Client) roundTripUntil(req *http.Request, deadline time.Time) (*http.Response, error) {
+	pool := t.pool(req.URL.Host)
+	for try := 0; ; try++ {
+		pc, err := t.conn(req, pool, try > 0, deadline)
+		if err != nil {
+			return nil, err
+		}
+		resp, again, err := pc.roundTrip(req, deadline)
+		if err == nil {
+			return resp, nil
+		}
+		if try == 0 && again && pc.reused && req.Context().Err() == nil && !errors.Is(err, errTryTimeout) && rewind(req) == nil {
+			continue // an idle connection the backend had closed: once more on a new one
+		}
+		return nil, err
+	}
+}
+
+// rewind makes req's body readable again for a second write.
+func rewind(req *http.Request) error {
+	if req.Body == nil || req.Body == http.NoBody {
+		return nil
+	}
+	if req.GetBody == nil {
+		return errors.New("gateway: body cannot be rewound")
+	}
+	b, err := req.GetBody()
+	if err != nil {
+		return err
+	}
+	req.Body = b
+	return nil
+}
+
+func (t *h1Client) pool(addr string) *h1Pool {
+	if p, ok := t.pools.Load(addr); ok {
+		return p.(*h1Pool)
+	}
+	p, _ := t.pools.LoadOrStore(addr, &h1Pool{})
+	return p.(*h1Pool)
+}
+
+// conn returns an idle connection for req, or dials one (always, when
+// fresh). An idle connection is checked before use (one non-blocking peek,
+// a system call): one the backend closed would fail a request that cannot
+// be resent, and bytes a backend sent after its last answer (which
+// http.Transport's read loop catches while the connection idles) would be
+// read as the next request's answer.
+func (t *h1Client) conn(req *http.Request, p *h1Pool, fresh bool, deadline time.Time) (*h1Conn, error) {
+	if !fresh {
+		if pc := p.get(time.Now(), t.idleTimeout); pc != nil {
+			return pc, nil
+		}
+	}
+	ctx := req.Context()
+	if !deadline.IsZero() {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, deadline)
+		defer cancel()
+	}
+	t.closeIdle.Store(false)
+	c, err := t.dial(ctx, "tcp", req.URL.Host)
+	if err != nil {
+		return nil, err
+	}
+	cc := &countingConn{Conn: c, readLeft: -1}
+	return &h1Conn{c: cc, br: bufio.NewReaderSize(cc, 4<<10), bw: bufio.NewWriterSize(cc, 4<<10), t: t, pool: p}, nil
+}
+
+// get pops the most recently used idle connection, closing those idle for
+// longer than idleTimeout and those not alive.
+func (p *h1Pool) get(now time.Time, idleTimeout time.Duration) *h1Conn {
+	for {
+		p.mu.Lock()
+		n := len(p.idle)
+		if n == 0 {
+			p.mu.Unlock()
+			return nil
+		}
+		pc := p.idle[n-1]
+		p.idle[n-1] = nil
+		p.idle = p.idle[:n-1]
+		p.mu.Unlock()
+		if idleTimeout > 0 && now.Sub(pc.idleAt) > idleTimeout || !pc.alive() {
+			_ = pc.c.Close()
+			continue
+		}
+		pc.reused = true
+		return pc
+	}
+}
+
+// put returns pc to its pool, or closes it when the pool is full or the
+// client retired (closeIdle, closed).
+func (t *h1Client) put(pc *h1Conn) {
+	p := pc.pool
+	p.mu.Lock()
+	if t.closed.Load() || t.closeIdle.Load() || len(p.idle) >= t.maxIdle {
+		p.mu.Unlock()
+		_ = pc.c.Close()
+		return
+	}
+	pc.idleAt = time.Now()
+	p.idle = append(p.idle, pc)
+	p.mu.Unlock()
+}
+
+// CloseIdleConnections closes every idle connection, and those in flight
+// when they come back unless a connection is dialled meanwhile; the
+// fallback's too.
+func (t *h1Client) CloseIdleConnections() {
+	t.closeIdle.Store(true)
+	t.pools.Range(func(_, v any) bool {
+		p := v.(*h1Pool)
+		p.mu.Lock()
+		idle := p.idle
+		p.idle = nil
+		p.mu.Unlock()
+		for _, pc := range idle {
+			_ = pc.c.Close()
+		}
+		return true
+	})
+	t.fallback.CloseIdleConnections()
+}
+
+// close stops pooling and closes the idle connections.
+func (t *h1Client) close() {
+	t.closed.Store(true)
+	t.CloseIdleConnections()
+}
+
+// aLongTimeAgo is a deadline in the past: it makes blocked reads and
+// writes return at once.
+var aLongTimeAgo = time.Unix(1, 0)
+
+// roundTrip writes req and reads the response head on pc. The body is
+// streamed by the returned response; pc is pooled or closed when it ends.
+// again reports a failure before any byte of the response arrived after
+// which req may be sent once more on another connection: nothing was
+// written, or req is replayable.
+func (pc *h1Conn) roundTrip(req *http.Request, deadline time.Time) (resp *http.Response, again bool, err error) {
+	ctx := req.Context()
+	if !deadline.IsZero() {
+		_ = pc.c.SetDeadline(deadline)
+	}
+	stop := context.AfterFunc(ctx, func() {
+		pc.canceled.Store(true)
+		_ = pc.c.SetDeadline(aLongTimeAgo)
+	})
+	fail := func(again bool, err error) (*http.Response, bool, error) {
+		stop()
+		_ = pc.c.Close()
+		switch {
+		case ctx.Err() != nil:
+			err = errors.Join(ctx.Err(), err)
+		case !deadline.IsZero() && errors.Is(err, os.ErrDeadlineExceeded):
+			err = errors.Join(errTryTimeout, err)
+		}
+		return nil, again, err
+	}
+	written := pc.c.written.Load()
+	err = req.Write(pc.bw)
+	if err == nil {
+		err = pc.bw.Flush()
+	}
+	if err != nil {
+		if pc.c.written.Load() == written {
+			return fail(true, &unwrittenError{err})
+		}
+		return fail(false, err)
+	}
+	pc.c.readLeft = maxResponseHead
+	defer func() { pc.c.readLeft = -1 }()
+	for {
+		if _, err := pc.br.Peek(1); err != nil {
+			return fail(replayable(req), err)
+		}
+		resp, err := http.ReadResponse(pc.br, req)
+		if err != nil {
+			return fail(false, err)
+		}
+		if resp.StatusCode >= 100 && resp.StatusCode < 200 && resp.StatusCode != http.StatusSwitchingProtocols {
+			_ = resp.Body.Close()
+			continue // interim response: the final one follows
+		}
+		if resp.StatusCode == http.StatusSwitchingProtocols {
+			resp.Close = true // not ours to relay: the connection is not reused
+		}
+		if !deadline.IsZero() {
+			// the head is in: the body has no deadline, unless a
+			// cancellation set one meanwhile (it stores canceled first)
+			_ = pc.c.SetDeadline(time.Time{})
+			if pc.canceled.Load() {
+				_ = pc.c.SetDeadline(aLongTimeAgo)
+			}
+		}
+		keep := !resp.Close && !req.Close
+		if resp.Body == http.NoBody {
+			pc.done(stop, keep)
+			return resp, false, nil
+		}
+		resp.Body = &h1Body{rc: resp.Body, pc: pc, stop: stop, keep: keep}
+		return resp, false, nil
+	}
+}
+
+// replayable reports whether req may be sent again after its connection
+// failed with nothing read back (the rule of http.Transport): a body that
+// can be rewound, and an idempotent method or an idempotency key.
+func replayable(req *http.Request) bool {
+	if req.Body != nil && req.Body != http.NoBody && req.GetBody == nil {
+		return false
+	}
+	switch req.Method {
+	case "", http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace:
+		return true
+	}
+	return req.Header.Get("Idempotency-Key") != "" || req.Header.Get("X-Idempotency-Key") != ""
+}
+
+// done ends pc's exchange: back to the pool when keep and no cancellation
+// touched it, closed otherwise.
+func (pc *h1Conn) done(stop func() bool, keep bool) {
+	if !stop() || pc.canceled.Load() {
+		keep = false
+	}
+	if !keep {
+		_ = pc.c.Close()
+		return
+	}
+	pc.t.put(pc)
+}
+
+// h1Body streams a response body; its connection is released when the
+// body reaches its end (pooled) or is closed before (closed). Close may be
+// called from another goroutine while a Read blocks: it closes the
+// connection, which ends the Read.
+type h1Body struct {
+	rc       io.Reader
+	pc       *h1Conn
+	stop     func() bool
+	keep     bool
+	closed   atomic.Bool
+	released atomic.Bool
+}
+
+func (b *h1Body) Read(p []byte) (int, error) {
+	if b.closed.Load() {
+		return 0, errBodyClosed
+	}
+	if b.released.Load() {
+		return 0, io.EOF
+	}
+	n, err := b.rc.Read(p)
+	if err != nil && b.released.CompareAndSwap(false, true) {
+		b.pc.done(b.stop, b.keep && err == io.EOF)
+	}
+	return n, err
+}
+
+func (b *h1Body) Close() error {
+	b.closed.Store(true)
+	if b.released.CompareAndSwap(false, true) {
+		b.pc.done(b.stop, false)
+	}
+	return nil
+}

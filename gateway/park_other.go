@@ -1,0 +1,14 @@
+//go:build !unix
+
+package gateway
+
+import (
+	"errors"
+	"net"
+	"time"
+)
+
+// parkSupported: without MSG_PEEK, idle connections stay with net/http.
+const parkSupported = false
+
+func waitReadable(net.Conn, time.Time) error { return errors.ErrUnsupported }
