@@ -92,7 +92,7 @@ func (st *stage) dispatchLocked(now time.Time, p *policy) {
 			st.dropLocked(w, ReasonDeadline, now)
 			continue
 		}
-		if p.sheddable(w.tier) && st.det[w.tier].Drop(wait) {
+		if st.det[w.tier].Drop(wait) && st.mayShedLocked(w.tier, p) {
 			st.dropLocked(w, ReasonOverload, now)
 			continue
 		}
@@ -126,15 +126,21 @@ func (st *stage) dispatchLocked(now time.Time, p *policy) {
 // the old ones are dropped when the overload is called or served if the
 // burst drains first. Detection does not change: it samples the oldest
 // waiter's wait, which is what FIFO would have served.
+//
+// A sheddable tier that is not part of the excess (see demand) is served
+// oldest first: its old requests would not be dropped, and served newest
+// first they would starve.
 func (st *stage) lifo(t tier.Tier, now time.Time, p *policy) bool {
-	if st.det[t].Overloaded() {
-		return true
-	}
 	if !p.sheddable(t) {
-		return false // nobody would drop its old requests: they would starve
+		return st.det[t].Overloaded()
 	}
-	f := st.q[t].front()
-	return f != nil && now.Sub(f.arrival) > 2*st.det[t].target()
+	if !st.det[t].Overloaded() {
+		f := st.q[t].front()
+		if f == nil || now.Sub(f.arrival) <= 2*st.det[t].target() {
+			return false
+		}
+	}
+	return st.mayShedLocked(t, p)
 }
 
 // sweepLocked drops, while overloaded, every sheddable waiter that has
@@ -145,10 +151,17 @@ func (st *stage) sweepLocked(now time.Time, p *policy) {
 		return
 	}
 	for t := tier.Sheddable; p.sheddable(t) && t <= tier.CriticalPlus; t++ {
+		gated := false // checked once per tier, when its first drop is due
 		for {
 			w := st.q[t].front()
 			if w == nil || !st.det[t].Drop(now.Sub(w.arrival)) {
 				break
+			}
+			if !gated {
+				if !st.mayShedLocked(t, p) {
+					break
+				}
+				gated = true
 			}
 			st.q[t].popFront()
 			st.queued.Add(-1)

@@ -14,7 +14,12 @@
 // first (adaptive LIFO) under overload, and in a sheddable tier as soon as
 // its oldest request has waited 2 × target (before CoDel, which needs an
 // interval, has called the overload). A request whose deadline would pass
-// before it could start is dropped. The limit adapts (see limiter) unless
+// before it could start is dropped. Only the excess goes: a tier above the
+// lowest is dropped, and served newest first, only while it and the tiers
+// above it asked for more, over the last three intervals, than the endpoint
+// admitted (see demand.go); a queue of it that stood for a moment drains
+// once the tiers below are shed. The limit adapts (see limiter, and
+// probe.go for the probes that re-measure an inflated baseline) unless
 // fixed. Each endpoint has its own stage and detector: a spike on one never
 // sheds another.
 //

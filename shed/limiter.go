@@ -67,6 +67,8 @@ type window struct {
 	// Waiting is the number of requests in the stage's queue at the
 	// window's end.
 	Waiting int64
+	// Span is how long the window lasted (0: unknown, one interval).
+	Span time.Duration
 }
 
 // limiter is the adaptive concurrency limit of one endpoint: a gradient on
@@ -123,7 +125,9 @@ type window struct {
 // the latency before the probe, latency follows concurrency: the lower limit
 // stays, the lower latency is the baseline, and the probe repeats from there.
 // If not, the limit is restored and the baseline is not probed again (a
-// dependency's latency does not follow our concurrency).
+// dependency's latency does not follow our concurrency). The same probe
+// runs periodically, without saturation, for a baseline learned while a
+// dependency was congested: see probe.go.
 //
 // Safeguard against creeping up forever: the limit only grows while it is
 // binding, so an idle or lightly used endpoint keeps its limit; the baseline
@@ -144,8 +148,14 @@ type limiter struct {
 	baseConc    int64         // requests in flight in the window that set the baseline
 	probeFrom   float64       // limit before the current baseline probe; 0 when none
 	probeRTT    time.Duration // latency then
-	probeSettle bool          // the probe's first window, not measured
-	probed      bool          // a probe found the baseline sound: no more probes
+	probeSettle bool          // the probe's first windows, not measured
+	probeAge    time.Duration // how long the probe has run
+	probed      bool          // a saturated probe found the baseline sound: no more of those
+	periodic    bool          // the running probe is a periodic one (see probe.go)
+	windows     int64         // windows used so far
+	nextProbe   int64         // windows at which a periodic probe may start; 0: not scheduled yet
+	probeGap    int64         // windows between periodic probes; doubles while they find nothing
+	rng         uint64        // jitter state (xorshift), seeded per endpoint
 }
 
 // newLimiter returns a limiter at cfg's initial (or static) limit.
@@ -211,33 +221,8 @@ func (l *limiter) Update(w window) (used bool) {
 		// a processor: tolerate less queueing behind the handler.
 		tol = 1 + (tol-1)/2
 	}
-	if l.probeFrom > 0 { // a baseline probe (below) is running
-		if l.probeSettle {
-			// Some requests of this window started before the
-			// probe: the next window measures it.
-			l.probeSettle = false
-			return true
-		}
-		if float64(rtt) > 0.8*float64(l.probeRTT) {
-			// Latency did not follow concurrency down: the baseline
-			// was not inflated by it. Back to the limit, for good.
-			l.limit = math.Max(l.limit, l.probeFrom)
-			l.probed = true
-		} else {
-			l.cut = true // the lower baseline was learned above
-		}
-		l.probeFrom = 0
-		return true
-	}
-	if half := math.Floor(l.limit / 2); w.Saturated && !l.probed && l.baseConc > int64(half) &&
-		half >= math.Max(probeFloor, float64(l.cfg.Min)) &&
-		float64(w.MaxInflight) >= 0.8*l.limit && float64(rtt) <= tol*float64(l.baseline) {
-		// The baseline was learned with several requests in flight on
-		// saturated processors: it may hold their wait for a processor
-		// (an endpoint that first sees traffic in a CPU spike). Probe at
-		// half the limit for two windows.
-		l.probeFrom, l.probeRTT, l.probeSettle = l.limit, rtt, true
-		l.limit = half
+	l.windows++
+	if l.probeWindow(w, rtt) || l.startProbe(w, rtt, tol) {
 		return true
 	}
 	switch {
@@ -250,6 +235,7 @@ func (l *limiter) Update(w window) (used bool) {
 			// slowness is not ours. Re-baseline instead of collapsing, and
 			// undo the cuts.
 			l.baseline, l.baseConc = rtt, w.MaxInflight
+			l.rebaselined()
 			l.limit = math.Max(l.limit, l.cutFrom)
 			l.cutFrom = 0
 			l.regrow = true

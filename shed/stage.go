@@ -42,8 +42,9 @@ type stage struct {
 	rttSum      atomic.Int64
 	rttN        atomic.Int64
 	maxInflight atomic.Int64
-	rejected    atomic.Int64 // refusals so far (every reason)
-	storm       atomic.Bool  // the last interval refused more than it admitted (see pace.go)
+	rejected    atomic.Int64                        // refusals so far (every reason)
+	refused     [tier.CriticalPlus + 1]atomic.Int64 // refusals so far, by tier (the demand gate's arrivals)
+	storm       atomic.Bool                         // the last interval refused more than it admitted (see pace.go)
 
 	mu        sync.Mutex
 	turn      time.Duration // see effectiveTarget (under mu, as everything below)
@@ -55,6 +56,8 @@ type stage struct {
 	lim       *limiter
 	lastPol   *policy
 	lastOver  time.Time // last interval end at which the endpoint was overloaded, or last overload drop
+	dem       demand    // counts at the last interval ends (the demand gate)
+	winStart  time.Time // start of the limiter's current window
 	waited    bool      // a request queued since the limiter's last window
 	timer     clock.Timer
 	armed     bool
@@ -81,6 +84,7 @@ type waiter struct {
 func newStage(s *Shedder, name string, p *policy) *stage {
 	st := &stage{name: name, s: s, m: s.m.forEndpoint(name)}
 	st.lim = newLimiter(p.limitFor(name))
+	st.lim.seed(name)
 	st.lastPol = p
 	st.limit.Store(int64(st.lim.Limit()))
 	s.m.state.add(st)
@@ -150,6 +154,7 @@ func (t Ticket) Release() {
 func (st *stage) count(t tier.Tier, r Reason) {
 	st.m.shed[t][r].Inc()
 	st.rejected.Add(1)
+	st.refused[t].Add(1)
 }
 
 func (st *stage) noteInflight(n int64) {

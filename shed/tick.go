@@ -97,6 +97,7 @@ func (st *stage) tickLocked(now time.Time, p *policy) {
 		}
 	}
 	st.lastTick = now
+	st.dem.push(st.snapLocked())
 	target := st.effectiveTarget(p)
 	for t := tier.Sheddable; t <= tier.CriticalPlus; t++ {
 		d := &st.det[t]
@@ -114,8 +115,12 @@ func (st *stage) tickLocked(now time.Time, p *policy) {
 		}
 	}
 	st.configureLocked(p)
-	w := window{Count: st.rttN.Load(), Sum: time.Duration(st.rttSum.Load()), MaxInflight: st.maxInflight.Load(), Saturated: up, Queued: st.waited, Waiting: st.queued.Load()}
+	if st.winStart.IsZero() {
+		st.winStart = now
+	}
+	w := window{Count: st.rttN.Load(), Sum: time.Duration(st.rttSum.Load()), MaxInflight: st.maxInflight.Load(), Saturated: up, Queued: st.waited, Waiting: st.queued.Load(), Span: now.Sub(st.winStart)}
 	if st.lim.Update(w) {
+		st.winStart = now
 		st.rttN.Add(-w.Count)
 		st.rttSum.Add(-int64(w.Sum))
 		st.maxInflight.Store(st.inflight.Load())
