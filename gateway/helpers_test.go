@@ -21,13 +21,33 @@ import (
 // the gateway on a random plain port and returns it with its base URL.
 func startGateway(t *testing.T, yaml string) (*Gateway, string) {
 	t.Helper()
+	return startGatewayCfg(t, parseConfig(t, yaml))
+}
+
+// parseConfig parses a test config.
+func parseConfig(t *testing.T, yaml string) Config {
+	t.Helper()
 	var cfg Config
 	if err := config.Parse([]byte(yaml), "test.yaml", &cfg); err != nil {
 		t.Fatalf("config: %v", err)
 	}
+	return cfg
+}
+
+// startGatewayOpts starts cfg on a random plain port only (no TLS
+// listener) with opts (a discarding logger and a fresh registry unless
+// set) and drains it when the test ends.
+func startGatewayOpts(t *testing.T, cfg Config, opts Options) *Gateway {
+	t.Helper()
 	cfg.Listen.Addr = "off"
 	cfg.Listen.Plain = "127.0.0.1:0"
-	g, err := New(cfg, Options{Logger: obs.Discard, Registerer: prometheus.NewRegistry()})
+	if opts.Logger == nil {
+		opts.Logger = obs.Discard
+	}
+	if opts.Registerer == nil {
+		opts.Registerer = prometheus.NewRegistry()
+	}
+	g, err := New(cfg, opts)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
@@ -39,7 +59,7 @@ func startGateway(t *testing.T, yaml string) (*Gateway, string) {
 		defer cancel()
 		_ = g.Shutdown(ctx)
 	})
-	return g, "http://" + g.Addrs().Plain
+	return g
 }
 
 // upstream starts an httptest server and returns its host:port.
@@ -156,15 +176,6 @@ var testMetrics = newMetrics(prometheus.NewRegistry())
 
 func startGatewayCfg(t *testing.T, cfg Config) (*Gateway, string) {
 	t.Helper()
-	cfg.Listen.Addr = "off"
-	cfg.Listen.Plain = "127.0.0.1:0"
-	g, err := New(cfg, Options{Logger: obs.Discard, Registerer: prometheus.NewRegistry(), Gatherer: prometheus.NewRegistry()})
-	if err != nil {
-		t.Fatalf("New: %v", err)
-	}
-	if err := g.Start(); err != nil {
-		t.Fatalf("Start: %v", err)
-	}
-	t.Cleanup(func() { _ = g.Close() })
+	g := startGatewayOpts(t, cfg, Options{Gatherer: prometheus.NewRegistry()})
 	return g, "http://" + g.Addrs().Plain
 }

@@ -13,9 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/veerhq/veer/config"
 	"github.com/veerhq/veer/internal/metrictest"
-	"github.com/veerhq/veer/obs"
 )
 
 // pathLog records what reached a backend.
@@ -44,23 +42,12 @@ func startSmugglingGateway(t *testing.T) (addr string, seen *pathLog, reg *prome
 	t.Helper()
 	seen = &pathLog{}
 	up := upstream(t, seen.handler)
-	var cfg Config
-	if err := config.Parse([]byte(fill(`
+	cfg := parseConfig(t, fill(`
 routes: [{name: r, clusters: [{name: c}]}]
 clusters: [{name: c, backends: [{address: U}]}]
-`, "U", up)), "test.yaml", &cfg); err != nil {
-		t.Fatal(err)
-	}
-	cfg.Listen.Addr, cfg.Listen.Plain = "off", "127.0.0.1:0"
+`, "U", up))
 	reg = prometheus.NewRegistry()
-	g, err := New(cfg, Options{Logger: obs.Discard, Registerer: reg, Gatherer: reg})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := g.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = g.Close() })
+	g := startGatewayOpts(t, cfg, Options{Registerer: reg, Gatherer: reg})
 	return g.Addrs().Plain, seen, reg
 }
 

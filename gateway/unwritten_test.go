@@ -1,19 +1,12 @@
 package gateway
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"net/http"
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/veerhq/veer/config"
-	"github.com/veerhq/veer/obs"
 )
 
 // A POST whose upstream connection was reset before any byte of it was
@@ -29,8 +22,7 @@ func TestUnwrittenPOSTRetried(t *testing.T) {
 		fmt.Fprintf(w, "b %s %s", r.Method, body)
 	})
 	rst, dial := resetBeforeRead(t)
-	var cfg Config
-	if err := config.Parse([]byte(fill(`
+	cfg := parseConfig(t, fill(`
 routes:
   - {name: own, path_prefix: /own, clusters: [{name: rst}, {name: b}]}
   - {name: std, path_prefix: /std, clusters: [{name: rststd}, {name: b}]}
@@ -39,22 +31,8 @@ clusters:
   - {name: rststd, max_conns_per_backend: 8, backends: [{address: RST}], outlier: {consecutive_errors: 1000}}
   - {name: b, backends: [{address: B}]}
 retry: {policy: {initial: 1ms}, budget: {min_retries: 100}}
-`, "RST", rst, "B", b)), "test.yaml", &cfg); err != nil {
-		t.Fatal(err)
-	}
-	cfg.Listen.Addr, cfg.Listen.Plain = "off", "127.0.0.1:0"
-	g, err := New(cfg, Options{Logger: obs.Discard, Registerer: prometheus.NewRegistry(), DialContext: dial})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := g.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = g.Shutdown(ctx)
-	})
+`, "RST", rst, "B", b))
+	g := startGatewayOpts(t, cfg, Options{DialContext: dial})
 	if _, ok := g.snap.Load().clusters["rststd"].transport.(*http.Transport); !ok {
 		t.Fatal("cluster rststd does not use http.Transport")
 	}

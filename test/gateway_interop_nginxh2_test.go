@@ -3,12 +3,10 @@ package test
 import (
 	"bytes"
 	"compress/gzip"
-	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -82,32 +80,7 @@ clusters: [{name: nginx, `+tc.cluster+`, backends: [{address: '`+up+`'}]}]
 			}
 
 			_, accepts0, _ := nginxStatus(t, status)
-			var wg sync.WaitGroup
-			errs := make(chan error, 8)
-			for range 8 {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					for range 25 {
-						resp, err := c.Get(base + "/files/small")
-						if err != nil {
-							errs <- err
-							return
-						}
-						b, err := io.ReadAll(resp.Body)
-						_ = resp.Body.Close()
-						if err != nil || resp.StatusCode != 200 || sha(b) != smallSum {
-							errs <- fmt.Errorf("status %d, err %v, sha256 match %v", resp.StatusCode, err, sha(b) == smallSum)
-							return
-						}
-					}
-				}()
-			}
-			wg.Wait()
-			close(errs)
-			for err := range errs {
-				t.Fatal(err)
-			}
+			getConcurrently(t, c, base+"/files/small", smallSum, 8, 25)
 			open := established(t, up)
 			_, accepts1, _ := nginxStatus(t, status)
 			t.Logf("after 200 requests at c=8 over %s: %d connections open to nginx, %d accepted", tc.proto, open, accepts1-accepts0-1)

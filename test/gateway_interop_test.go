@@ -50,6 +50,38 @@ func newCountingClient(h2 bool) *countingClient {
 	return c
 }
 
+// getConcurrently GETs url per times from each of conc goroutines and
+// fails the test unless every answer is a 200 whose body hashes to sum.
+func getConcurrently(t *testing.T, c *countingClient, url, sum string, conc, per int) {
+	t.Helper()
+	var wg sync.WaitGroup
+	errs := make(chan error, conc)
+	for range conc {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range per {
+				resp, err := c.Get(url)
+				if err != nil {
+					errs <- err
+					return
+				}
+				b, err := io.ReadAll(resp.Body)
+				_ = resp.Body.Close()
+				if err != nil || resp.StatusCode != 200 || sha(b) != sum {
+					errs <- fmt.Errorf("status %d, err %v, sha256 match %v", resp.StatusCode, err, sha(b) == sum)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+}
+
 func (c *countingClient) do(t *testing.T, method, url string, body io.Reader, hdr ...string) (*http.Response, []byte) {
 	t.Helper()
 	req, err := http.NewRequest(method, url, body)
@@ -289,32 +321,7 @@ clusters: [{name: nginx, max_idle_per_backend: `+strconv.Itoa(maxIdle)+`, backen
 	const conc, per = maxIdle, 50
 	c := newCountingClient(false)
 	defer c.CloseIdleConnections()
-	var wg sync.WaitGroup
-	errs := make(chan error, conc)
-	for range conc {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for range per {
-				resp, err := c.Get(bases["h1"] + "/files/small")
-				if err != nil {
-					errs <- err
-					return
-				}
-				b, err := io.ReadAll(resp.Body)
-				_ = resp.Body.Close()
-				if err != nil || resp.StatusCode != 200 || sha(b) != smallSum {
-					errs <- fmt.Errorf("status %d, err %v, sha256 match %v", resp.StatusCode, err, sha(b) == smallSum)
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
+	getConcurrently(t, c, bases["h1"]+"/files/small", smallSum, conc, per)
 	active := established(t, up)
 	_, accepts1, requests1 := nginxStatus(t, status)
 	t.Logf("after %d requests at c=%d: nginx has %d connections open, accepted %d, served %d", conc*per, conc, active, accepts1-accepts0, requests1-requests0)
