@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"compress/gzip"
 	"io"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -18,14 +16,7 @@ import (
 // gzip (no length), empty and 304 answers and a 4 MiB WebDAV upload are
 // intact, and concurrent requests share one multiplexed connection.
 func TestGatewayInteropNginxH2Upstream(t *testing.T) {
-	const bigSize = 4 << 20
-	www := t.TempDir()
-	if err := os.MkdirAll(filepath.Join(www, "files"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	bigSum := randomFile(t, filepath.Join(www, "files"), "big", bigSize)
-	smallSum := randomFile(t, filepath.Join(www, "files"), "small", 3000)
-	big, _ := os.ReadFile(filepath.Join(www, "files", "big"))
+	www, big, bigSum, smallSum := nginxFiles(t)
 	cert, key, _, err := selfsigned.Files(t.TempDir(), "nginx", "localhost", time.Hour)
 	if err != nil {
 		t.Fatal(err)
@@ -49,7 +40,7 @@ clusters: [{name: nginx, `+tc.cluster+`, backends: [{address: '`+up+`'}]}]
 				t.Fatalf("nginx saw %q (%d), want HTTP/2.0", b, resp.StatusCode)
 			}
 			resp, b := c.do(t, "GET", base+"/files/big", nil)
-			if resp.StatusCode != 200 || sha(b) != bigSum || resp.ContentLength != bigSize {
+			if resp.StatusCode != 200 || sha(b) != bigSum || resp.ContentLength != nginxBigSize {
 				t.Fatalf("GET /files/big: %d, %d bytes (Content-Length %d), sha256 match %v", resp.StatusCode, len(b), resp.ContentLength, sha(b) == bigSum)
 			}
 			resp, b = c.do(t, "GET", base+"/gz/big", nil, "Accept-Encoding", "gzip")
@@ -61,7 +52,7 @@ clusters: [{name: nginx, `+tc.cluster+`, backends: [{address: '`+up+`'}]}]
 				t.Fatalf("GET /gz/big: gunzipped %d bytes, err %v, sha256 match %v", len(plain), err, sha(plain) == bigSum)
 			}
 			resp, b = c.do(t, "HEAD", base+"/files/big", nil)
-			if resp.StatusCode != 200 || len(b) != 0 || resp.ContentLength != bigSize {
+			if resp.StatusCode != 200 || len(b) != 0 || resp.ContentLength != nginxBigSize {
 				t.Fatalf("HEAD /files/big: %d, body %d bytes, Content-Length %d", resp.StatusCode, len(b), resp.ContentLength)
 			}
 			if resp, b = c.do(t, "GET", base+"/empty", nil); resp.StatusCode != 204 || len(b) != 0 {

@@ -50,6 +50,27 @@ func newCountingClient(h2 bool) *countingClient {
 	return c
 }
 
+// nginxBigSize is the size of files/big in nginxFiles' root.
+const nginxBigSize = 4 << 20
+
+// nginxFiles makes a document root for nginx with files/big (random,
+// nginxBigSize bytes) and files/small (3000 bytes), and returns the root,
+// big's bytes and both files' SHA-256.
+func nginxFiles(t *testing.T) (www string, big []byte, bigSum, smallSum string) {
+	t.Helper()
+	www = t.TempDir()
+	if err := os.MkdirAll(filepath.Join(www, "files"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	bigSum = randomFile(t, filepath.Join(www, "files"), "big", nginxBigSize)
+	smallSum = randomFile(t, filepath.Join(www, "files"), "small", 3000)
+	big, err := os.ReadFile(filepath.Join(www, "files", "big"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return www, big, bigSum, smallSum
+}
+
 // getConcurrently GETs url per times from each of conc goroutines and
 // fails the test unless every answer is a 200 whose body hashes to sum.
 func getConcurrently(t *testing.T, c *countingClient, url, sum string, conc, per int) {
@@ -163,14 +184,7 @@ server {
 // direction, X-Forwarded-* and Forwarded are appended, and the gateway keeps
 // a bounded number of connections to nginx.
 func TestGatewayInteropNginxUpstream(t *testing.T) {
-	const bigSize = 4 << 20
-	www := t.TempDir()
-	if err := os.MkdirAll(filepath.Join(www, "files"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	bigSum := randomFile(t, filepath.Join(www, "files"), "big", bigSize)
-	smallSum := randomFile(t, filepath.Join(www, "files"), "small", 3000)
-	big, _ := os.ReadFile(filepath.Join(www, "files", "big"))
+	www, big, bigSum, smallSum := nginxFiles(t)
 	addrs := []string{"", ""}
 	startNginx(t, strings.NewReplacer("%WWW%", www, "%H2%", "").Replace(nginxUpstream), addrs...)
 	up, status := addrs[0], addrs[1]
@@ -191,7 +205,7 @@ clusters: [{name: nginx, max_idle_per_backend: `+strconv.Itoa(maxIdle)+`, backen
 			wantProto := map[string]int{"h1": 1, "h2": 2}[proto]
 
 			resp, b := c.do(t, "GET", base+"/files/big", nil)
-			if resp.StatusCode != 200 || sha(b) != bigSum || resp.ContentLength != bigSize {
+			if resp.StatusCode != 200 || sha(b) != bigSum || resp.ContentLength != nginxBigSize {
 				t.Fatalf("GET /files/big: %d, %d bytes (Content-Length %d), sha256 match %v", resp.StatusCode, len(b), resp.ContentLength, sha(b) == bigSum)
 			}
 			if resp.ProtoMajor != wantProto {
@@ -236,7 +250,7 @@ clusters: [{name: nginx, max_idle_per_backend: `+strconv.Itoa(maxIdle)+`, backen
 			// HEAD: the length, no body, and the connection still usable.
 			before = c.dials.Load()
 			resp, b = c.do(t, "HEAD", base+"/files/big", nil)
-			if resp.StatusCode != 200 || len(b) != 0 || resp.ContentLength != bigSize {
+			if resp.StatusCode != 200 || len(b) != 0 || resp.ContentLength != nginxBigSize {
 				t.Fatalf("HEAD /files/big: %d, body %d bytes, Content-Length %d", resp.StatusCode, len(b), resp.ContentLength)
 			}
 			resp, b = c.do(t, "GET", base+"/files/small", nil)
