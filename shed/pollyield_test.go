@@ -87,27 +87,46 @@ func BenchmarkPollYield(b *testing.B) {
 	}
 }
 
-// TestPollYieldBoundsPollers: however many goroutines yield at once, at
-// most maxPollers wait for a poll (each holds a pipe), and every one of them
-// returns.
-func TestPollYieldBoundsPollers(t *testing.T) {
+// TestPollYieldSharesOnePoll: goroutines that yield while another waits
+// for a poll wait for the same poll (no system call of their own), and every
+// one of them returns. On one processor the first of 160 goroutines parks for
+// the poll and the others run and join it before the run queue empties, so
+// far fewer polls than yields happen; every yield either polled or joined
+// (none fell back to runtime.Gosched).
+func TestPollYieldSharesOnePoll(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	const goroutines, each = 160, 20
+	polls0, joins0 := yieldPolls.Load(), yieldJoins.Load()
 	var wg sync.WaitGroup
-	var peak atomic.Int32
-	for range 10 * maxPollers {
+	for range goroutines {
 		wg.Go(func() {
-			for range 20 {
+			for range each {
 				pollYield()
-				if n := pollers.Load(); n > peak.Load() {
-					peak.Store(n)
-				}
 			}
 		})
 	}
 	wg.Wait()
-	if p := peak.Load(); p > maxPollers {
-		t.Fatalf("%d goroutines waited for a poll at once, want at most %d", p, maxPollers)
+	polls, joins := yieldPolls.Load()-polls0, yieldJoins.Load()-joins0
+	if polls+joins != goroutines*each {
+		t.Fatalf("%d polls + %d joins, want %d yields", polls, joins, goroutines*each)
 	}
-	if n := pollers.Load(); n != 0 {
-		t.Fatalf("%d pollers left after every yield returned", n)
+	if polls > goroutines*each/10 {
+		t.Fatalf("%d polls for %d yields, want at most a tenth: one poll serves the yielders that wait at once", polls, goroutines*each)
+	}
+}
+
+// TestPollYieldPollsEveryTime: yields one after another each wait for a poll
+// of their own. On Linux the eventfd is rung and never read back, so this
+// checks that every ring is an event for the edge-triggered poller even
+// though the counter is not zero (a ring without an event would park the
+// yield for good, and the test would time out).
+func TestPollYieldPollsEveryTime(t *testing.T) {
+	const n = 500
+	polls0 := yieldPolls.Load()
+	for range n {
+		pollYield()
+	}
+	if polls := yieldPolls.Load() - polls0; polls != n {
+		t.Fatalf("%d of %d yields waited for a poll", polls, n)
 	}
 }
