@@ -62,6 +62,8 @@ func pollYield() {
 	yieldMu.Unlock()
 	if waitPoll() {
 		yieldPolls.Add(1)
+	} else {
+		yieldFallbacks.Add(1)
 	}
 	yieldMu.Lock()
 	yieldPending = false
@@ -84,5 +86,6 @@ var (
 
 // yieldPolls counts the yields that waited for a network poll (leaders
 // whose descriptor the poller reported), yieldJoins those that shared
-// another's; the difference to all yields fell back to runtime.Gosched.
-var yieldPolls, yieldJoins atomic.Uint64
+// another's, yieldFallbacks those that fell back to runtime.Gosched
+// (exported by yieldCollector).
+var yieldPolls, yieldJoins, yieldFallbacks atomic.Uint64

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/veerhq/veer/obs"
 )
 
 // TestPollYieldRunsNetworkWokenFirst: a goroutine whose descriptor became
@@ -128,5 +130,43 @@ func TestPollYieldPollsEveryTime(t *testing.T) {
 	}
 	if polls := yieldPolls.Load() - polls0; polls != n {
 		t.Fatalf("%d of %d yields waited for a poll", polls, n)
+	}
+}
+
+// TestYieldMetrics: veer_shed_run_queue_yields_total counts the yields by
+// how they waited, process-wide, and passes obs.Lint.
+func TestYieldMetrics(t *testing.T) {
+	s, reg := newShedder(t, Config{})
+	s2, err := New(Config{Registerer: reg, Logger: obs.Discard}) // a second Shedder shares the series
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	polls := func() float64 {
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			if mf.GetName() != "veer_shed_run_queue_yields_total" {
+				continue
+			}
+			for _, m := range mf.GetMetric() {
+				if m.GetLabel()[0].GetValue() == "poll" {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+		t.Fatal("no veer_shed_run_queue_yields_total{kind=\"poll\"}")
+		return 0
+	}
+	before := polls()
+	s.yield()
+	s.yield()
+	if got := polls() - before; got != 2 {
+		t.Fatalf("polls went up by %v after two yields, want 2", got)
+	}
+	for _, err := range obs.Lint(reg) {
+		t.Error(err)
 	}
 }
