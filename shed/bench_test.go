@@ -116,7 +116,7 @@ func BenchmarkRejection(b *testing.B) {
 
 // BenchmarkSaturated is the middleware's CPU per request under a CPU-bound
 // overload on one processor (GOMAXPROCS=1): 64 goroutines, each a closed-loop
-// client whose handler computes for about 20 µs, with the real run-queue
+// client whose handler computes for about 5 µs, with the real run-queue
 // probe. Every request is critical (the gateway's default tier), so none is
 // shed and, the endpoint queueing, every admitted request yields while the
 // run queue is busy. The figure is the process's CPU time (getrusage) per
@@ -137,7 +137,7 @@ func BenchmarkSaturated(b *testing.B) {
 			var sink atomic.Uint64
 			h := s.Middleware(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
 				x := uint64(1)
-				for i := range 20000 { // about 20 µs
+				for i := range 5000 { // about 5 µs
 					x = x*6364136223846793005 + uint64(i)
 				}
 				sink.Add(x)
