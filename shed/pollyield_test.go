@@ -63,6 +63,56 @@ func TestPollYieldRunsNetworkWokenFirst(t *testing.T) {
 	}
 }
 
+// TestPollYieldJoinersRunAfterNetworkWoken: goroutines that join another's
+// wait for a poll also return only after the goroutine the poll woke has
+// run. Four goroutines yield at once on one processor (the first leads, the
+// others join) while a reader's pipe is readable; each checks on return that
+// the reader has run.
+func TestPollYieldJoinersRunAfterNetworkWoken(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	server, client, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer server.Close()
+	defer client.Close()
+	const rounds, yielders = 20, 4
+	late := 0
+	for range rounds {
+		var read atomic.Bool
+		reading := make(chan struct{})
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			reading <- struct{}{}
+			var b [1]byte
+			if _, err := server.Read(b[:]); err == nil {
+				read.Store(true)
+			}
+		}()
+		<-reading
+		if _, err := client.Write([]byte{1}); err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		var missed atomic.Int32
+		for range yielders {
+			wg.Go(func() {
+				pollYield()
+				if !read.Load() {
+					missed.Add(1)
+				}
+			})
+		}
+		wg.Wait()
+		late += int(missed.Load())
+		<-done
+	}
+	if late > 2 {
+		t.Fatalf("%d of %d yields returned before the woken reader had run, want at most 2", late, rounds*yielders)
+	}
+}
+
 // TestPollYieldLeavesNothingBehind: nothing started by pollYield outlives
 // it, so a testing/synctest bubble that yields can still advance its clock
 // and end (a goroutine parked on the network would block both).
