@@ -10,7 +10,8 @@ import (
 // watches. Each ring adds one to its counter: one system call, and an event
 // for the (edge-triggered) poller whether or not the counter was zero, so the
 // counter is never read back (it would take 2^64 rings to fill). Nil if the
-// descriptor cannot be made or polled.
+// descriptor cannot be made (one the poller cannot wait on is dropped by
+// waitPoll at its first use).
 func newWaker() *waker {
 	fd, _, errno := syscall.Syscall(syscall.SYS_EVENTFD2, 0, syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
 	if errno != 0 {

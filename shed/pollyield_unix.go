@@ -21,7 +21,7 @@ type waker struct {
 
 var (
 	wakerOnce sync.Once
-	theWaker  *waker // nil: none could be made, pollYield is runtime.Gosched
+	theWaker  *waker // nil: none could be made or polled, pollYield is runtime.Gosched
 )
 
 // lead is the state of the one leader waiting at a time (pollYield's
@@ -61,5 +61,41 @@ func waitPoll() bool {
 	}
 	lead.w, lead.rang, lead.err, lead.woken = theWaker, false, nil, false
 	err := theWaker.rc.Read(leadRead)
+	if err != nil {
+		// The poller cannot wait on it (not pollable here): stop
+		// trying. Only leaders touch theWaker, one at a time.
+		theWaker = nil
+	}
 	return err == nil && lead.err == nil && lead.woken
+}
+
+// newPipeWaker opens a pipe whose read end the runtime's network poller
+// watches (os.Pipe sets both ends non-blocking). A ring writes one byte, the
+// wake-up reads it back: the pipe is empty between two waits. Nil if the pipe
+// cannot be made (one the poller cannot wait on is dropped by waitPoll at its
+// first use).
+func newPipeWaker() *waker {
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil
+	}
+	rc, err := r.SyscallConn()
+	if err != nil {
+		r.Close()
+		w.Close()
+		return nil
+	}
+	one := []byte{0}
+	return &waker{
+		rc: rc,
+		ring: func(uintptr) error {
+			_, err := w.Write(one)
+			return err
+		},
+		drain: func(fd uintptr) {
+			var b [1]byte
+			syscall.Read(int(fd), b[:])
+		},
+		keep: []*os.File{r, w},
+	}
 }
