@@ -118,9 +118,9 @@ func BenchmarkRejection(b *testing.B) {
 // overload on one processor (GOMAXPROCS=1): 64 goroutines, each a closed-loop
 // client whose handler computes for about 5 µs, with the real run-queue
 // probe. Requests are of tiers that are never shed, so none is shed and the
-// endpoint queues: one tier (critical, a gateway's default) or two (every
-// other client critical_plus), where an admitted request yields while the run
-// queue is busy. The figure is the process's CPU time (getrusage) per
+// endpoint queues, so an admitted request yields while the run queue is busy:
+// one tier (critical, a gateway's default) or two (every other client
+// critical_plus). The figure is the process's CPU time (getrusage) per
 // request, handler included; the yield is poll (pollYield, what runs),
 // gosched (runtime.Gosched) or none, so its cost is poll - none in the same
 // run. yields/op counts the yields.

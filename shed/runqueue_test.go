@@ -46,7 +46,6 @@ func TestYieldOnlyWhileBusy(t *testing.T) {
 			st.lastOver = time.Now()
 			st.mu.Unlock()
 			st.shedding.Store(true)
-			st.mix.note(tier.Sheddable, st.nextTick.Load()) // what it sheds arrived (see tiermix.go)
 		}
 		tk, err := s.Acquire(context.Background(), "ep", tt.tier)
 		if err != nil {

@@ -26,11 +26,9 @@ import (
 //     in the run queue, and those of the requests the poll finds, then parse
 //     their requests and reach the stage, where they queue for a slot and
 //     are measured, ordered and shed. A tier that is never shed yields only
-//     when its endpoint is shedding or queueing (stage.contended), and
-//     another tier reached it lately (tierMix): a quiet endpoint beside a
-//     busy one starts its requests at once, and so does an endpoint whose
-//     requests are all of one tier. One poll serves every request that
-//     yields before it.
+//     when its endpoint is shedding or queueing (stage.contended): a quiet
+//     endpoint beside a busy one starts its requests at once. One poll
+//     serves every request that yields before it.
 //   - While the processors are saturated as well (the process used at least
 //     90% of GOMAXPROCS over the last 50 ms), an empty stage queue is not a
 //     drained one (requests are still on their way to it), and the limiter

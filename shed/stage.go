@@ -45,7 +45,6 @@ type stage struct {
 	rejected    atomic.Int64                        // refusals so far (every reason)
 	refused     [tier.CriticalPlus + 1]atomic.Int64 // refusals so far, by tier (the demand gate's arrivals)
 	storm       atomic.Bool                         // the last interval refused more than it admitted (see pace.go)
-	mix         tierMix                             // tiers that arrived lately while the run queue was busy (tiermix.go)
 
 	mu        sync.Mutex
 	turn      time.Duration // see effectiveTarget (under mu, as everything below)
@@ -194,15 +193,11 @@ func (st *stage) rejectDeadline(dl, now time.Time) bool {
 // acquire admits a request of tier t or returns a *Rejection.
 func (st *stage) acquire(ctx context.Context, t tier.Tier, p *policy) (Ticket, error) {
 	tk, err := st.admit(ctx, t, p)
-	if st.busy() {
-		st.mix.note(t, st.nextTick.Load())
-		if err == nil && (p.sheddable(t) || st.contended() && st.mix.mixed()) {
-			// Requests wait in the run queue before they reach the
-			// stage: let them come in (and queue, by tier) before
-			// this handler takes the processor. See schedwait.go;
-			// tierMix for why one tier alone does not yield.
-			st.s.yield()
-		}
+	if err == nil && st.busy() && (p.sheddable(t) || st.contended()) {
+		// Requests wait in the run queue before they reach the stage:
+		// let them come in (and queue, by tier) before this handler
+		// takes the processor. See schedwait.go.
+		st.s.yield()
 	}
 	return tk, err
 }
