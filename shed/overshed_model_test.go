@@ -94,6 +94,8 @@ type rqCase struct {
 	// poisson: random arrivals (exponential gaps), counted from the fresh
 	// Shedder's first request (no warm-up left out).
 	poisson bool
+	// tier, when set, is every request's tier instead of the mix.
+	tier tier.Tier
 	// dur is how long requests are sent (default 3.5 s; the first 500 ms
 	// at the same load, measured only when poisson).
 	dur time.Duration
@@ -159,6 +161,9 @@ func runQueueModel(t *testing.T, c rqCase) *rqResult {
 			tr = tier.Critical
 		case u < 0.55:
 			tr = tier.SheddablePlus
+		}
+		if c.tier.Valid() {
+			tr = c.tier
 		}
 		measured := c.poisson || at >= 500*time.Millisecond
 		wg.Go(func() {
