@@ -18,7 +18,8 @@ import (
 // (poisson_model_test.go) 24 of 100 seeds shed at 0.75× and 40 of 100 at
 // 0.8×. For its first few hundred milliseconds such a burst looks like the
 // onset of a real overload; what tells them apart is time (a burst ends)
-// and, under a mix of tiers, the demand of the tiers above.
+// and how fast the queue grows (a real overload of 2× or more outgrows any
+// burst at once).
 //
 // So an overload drop that would open an episode (no overload drop in the
 // stage for FloorHold) waits until one of:
@@ -26,13 +27,11 @@ import (
 //   - the tier's queue has stood for episodeHold intervals (600 ms at the
 //     default interval), counted from the start of the interval that made
 //     it overloaded;
-//   - the tiers above it asked for more than the endpoint admitted over the
-//     demand gate's window (see demand.go): those tiers alone overload it,
-//     which no burst of the lowest tier does (at 2× and 6× with the bench's
-//     mix this holds within the gate's window);
 //   - the stage's queue holds episodeWork intervals of work (queued requests
-//     × turn, 200 ms): a single-tier overload many times the capacity, which
-//     would otherwise queue hundreds of requests before its first drop.
+//     × turn, 200 ms): more than the bursts of the model's seeds at 0.85×
+//     built, and what an overload of 2× or more queues within its first
+//     200 ms; without it a one-tier overload at 6× queued 700 requests
+//     before its first drop (TestModelEpisodeOnset).
 //
 // Within an episode every drop is due at once, as before. During the hold
 // nothing else changes: the queue is served newest first once its oldest
@@ -50,10 +49,12 @@ import (
 // docs/shed.md.
 
 // episodeHold is how many intervals a fresh overload's standing queue must
-// last before its first drop, unless the demand or the queued work confirms
-// it sooner. 5 leaves 2 of 100 seeds shedding at 0.8× in the model; 7
-// raises the p99 of 1.25× Poisson onsets.
-const episodeHold = 6
+// last before its first drop, unless the queued work confirms it sooner. In
+// the model 5 leaves 2 of 100 seeds shedding at 0.8×, and 7 raises the p99
+// of 1.25× Poisson onsets further (BenchmarkEpisodeCurve). A variable only
+// so that the benchmark can sweep it; 0 is the rule before episodes (the
+// first drop at detection).
+var episodeHold = 6
 
 // episodeWork is the queued work, in intervals, that confirms an episode at
 // once.
@@ -68,8 +69,7 @@ func (st *stage) dropDueLocked(t tier.Tier, now time.Time, wait time.Duration) b
 
 // episodeLocked (under mu) reports whether tier t's overload may drop at
 // now: an episode is under way (an overload drop within FloorHold), or it is
-// confirmed by time, by the demand of the tiers above t, or by the queued
-// work.
+// confirmed by time or by the queued work.
 func (st *stage) episodeLocked(t tier.Tier, now time.Time) bool {
 	d := &st.det[t]
 	if !d.Overloaded() {
@@ -81,11 +81,8 @@ func (st *stage) episodeLocked(t tier.Tier, now time.Time) bool {
 		}
 	}
 	iv := d.interval()
-	if now.Sub(d.Since()) >= episodeHold*iv {
+	if now.Sub(d.Since()) >= time.Duration(episodeHold)*iv {
 		return true
 	}
-	if time.Duration(st.queued.Load())*st.turn >= episodeWork*iv {
-		return true
-	}
-	return t < tier.CriticalPlus && st.dem.excess(st.snapLocked(), t+1)
+	return time.Duration(st.queued.Load())*st.turn >= episodeWork*iv
 }

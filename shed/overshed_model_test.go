@@ -106,7 +106,9 @@ type rqResult struct {
 	secs                          float64 // measured seconds
 	n, ok, shed, critSent, critOK int
 	shedFirst                     int             // refusals of requests sent in the first second
-	firstShed                     time.Duration   // send time of the first refused request; -1: none
+	firstShed                     time.Duration   // send time of the first refused request, measured or not; -1: none
+	firstRefusal                  time.Duration   // when the first refusal was answered; -1: none
+	maxQueued                     int             // the most requests waiting in the stage, seen at arrivals
 	lat                           []time.Duration // admitted requests' latency from their send time
 }
 
@@ -139,7 +141,7 @@ func runQueueModel(t *testing.T, c rqCase) *rqResult {
 	rng := rand.New(rand.NewPCG(c.seed, 2))
 	start := time.Now()
 	var mu sync.Mutex
-	r := &rqResult{firstShed: -1}
+	r := &rqResult{firstShed: -1, firstRefusal: -1}
 	var wg sync.WaitGroup
 	rate := c.load * 200
 	gap := func() time.Duration {
@@ -166,6 +168,7 @@ func runQueueModel(t *testing.T, c rqCase) *rqResult {
 			tr = c.tier
 		}
 		measured := c.poisson || at >= 500*time.Millisecond
+		r.maxQueued = max(r.maxQueued, int(s.stage("ep").queued.Load()))
 		wg.Go(func() {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 			defer cancel()
@@ -178,6 +181,12 @@ func runQueueModel(t *testing.T, c rqCase) *rqResult {
 			lat := time.Since(start) - at
 			mu.Lock()
 			defer mu.Unlock()
+			if err != nil && (r.firstShed < 0 || at < r.firstShed) {
+				r.firstShed = at
+			}
+			if err != nil && r.firstRefusal < 0 {
+				r.firstRefusal = at + lat
+			}
 			if !measured {
 				return
 			}
@@ -196,9 +205,6 @@ func runQueueModel(t *testing.T, c rqCase) *rqResult {
 			r.shed++
 			if at < time.Second {
 				r.shedFirst++
-			}
-			if r.firstShed < 0 || at < r.firstShed {
-				r.firstShed = at
 			}
 		})
 	}

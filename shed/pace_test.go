@@ -58,7 +58,7 @@ func TestRejectionStormIsPaced(t *testing.T) {
 				// ms: the episode's first drop is due episodeHold later,
 				// and sheddable_plus is dropped while part of the excess
 				// (one more arrives within the demand gate's window).
-				time.Sleep(episodeHold * DefaultInterval)
+				time.Sleep(time.Duration(episodeHold) * DefaultInterval)
 				go do(ctx, tier.SheddablePlus)
 				time.Sleep(DefaultInterval + 10*time.Millisecond)
 				synctest.Wait()

@@ -317,7 +317,7 @@ func TestStageRecoversAfterOverload(t *testing.T) {
 		// above the lowest is dropped only while it is part of the excess
 		// (demand.go): s2 arrives within the gate's window.
 		h.wantWaiting("s1")
-		time.Sleep(episodeHold*DefaultInterval - 250*time.Millisecond)
+		time.Sleep(time.Duration(episodeHold)*DefaultInterval - 250*time.Millisecond)
 		h.start(ctx, "s2", tier.SheddablePlus)
 		time.Sleep(100*time.Millisecond + time.Millisecond)
 		h.wantShed("s1", ReasonOverload)
