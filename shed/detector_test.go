@@ -131,7 +131,7 @@ func TestDetectorSince(t *testing.T) {
 	}
 	// Staying overloaded does not move it.
 	d.Observe(at(250*ms), 40*ms)
-	if d.Advance(at(300*ms), 50*ms, true); !d.Since().Equal(at(100*ms)) {
+	if d.Advance(at(300*ms), 50*ms, true); !d.Since().Equal(at(100 * ms)) {
 		t.Fatalf("still overloaded: since %v, want +100ms", d.Since().Sub(t0))
 	}
 

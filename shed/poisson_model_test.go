@@ -25,14 +25,16 @@ func TestModelPoissonShedsNothing(t *testing.T) {
 		var shedSeeds []uint64
 		var worst, p99s []time.Duration
 		for seed := uint64(1); seed <= 24; seed++ {
-			synctest.Test(t, func(t *testing.T) {
-				r := runQueueModel(t, rqCase{load: load, seed: seed, poisson: true})
-				if r.shed > 0 {
-					shedSeeds = append(shedSeeds, seed)
-					t.Errorf("%.2fx seed %d: %d of %d requests shed, the first sent at %v; want none", load, seed, r.shed, r.n, r.firstShed)
-				}
-				p99s = append(p99s, r.p99())
-				worst = append(worst, slices.Max(r.lat))
+			t.Run(fmt.Sprintf("%gx/seed_%d", load, seed), func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) {
+					r := runQueueModel(t, rqCase{load: load, seed: seed, poisson: true})
+					if r.shed > 0 {
+						shedSeeds = append(shedSeeds, seed)
+						t.Errorf("%.2fx seed %d: %d of %d requests shed, the first sent at %v; want none", load, seed, r.shed, r.n, r.firstShed)
+					}
+					p99s = append(p99s, r.p99())
+					worst = append(worst, slices.Max(r.lat))
+				})
 			})
 		}
 		slices.Sort(p99s)
