@@ -28,10 +28,16 @@ import (
 //     default interval), counted from the start of the interval that made
 //     it overloaded;
 //   - the stage's queue holds episodeWork intervals of work (queued requests
-//     × turn, 200 ms): more than the bursts of the model's seeds at 0.85×
-//     built, and what an overload of 2× or more queues within its first
-//     200 ms; without it a one-tier overload at 6× queued 700 requests
-//     before its first drop (TestModelEpisodeOnset).
+//     × turn, 100 ms): more than the bursts of the model's seeds at 0.8×
+//     built (half of it, 50 ms, let 4 of 100 seeds shed at 0.75×), and what
+//     an overload of 2× or more queues within its first 100 ms; without it
+//     a one-tier overload at 6× queued 700 requests before its first drop
+//     (TestModelEpisodeOnset), and at 1.25× the p99 of Poisson onsets was
+//     worse (2 intervals: 5 of 24 seeds above 100 ms, the worst 253 ms; 1
+//     interval: 3 of 24, the worst 121 ms; before the rule 1 of 24, 116 ms).
+//   - the stage admitted nothing in the last closed interval while its
+//     queue stood: it is stuck (a handler or a dependency that hangs), and
+//     no burst drains from a stage that serves nothing.
 //
 // Within an episode every drop is due at once, as before. During the hold
 // nothing else changes: the queue is served newest first once its oldest
@@ -39,26 +45,29 @@ import (
 // hold start fresh; the old ones wait, and are dropped when the episode is
 // confirmed or served when the burst drains.
 //
-// Cost, measured in the model: at the onset of a real overload the first
-// refusal comes up to episodeHold later and the requests it refuses have
-// waited that long; at 0.75× the requests a burst used to shed are now
-// served, late (100-420 ms, under LIFO the oldest waits for the burst to
-// drain); at 1.25× with Poisson arrivals in a fresh process, old requests
-// served in the dips between bursts raise the p99 in some seeds. The
-// trade-off curve (hold against seeds shedding and onset p99) is in
+// Cost, measured in the model (TestModelEpisodeCurve): the requests a
+// burst used to shed at 0.75× are served instead, late (under LIFO the
+// oldest waits for the burst to drain: the worst seed's p99 311 ms, the
+// slowest request 421 ms, against 75 and 130 ms before); at the onset of a
+// mild overload in a fresh process the first refusal comes later and old
+// requests served in the dips between bursts raise the p99 (Poisson 1.1×:
+// 7 of 24 seeds above 100 ms, median 92 ms, against 1 and 73 ms before;
+// 1.25×: 3 of 24 against 1). Onsets of 2× and 6× do not change (the queued
+// work confirms them within an interval). The curve for other holds is in
 // docs/shed.md.
 
 // episodeHold is how many intervals a fresh overload's standing queue must
-// last before its first drop, unless the queued work confirms it sooner. In
-// the model 5 leaves 2 of 100 seeds shedding at 0.8×, and 7 raises the p99
-// of 1.25× Poisson onsets further (BenchmarkEpisodeCurve). A variable only
-// so that the benchmark can sweep it; 0 is the rule before episodes (the
+// last before its first drop, unless the queued work or a stuck stage
+// confirms it sooner. In the model 5 leaves 2 of 100 seeds shedding at
+// 0.8×, and longer holds raise the p99 of 1.1× Poisson onsets further (10:
+// 8 of 24 seeds above 100 ms, the worst 182 ms). A variable only so that
+// TestModelEpisodeCurve can sweep it; 0 is the rule before episodes (the
 // first drop at detection).
 var episodeHold = 6
 
 // episodeWork is the queued work, in intervals, that confirms an episode at
-// once.
-const episodeWork = 2
+// once (see above for 0.5 and 2).
+const episodeWork = 1
 
 // dropDueLocked (under mu) reports whether a waiter of tier t that has
 // waited wait is due for an overload drop: the detector drops it, and the
@@ -69,7 +78,7 @@ func (st *stage) dropDueLocked(t tier.Tier, now time.Time, wait time.Duration) b
 
 // episodeLocked (under mu) reports whether tier t's overload may drop at
 // now: an episode is under way (an overload drop within FloorHold), or it is
-// confirmed by time or by the queued work.
+// confirmed by time, by the queued work, or by a stuck stage.
 func (st *stage) episodeLocked(t tier.Tier, now time.Time) bool {
 	d := &st.det[t]
 	if !d.Overloaded() {
@@ -84,5 +93,17 @@ func (st *stage) episodeLocked(t tier.Tier, now time.Time) bool {
 	if now.Sub(d.Since()) >= time.Duration(episodeHold)*iv {
 		return true
 	}
-	return time.Duration(st.queued.Load())*st.turn >= episodeWork*iv
+	return time.Duration(st.queued.Load())*st.turn >= episodeWork*iv || st.stuckLocked()
+}
+
+// stuckLocked (under mu) reports whether the stage admitted nothing in the
+// last closed interval (from the demand gate's snapshots at interval ends).
+func (st *stage) stuckLocked() bool {
+	d := &st.dem
+	if d.n < 2 {
+		return false
+	}
+	n := len(d.ring)
+	last, prev := d.ring[(d.next+n-1)%n], d.ring[(d.next+n-2)%n]
+	return last.admitted == prev.admitted
 }

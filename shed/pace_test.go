@@ -54,13 +54,7 @@ func TestRejectionStormIsPaced(t *testing.T) {
 				for range 3 {
 					go do(ctx, tier.SheddablePlus) // queued, dropped at the overload
 				}
-				// Overloaded at 200 ms, its standing queue counted from 100
-				// ms: the episode's first drop is due episodeHold later,
-				// and sheddable_plus is dropped while part of the excess
-				// (one more arrives within the demand gate's window).
-				time.Sleep(time.Duration(episodeHold) * DefaultInterval)
-				go do(ctx, tier.SheddablePlus)
-				time.Sleep(DefaultInterval + 10*time.Millisecond)
+				time.Sleep(210 * time.Millisecond)
 				synctest.Wait()
 				// The floor now refuses sheddable on arrival; not yet a storm.
 				for i := range 2 * stormMinRejects {
