@@ -14,9 +14,8 @@ import (
 // TestYieldOnlyWhileBusy: an admitted request of a sheddable tier yields
 // its processor once while the run queue has a backlog, so that waiting
 // requests reach the stage before its handler runs; a tier that is never
-// shed does not yield, even when its endpoint is contended (shedding, or
-// requests queued; it did until TestModelStormCriticalYield), and nothing
-// yields when the run queue is calm.
+// shed yields only when its endpoint is contended as well (shedding, or
+// requests queued), and nothing yields when the run queue is calm.
 func TestYieldOnlyWhileBusy(t *testing.T) {
 	tests := []struct {
 		busy, contended bool
@@ -31,8 +30,8 @@ func TestYieldOnlyWhileBusy(t *testing.T) {
 		{true, false, tier.Critical, 0},
 		{true, false, tier.CriticalPlus, 0},
 		{true, true, tier.Sheddable, 1},
-		{true, true, tier.Critical, 0},
-		{true, true, tier.CriticalPlus, 0},
+		{true, true, tier.Critical, 1},
+		{true, true, tier.CriticalPlus, 1},
 	}
 	for _, tt := range tests {
 		s, _ := newShedder(t, Config{})

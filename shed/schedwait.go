@@ -25,9 +25,9 @@ import (
 //     the runtime next polls the network (pollYield). The goroutines waiting
 //     in the run queue, and those of the requests the poll finds, then parse
 //     their requests and reach the stage, where they queue for a slot and
-//     are measured, ordered and shed. A tier that is never shed does not
-//     yield (see stage.acquire): it outranks whatever the yield would let
-//     in, and a quiet endpoint beside a busy one starts its requests at once.
+//     are measured, ordered and shed. A tier that is never shed yields only
+//     when its endpoint is shedding or queueing (stage.contended): a quiet
+//     endpoint beside a busy one starts its requests at once.
 //   - While the processors are saturated as well (the process used at least
 //     90% of GOMAXPROCS over the last 50 ms), an empty stage queue is not a
 //     drained one (requests are still on their way to it), and the limiter

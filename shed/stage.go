@@ -193,15 +193,10 @@ func (st *stage) rejectDeadline(dl, now time.Time) bool {
 // acquire admits a request of tier t or returns a *Rejection.
 func (st *stage) acquire(ctx context.Context, t tier.Tier, p *policy) (Ticket, error) {
 	tk, err := st.admit(ctx, t, p)
-	if err == nil && st.busy() && p.sheddable(t) {
+	if err == nil && st.busy() && (p.sheddable(t) || st.contended()) {
 		// Requests wait in the run queue before they reach the stage:
 		// let them come in (and queue, by tier) before this handler
-		// takes the processor. See schedwait.go. A tier that is never
-		// shed does not yield: the yield puts a request behind
-		// everything runnable until the run queue drains or the runtime
-		// polls (10-20 ms), the handlers of lower tiers admitted before
-		// it included, which at a rejection storm's onset cost critical
-		// requests 17-19 ms of their 67-78 ms (TestModelStormCriticalYield).
+		// takes the processor. See schedwait.go.
 		st.s.yield()
 	}
 	return tk, err
@@ -311,6 +306,17 @@ func (st *stage) wait(ctx context.Context, t tier.Tier, p *policy, now time.Time
 // an empty stage queue is not a drained one.
 func (st *stage) upstream() bool {
 	return st.s.rq != nil && st.s.rq.saturated()
+}
+
+// contended reports whether the endpoint is shedding or has requests
+// waiting: then even a request of a tier that is never shed yields while
+// the run queue is busy (see acquire), so that the requests behind it in the
+// run queue reach the stage, and are ordered and shed, before its handler
+// holds the processor. An endpoint without contention lets its requests
+// start at once: a quiet endpoint beside a spiking one must not wait for
+// the spike's run queue to drain.
+func (st *stage) contended() bool {
+	return st.shedding.Load() || st.queued.Load() > 0
 }
 
 // busy reports whether the runtime's run queue had a backlog lately.
