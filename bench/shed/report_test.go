@@ -46,3 +46,29 @@ func TestAnalyzeWarmSheds(t *testing.T) {
 		t.Fatalf("warm sheds %v, shed rate %v; want 1 and 1", r.Extra["warm_sheds"], r.ShedRate)
 	}
 }
+
+// TestAnalyzeGoodputByCompletion: goodput counts the 200s that completed
+// in the measured phase, whenever they were sent; the by-send figure counts
+// the 200s of requests sent in it. A backlog worked off after the phase
+// (the 0.5x recovery) raises only the by-send figure.
+func TestAnalyzeGoodputByCompletion(t *testing.T) {
+	phases := []Phase{{Name: "warm", Dur: time.Second}, {Name: "load", Dur: time.Second, Measure: true}, {Name: "cool", Dur: time.Second}}
+	ms := func(v int) time.Duration { return time.Duration(v) * time.Millisecond }
+	samples := []Sample{
+		{Phase: 0, At: ms(950), Latency: ms(100), Status: http.StatusOK},  // sent before, done in: counts
+		{Phase: 1, At: ms(1100), Latency: ms(10), Status: http.StatusOK},  // sent and done in: counts
+		{Phase: 1, At: ms(1500), Latency: ms(600), Status: http.StatusOK}, // done after: by send only
+		{Phase: 1, At: ms(1600), Latency: ms(5), Status: http.StatusServiceUnavailable},
+		{Phase: 1, At: ms(1700), Latency: ms(5), Status: 0},
+	}
+	r := Analyze(phases, samples)
+	if r.Goodput != 2 || r.GoodputBySend != 2 {
+		t.Fatalf("goodput %v, by send %v; want 2 and 2", r.Goodput, r.GoodputBySend)
+	}
+	samples[0].Latency = ms(10) // now done before the phase
+	samples = append(samples, Sample{Phase: 1, At: ms(1800), Latency: ms(400), Status: http.StatusOK})
+	r = Analyze(phases, samples)
+	if r.Goodput != 1 || r.GoodputBySend != 3 {
+		t.Fatalf("goodput %v, by send %v; want 1 and 3", r.Goodput, r.GoodputBySend)
+	}
+}
