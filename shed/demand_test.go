@@ -51,6 +51,20 @@ func TestDemandExcess(t *testing.T) {
 			{[]demandSnap{snapOf(0, 0, 0, 0), snapOf(18, 18, 4, 20), snapOf(36, 36, 8, 40), snapOf(54, 54, 12, 60)}, snapOf(54, 54, 12, 60), tier.SheddablePlus, true},
 			{nil, snapOf(54, 54, 12, 60), tier.Critical, false},
 		}},
+		{"a stall: the window before admitted them all", []step{
+			// 20 admitted per interval, then an interval in which the
+			// processor was away for 60 ms (11 admitted): 52 of the
+			// tiers above sheddable asked, 51 admitted, 60 the window
+			// before (57 at 15/16).
+			{[]demandSnap{snapOf(0, 0, 0, 0), snapOf(10, 10, 2, 20), snapOf(20, 20, 4, 40), snapOf(30, 30, 6, 60), snapOf(40, 44, 8, 80), snapOf(50, 60, 11, 91), snapOf(60, 70, 13, 105)}, snapOf(66, 74, 14, 111), tier.SheddablePlus, false},
+		}},
+		{"the capacity fell: both windows admitted fewer", []step{
+			{[]demandSnap{snapOf(0, 0, 0, 0), snapOf(10, 10, 2, 17), snapOf(20, 20, 4, 34), snapOf(30, 30, 6, 51), snapOf(40, 44, 8, 68), snapOf(50, 60, 11, 85), snapOf(60, 70, 13, 96)}, snapOf(66, 74, 14, 102), tier.SheddablePlus, true},
+		}},
+		{"2x after a slightly busier window: still excess", []step{
+			// 66 asked, 60 admitted, 63 the window before (60 at 15/16).
+			{[]demandSnap{snapOf(0, 0, 0, 0), snapOf(18, 18, 4, 21), snapOf(36, 36, 8, 42), snapOf(54, 54, 12, 63), snapOf(72, 72, 16, 83), snapOf(90, 90, 20, 103), snapOf(108, 108, 24, 123)}, snapOf(108, 108, 24, 123), tier.SheddablePlus, true},
+		}},
 		{"old intervals leave the window", []step{
 			// An excess of sheddable_plus long ago, then three intervals in
 			// which it fits.

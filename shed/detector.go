@@ -36,6 +36,8 @@ type detector struct {
 	drained    bool      // the queue was empty at some point of the interval
 	aboveSince time.Time // start of the current run of waits above Target
 	overloaded bool
+	since      time.Time // when the standing queue of the current overload began
+	lastDrop   time.Time // this tier's last overload drop (Dropped)
 }
 
 func (d *detector) target() time.Duration {
@@ -74,6 +76,7 @@ func (d *detector) streak(now time.Time, wait time.Duration) {
 	}
 	if !d.overloaded && now.Sub(d.aboveSince) >= d.interval() {
 		d.overloaded = true
+		d.since = d.aboveSince
 	}
 }
 
@@ -118,7 +121,12 @@ func (d *detector) Advance(now time.Time, headWait time.Duration, queued bool) b
 	}
 	standing := d.seen && d.min > d.target()
 	busy := d.seen || queued
+	was := d.overloaded
 	d.overloaded = standing || d.overloaded && busy && !d.drained
+	if d.overloaded && !was {
+		// The interval just closed had a standing queue throughout.
+		d.since = d.start
+	}
 	d.seen, d.min, d.drained = false, 0, !queued
 	// Skip the idle intervals since: they had no samples. If a queue is still
 	// standing, its head keeps the sample alive for the current interval.
@@ -136,6 +144,20 @@ func (d *detector) Advance(now time.Time, headWait time.Duration, queued bool) b
 func (d *detector) Forgive() {
 	d.overloaded = false
 	d.aboveSince = time.Time{}
+}
+
+// Since returns when the standing queue of the current overload began: the
+// start of the interval, or of the run of waits above Target, that made it
+// overloaded. Meaningless while not overloaded.
+func (d *detector) Since() time.Time { return d.since }
+
+// Dropped records an overload drop of this tier's queue at now.
+func (d *detector) Dropped(now time.Time) { d.lastDrop = now }
+
+// DroppedWithin reports whether this tier's queue had an overload drop in
+// the last hold before now.
+func (d *detector) DroppedWithin(now time.Time, hold time.Duration) bool {
+	return !d.lastDrop.IsZero() && now.Sub(d.lastDrop) < hold
 }
 
 // Overloaded reports the state decided at the end of the last interval.

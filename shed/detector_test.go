@@ -112,3 +112,62 @@ func TestDetectorSteps(t *testing.T) {
 		})
 	}
 }
+
+// TestDetectorSince: the start of the standing queue that made the detector
+// overloaded (what the episode rule counts from), and the memory of the
+// last overload drop.
+func TestDetectorSince(t *testing.T) {
+	const ms = time.Millisecond
+	t0 := time.Unix(1000, 0)
+	at := func(d time.Duration) time.Time { return t0.Add(d) }
+
+	// Overloaded at an interval's end: since the start of that interval.
+	d := &detector{}
+	d.Observe(at(0), 0)
+	d.Observe(at(100*ms), 9*ms) // closes [0,100): min 0
+	d.Observe(at(150*ms), 30*ms)
+	if d.Advance(at(200*ms), 0, false); !d.Overloaded() || !d.Since().Equal(at(100*ms)) {
+		t.Fatalf("interval end: overloaded %v since %v, want true since +100ms", d.Overloaded(), d.Since().Sub(t0))
+	}
+	// Staying overloaded does not move it.
+	d.Observe(at(250*ms), 40*ms)
+	if d.Advance(at(300*ms), 50*ms, true); !d.Since().Equal(at(100 * ms)) {
+		t.Fatalf("still overloaded: since %v, want +100ms", d.Since().Sub(t0))
+	}
+
+	// The onset rule: since the first wait of the run above target.
+	d = &detector{}
+	d.Observe(at(0), 0)
+	d.Observe(at(110*ms), 0) // [100,200) has a zero wait: not overloaded at its end
+	d.Observe(at(150*ms), 7*ms)
+	d.Observe(at(210*ms), 20*ms)
+	if d.Overloaded() {
+		t.Fatal("onset: overloaded at +210ms, before the run above target lasted an interval")
+	}
+	d.Observe(at(250*ms), 40*ms)
+	if !d.Overloaded() || !d.Since().Equal(at(150*ms)) {
+		t.Fatalf("onset: overloaded %v since %v, want true since +150ms", d.Overloaded(), d.Since().Sub(t0))
+	}
+
+	// A later overload starts its own count.
+	d.MarkDrained(at(240 * ms))
+	d.Advance(at(300*ms), 0, false) // [200,300): min 20ms, but drained: overloaded by the minimum
+	d.Observe(at(310*ms), 0)
+	d.MarkDrained(at(320 * ms))
+	if d.Advance(at(400*ms), 0, false); d.Overloaded() {
+		t.Fatal("still overloaded after a drained interval of short waits")
+	}
+	d.Advance(at(500*ms), 60*ms, true) // [400,500): nothing started, the head waited 60ms
+	if !d.Overloaded() || !d.Since().Equal(at(400*ms)) {
+		t.Fatalf("second overload: overloaded %v since %v, want true since +400ms", d.Overloaded(), d.Since().Sub(t0))
+	}
+
+	// Dropped and DroppedWithin.
+	if d.DroppedWithin(at(500*ms), FloorHold) {
+		t.Fatal("DroppedWithin before any drop")
+	}
+	d.Dropped(at(500 * ms))
+	if !d.DroppedWithin(at(500*ms+FloorHold-ms), FloorHold) || d.DroppedWithin(at(500*ms+FloorHold), FloorHold) {
+		t.Fatal("DroppedWithin: want true within FloorHold of the drop, false after")
+	}
+}

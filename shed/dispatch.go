@@ -43,6 +43,7 @@ func (st *stage) dropLocked(w *waiter, r Reason, now time.Time) {
 	w.reason = r
 	st.count(w.tier, r)
 	if r == ReasonOverload {
+		st.det[w.tier].Dropped(now)
 		if uint32(w.tier) > st.floor.Load() {
 			st.floor.Store(uint32(w.tier))
 		}
@@ -92,7 +93,7 @@ func (st *stage) dispatchLocked(now time.Time, p *policy) {
 			st.dropLocked(w, ReasonDeadline, now)
 			continue
 		}
-		if st.det[w.tier].Drop(wait) && st.mayShedLocked(w.tier, p) {
+		if st.dropDueLocked(w.tier, now, wait) && st.mayShedLocked(w.tier, p) {
 			st.dropLocked(w, ReasonOverload, now)
 			continue
 		}
@@ -154,7 +155,7 @@ func (st *stage) sweepLocked(now time.Time, p *policy) {
 		gated := false // checked once per tier, when its first drop is due
 		for {
 			w := st.q[t].front()
-			if w == nil || !st.det[t].Drop(now.Sub(w.arrival)) {
+			if w == nil || !st.dropDueLocked(t, now, now.Sub(w.arrival)) {
 				break
 			}
 			if !gated {

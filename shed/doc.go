@@ -18,7 +18,10 @@
 // lowest is dropped, and served newest first, only while it and the tiers
 // above it asked for more, over the last three intervals, than the endpoint
 // admitted (see demand.go); a queue of it that stood for a moment drains
-// once the tiers below are shed. The limit adapts (see limiter, and
+// once the tiers below are shed. The first drop of an overload episode
+// waits until the queue has stood for six intervals, holds an interval of
+// work, or the stage admits nothing (see episode.go): a burst of random
+// arrivals below capacity drains by itself. The limit adapts (see limiter, and
 // probe.go for the probes that re-measure an inflated baseline) unless
 // fixed. Each endpoint has its own stage and detector: a spike on one never
 // sheds another.

@@ -2,6 +2,7 @@ package shed
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -30,8 +31,7 @@ const refusalCost = 35 * time.Microsecond
 // 0.88×, so this checks the mechanism, not the real magnitude: see the
 // bench in docs/shed.md.) Critical requests are all served either way.
 func TestModelRejectionStorm(t *testing.T) {
-	type result struct{ goodput, refusals float64 }
-	got := map[string]result{}
+	got := map[string]stormResult{}
 	for _, c := range []struct {
 		name      string
 		hold      time.Duration
@@ -42,93 +42,14 @@ func TestModelRejectionStorm(t *testing.T) {
 		{"at once", 0, 0.5, 100 * time.Millisecond},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				s, _ := newShedder(t, Config{RejectHold: c.hold})
-				core := newModelServer(1, 5*time.Millisecond)
-				// The core's queue is the run queue in front of the
-				// stage: requests wait for it to be parsed.
-				rq := &coreQueue{}
-				s.rq, s.yield = rq, func() {}
-				use := func(d time.Duration) {
-					rq.waiting.Add(1)
-					core.tok <- struct{}{}
-					rq.waiting.Add(-1)
-					time.Sleep(d)
-					<-core.tok
-				}
-				parse := func() { use(refusalCost) }
-				const warm, dur = 500 * time.Millisecond, 3 * time.Second
-				start := time.Now()
-				measuring := func() bool { d := time.Since(start); return d >= warm && d < warm+dur }
-				var ok, refused atomic.Int64
-				var mu sync.Mutex
-				var crit []time.Duration
-				critFailed := 0
-				one := func(ctx context.Context, tr tier.Tier) (admitted bool) {
-					parse()
-					tk, err := s.Acquire(ctx, "ep", tr)
-					if err != nil {
-						st := s.stage("ep")
-						s.hold(ctx, st, s.pol.Load())
-						return false
-					}
-					use(core.d)
-					tk.Release()
-					return true
-				}
-				var wg sync.WaitGroup
-				for range 128 {
-					wg.Go(func() {
-						for time.Since(start) < warm+dur {
-							ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-							m := measuring()
-							admitted := one(ctx, tier.SheddablePlus)
-							cancel()
-							if !m {
-								continue
-							}
-							if admitted {
-								ok.Add(1)
-							} else {
-								refused.Add(1)
-							}
-						}
-					})
-				}
-				for at := 50 * time.Millisecond; at < warm+dur; at += 50 * time.Millisecond {
-					time.Sleep(time.Until(start.Add(at)))
-					m := measuring()
-					wg.Go(func() {
-						sent := time.Now()
-						ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-						defer cancel()
-						admitted := one(ctx, tier.Critical)
-						if !m {
-							return
-						}
-						mu.Lock()
-						defer mu.Unlock()
-						if !admitted {
-							critFailed++
-							return
-						}
-						ok.Add(1)
-						crit = append(crit, time.Since(sent))
-					})
-				}
-				wg.Wait()
-				goodput := float64(ok.Load()) / dur.Seconds() / 200
-				r := modelResult{lat: crit}
-				t.Logf("goodput %.2f of capacity, %d refusals/s, critical p99 %v, %d critical failed",
-					goodput, int(float64(refused.Load())/dur.Seconds()), r.p99(), critFailed)
-				got[c.name] = result{goodput, float64(refused.Load()) / dur.Seconds()}
-				if goodput < c.min {
-					t.Errorf("goodput %.2f of capacity, want ≥ %.2f", goodput, c.min)
-				}
-				if critFailed != 0 || r.p99() > c.maxCrit99 {
-					t.Errorf("critical: %d failed, p99 %v, want 0 and ≤ %v", critFailed, r.p99(), c.maxCrit99)
-				}
-			})
+			r := runStormModel(t, stormModel{hold: c.hold})
+			got[c.name] = r
+			if r.goodput < c.min {
+				t.Errorf("goodput %.2f of capacity, want ≥ %.2f", r.goodput, c.min)
+			}
+			if r.critFailed != 0 || r.critP99() > c.maxCrit99 {
+				t.Errorf("critical: %d failed, p99 %v, want 0 and ≤ %v", r.critFailed, r.critP99(), c.maxCrit99)
+			}
 		})
 	}
 	held, once := got["held"], got["at once"]
@@ -138,6 +59,139 @@ func TestModelRejectionStorm(t *testing.T) {
 	}
 }
 
+// stormModel is one run of the storm model (runStormModel).
+type stormModel struct {
+	hold time.Duration // Config.RejectHold
+	// warmMix: the bench's scenario 7 as it runs, 1 s of the usual tier
+	// mix at half the capacity before the storm (the stage enters the
+	// storm with the limit and state that load left), instead of 500 ms
+	// of the storm itself.
+	warmMix bool
+	// yield models the Go scheduler as the stage meets it (modelCore's
+	// sched) and the run-queue yield (modelCore.yield), instead of a core
+	// served in arrival order and a yield that does nothing.
+	yield bool
+}
+
+// stormResult is what runStormModel measured in the storm's 3 s.
+type stormResult struct {
+	goodput, refusals float64 // 200s over capacity; refusals per second
+	crit              []time.Duration
+	critFailed        int
+}
+
+func (r stormResult) critP99() time.Duration {
+	m := modelResult{lat: r.crit}
+	return m.p99()
+}
+
+// runStormModel runs the storm of TestModelRejectionStorm in a synctest
+// bubble and returns its figures.
+func runStormModel(t *testing.T, m stormModel) stormResult {
+	t.Helper()
+	var res stormResult
+	synctest.Test(t, func(t *testing.T) {
+		s, _ := newShedder(t, Config{RejectHold: m.hold})
+		core := newModelCore(m.yield)
+		s.rq, s.yield = core, func() {}
+		if m.yield {
+			s.yield = core.yield
+		}
+		warm, dur := 500*time.Millisecond, 3*time.Second
+		if m.warmMix {
+			warm = time.Second
+		}
+		start := time.Now()
+		measuring := func() bool { d := time.Since(start); return d >= warm && d < warm+dur }
+		var ok, refused atomic.Int64
+		var mu sync.Mutex
+		one := func(ctx context.Context, tr tier.Tier) (admitted bool) {
+			core.use(refusalCost)
+			tk, err := s.Acquire(ctx, "ep", tr)
+			if err != nil {
+				s.hold(ctx, s.stage("ep"), s.pol.Load())
+				return false
+			}
+			core.useNext(modelHandler)
+			tk.Release()
+			return true
+		}
+		var wg sync.WaitGroup
+		for range 128 {
+			wg.Go(func() {
+				if m.warmMix {
+					time.Sleep(warm)
+				}
+				for time.Since(start) < warm+dur {
+					ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+					meas := measuring()
+					admitted := one(ctx, tier.SheddablePlus)
+					cancel()
+					if !meas {
+						continue
+					}
+					if admitted {
+						ok.Add(1)
+					} else {
+						refused.Add(1)
+					}
+				}
+			})
+		}
+		if m.warmMix { // the bench's mix at 0.5×: every 10 ms, one in ten critical
+			for i := 0; i < 100; i++ {
+				time.Sleep(time.Until(start.Add(time.Duration(i) * 10 * time.Millisecond)))
+				tr := tier.Sheddable
+				switch {
+				case i%10 == 0:
+					tr = tier.Critical
+				case i%2 == 1:
+					tr = tier.SheddablePlus
+				}
+				wg.Go(func() {
+					ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+					defer cancel()
+					one(ctx, tr)
+				})
+			}
+		}
+		critFrom := 50 * time.Millisecond
+		if m.warmMix {
+			critFrom += warm
+		}
+		for at := critFrom; at < warm+dur; at += 50 * time.Millisecond {
+			time.Sleep(time.Until(start.Add(at)))
+			meas := measuring()
+			wg.Go(func() {
+				sent := time.Now()
+				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+				defer cancel()
+				admitted := one(ctx, tier.Critical)
+				if !meas {
+					return
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				if !admitted {
+					res.critFailed++
+					return
+				}
+				ok.Add(1)
+				res.crit = append(res.crit, time.Since(sent))
+			})
+		}
+		wg.Wait()
+		res.goodput = float64(ok.Load()) / dur.Seconds() / 200
+		res.refusals = float64(refused.Load()) / dur.Seconds()
+		t.Logf("goodput %.2f of capacity, %d refusals/s, critical p99 %v (max %v), %d critical failed",
+			res.goodput, int(res.refusals), res.critP99(), slices.Max(res.crit), res.critFailed)
+	})
+	return res
+}
+
+// modelHandler is the CPU of one admitted request in the storm model.
+const modelHandler = 5 * time.Millisecond
+
 // coreQueue is the model's run queue: busy and saturated while more than
 // two requests wait for the core.
 type coreQueue struct{ waiting atomic.Int64 }
@@ -145,3 +199,28 @@ type coreQueue struct{ waiting atomic.Int64 }
 func (q *coreQueue) observe(time.Time) {}
 func (q *coreQueue) busy() bool        { return q.waiting.Load() > 2 }
 func (q *coreQueue) saturated() bool   { return q.busy() }
+
+// TestModelStormOnset: critical requests in the bench's storm (scenario
+// 7: 1 s of the usual mix at half the capacity, then 128 closed-loop
+// sheddable_plus clients beside critical requests at 20/s) with the Go
+// scheduler and the run-queue yield modelled (modelCore). Traced real
+// rounds put the slowest critical request at the storm's onset: 20-26 ms
+// in the run queue before the middleware (the storm's first 128 requests
+// parsed first), 17-31 ms in the stage queue (the limit still 4 from the
+// calm, four CPU-bound handlers sharing the core) and 17-19 ms in its own
+// yield after it got its slot (parked until the run queue drained, behind
+// those handlers). The model has the same shape: its p99 (the largest of
+// 59) is the onset's request, 45 ms (15 ms parsing, 25 ms from the stage
+// to its handler), 20-28 ms later in the storm. Letting tiers that are
+// never shed skip the yield gave 24.9-29.1 ms here and was not kept: it
+// cost the 6× overload more (TestModelSchedOverload). This bounds today's
+// figure.
+func TestModelStormOnset(t *testing.T) {
+	r := runStormModel(t, stormModel{warmMix: true, yield: true})
+	if r.critFailed != 0 || r.critP99() > 50*time.Millisecond {
+		t.Errorf("critical: %d failed, p99 %v; want 0 and ≤ 50 ms", r.critFailed, r.critP99())
+	}
+	if r.goodput < 0.8 {
+		t.Errorf("goodput %.2f of capacity, want ≥ 0.80", r.goodput)
+	}
+}

@@ -83,17 +83,43 @@ func NewClient(conns int) *http.Client {
 // returns every request's sample. Each request has the client deadline.
 // With trace, requests carry an IDHeader and samples record ID, Wrote and
 // NewConn (a client trace per request: only for SHEDBENCH_SAMPLES runs).
+//
+// Each stream (by name, across phases) is a caller of its own and uses a
+// connection pool of its own, a clone of client's transport: a critical
+// caller does not wait to dial because 128 storm workers took every idle
+// connection of a shared pool (the storm's onset request spent 7-21 ms
+// dialling that way, docs/shed.md).
 func Run(ctx context.Context, client *http.Client, base string, phases []Phase, deadline time.Duration, seed uint64, trace bool) []Sample {
 	var (
 		mu      sync.Mutex
 		samples []Sample
 		wg      sync.WaitGroup
 	)
+	pools := map[string]*http.Client{}
+	for _, ph := range phases {
+		for _, st := range ph.Streams {
+			if _, ok := pools[st.Name]; ok {
+				continue
+			}
+			pools[st.Name] = client
+			if t, ok := client.Transport.(*http.Transport); ok && len(pools) > 1 {
+				pools[st.Name] = &http.Client{Transport: t.Clone()}
+			}
+		}
+	}
+	defer func() {
+		for _, c := range pools {
+			if c != client {
+				c.CloseIdleConnections()
+			}
+		}
+	}()
 	start := time.Now()
 	offset := time.Duration(0)
 	for pi, ph := range phases {
 		var pwg sync.WaitGroup
 		for si, st := range ph.Streams {
+			client := pools[st.Name]
 			rng := rand.New(rand.NewPCG(seed, uint64(pi*100+si)))
 			if st.Workers > 0 {
 				phaseStart, end := offset, offset+ph.Dur

@@ -4,7 +4,7 @@
 // from this process (pin it to CPU 1: `taskset -c 1 shedbench`), and prints
 // a table or JSON.
 //
-//	shedbench [-scenarios 1,3] [-contenders veer,none] [-rounds 1] [-format table|json]
+//	shedbench [-scenarios 1,3] [-contenders veer,none] [-rounds 1] [-format table|json] [-stall 80ms -stall-every 1s]
 //	shedbench hey [-contenders none,veer,veer-hold] [-rounds 1] [-c 128] [-z 4s]   (the storm with hey)
 //	shedbench rejectcost [-bins old=/path/to/old/shedbench] [-rounds 3]   (server CPU per 503)
 //	shedbench serve ...   (internal: the server process)
@@ -184,7 +184,9 @@ func run() error {
 				}
 				pinnedAll = pinnedAll && s.pinned
 				mcpu := measureCPU(s.cmd.Process.Pid, time.Now(), mFrom, mTo)
+				stopStalls := startStalls(s.cmd.Process.Pid)
 				samples := bench.Run(context.Background(), client, "http://"+s.addr, phases, *deadline, uint64(round+1), trace != "")
+				stopStalls()
 				if d, ok := mcpu(); ok {
 					// The server's share of its core in the measured
 					// phase, and goodput per CPU second of it over the

@@ -1,0 +1,111 @@
+package shed
+
+import (
+	"sync"
+	"time"
+)
+
+// modelCore is the virtual-time models' one core: every request needs it,
+// and the run-queue probe reads how many wait for it (coreQueue).
+//
+// In the plain model it serves in arrival order. With sched (the Go
+// scheduler as the stage meets it), a request whose turn on the core comes
+// right after admission takes the core next, ahead of the run queue
+// (useNext): one admitted on the fast path never left the processor, and
+// one granted a slot from the stage queue is made runnable by the Release
+// that granted it, which the runtime runs next (runnext). And yield models
+// pollYield: the request parks, holding its slot, until the run queue has
+// drained (the core fell free with nobody waiting for it: the runtime polls
+// the network when it has nothing else to run) or pollEvery after it parked
+// (the monitor thread's poll, which wakes every parked yield), and then
+// queues behind whoever is waiting, like a request the poll found. Every
+// yield parks (they share one poll: pollYield has no cap on them).
+type modelCore struct {
+	coreQueue
+	sched bool
+
+	mu     sync.Mutex
+	held   bool
+	next   []chan struct{} // served before queue (runnext)
+	queue  []chan struct{}
+	polled chan struct{} // closed when the run queue has drained
+	parked int
+}
+
+// pollEvery is how often the runtime's monitor polls the network while the
+// run queue never drains (10-20 ms in practice, docs/shed.md).
+const pollEvery = 20 * time.Millisecond
+
+func newModelCore(sched bool) *modelCore {
+	return &modelCore{sched: sched, polled: make(chan struct{})}
+}
+
+// use holds the core for d, after everyone waiting for it.
+func (c *modelCore) use(d time.Duration) { c.run(d, false) }
+
+// useNext holds the core for d, ahead of the queue when sched is on.
+func (c *modelCore) useNext(d time.Duration) { c.run(d, c.sched) }
+
+func (c *modelCore) run(d time.Duration, next bool) {
+	c.mu.Lock()
+	if c.held {
+		ch := make(chan struct{})
+		if next {
+			c.next = append(c.next, ch)
+		} else {
+			c.queue = append(c.queue, ch)
+		}
+		c.waiting.Add(1)
+		c.mu.Unlock()
+		<-ch // handed the core by the one before
+	} else {
+		c.held = true
+		c.mu.Unlock()
+	}
+	time.Sleep(d)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var ch chan struct{}
+	switch {
+	case len(c.next) > 0:
+		ch, c.next = c.next[0], c.next[1:]
+	case len(c.queue) > 0:
+		ch, c.queue = c.queue[0], c.queue[1:]
+	}
+	if ch == nil {
+		c.held = false
+		c.pollLocked()
+		return
+	}
+	c.waiting.Add(-1)
+	close(ch)
+}
+
+// pollLocked wakes the parked yields.
+func (c *modelCore) pollLocked() {
+	if c.parked > 0 {
+		close(c.polled)
+		c.polled = make(chan struct{})
+		c.parked = 0
+	}
+}
+
+// yield is pollYield in the model (see modelCore).
+func (c *modelCore) yield() {
+	c.mu.Lock()
+	if !c.held { // nothing else to run: the poll comes at once
+		c.mu.Unlock()
+		return
+	}
+	c.parked++
+	ch := c.polled
+	c.mu.Unlock()
+	select {
+	case <-ch:
+	case <-time.After(pollEvery):
+		c.mu.Lock()
+		c.pollLocked()
+		c.mu.Unlock()
+	}
+	c.use(0) // behind the requests the poll found
+}

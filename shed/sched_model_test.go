@@ -1,0 +1,160 @@
+package shed
+
+import (
+	"context"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/veerhq/veer/tier"
+)
+
+// TestModelSchedOverload is the bench's scenario 1 (1.25×, 2× and 6× of a
+// one-core, 5 ms CPU-bound endpoint after 500 ms at half the capacity; the
+// bench's random tier mix) with the Go scheduler and the run-queue yield
+// modelled (modelCore with sched): a request granted its slot runs next,
+// and a yield parks it until the run queue drains or the runtime polls.
+// It guards the yield's rule for the tiers that are never shed (they yield
+// on a contended endpoint): letting them skip the yield, tried for the
+// storm's critical p99 (TestModelStormOnset), raised the 6× p99 of
+// admitted requests from 44-60 ms to 49-88 ms over seeds 1-8 (the other
+// tiers' p99 from 37-48 to 52-106 ms), and critical requests were no
+// faster: a yielding critical request lets the critical requests behind
+// it in the run queue reach the stage and take the next slot before a
+// lower tier's request takes it on arrival.
+func TestModelSchedOverload(t *testing.T) {
+	type row struct {
+		load       float64
+		seed       uint64
+		minGoodput float64
+		maxP99     time.Duration
+	}
+	var rows []row
+	for seed := uint64(1); seed <= 3; seed++ {
+		rows = append(rows, row{1.25, seed, 0.95, 80 * time.Millisecond}, row{2, seed, 0.95, 95 * time.Millisecond})
+	}
+	for seed := uint64(1); seed <= 8; seed++ {
+		rows = append(rows, row{6, seed, 0.9, 70 * time.Millisecond})
+	}
+	for _, c := range rows {
+		r := runSchedModel(t, c.load, c.seed, 0)
+		if r.goodput < c.minGoodput || r.p99 > c.maxP99 || r.critOK != r.critSent {
+			t.Errorf("%.2fx seed %d: goodput %.2f (want ≥ %.2f), p99 %v (want ≤ %v), critical %d/%d",
+				c.load, c.seed, r.goodput, c.minGoodput, r.p99, c.maxP99, r.critOK, r.critSent)
+		}
+	}
+}
+
+// TestModelStallAtMildOverload: issue 18's over-shedding round at 1.25×
+// (0.72 of capacity with 42.6% shed while the server's share of its core
+// was 0.82, once in ten quiet rounds, more often on a loaded machine),
+// reproduced in the scheduler model by taking the core away once, for
+// 60 or 100 ms at 1.5 s, as another process or a stall of the machine
+// does. Before the demand gate looked at the window before (demand.excess),
+// seed 2 at 60 ms and seeds 2-4 at 100 ms gave 0.84-0.87 of capacity with
+// 30.8-32.9% shed: the requests that waited through the stall made
+// sheddable_plus look like excess (52 asked against 51 admitted), a few
+// were dropped, and the floor then refused every sheddable request for
+// FloorHold (1.6-2.7 s) while the core idled a quarter of the time. Now
+// every row keeps 0.96-0.98 with 21.7-22.9% shed (the stall itself costs
+// 2-3%). Longer stalls (150 ms) still over-shed in three seeds of four.
+func TestModelStallAtMildOverload(t *testing.T) {
+	for _, stall := range []time.Duration{60 * time.Millisecond, 100 * time.Millisecond} {
+		for seed := uint64(1); seed <= 4; seed++ {
+			r := runSchedModel(t, 1.25, seed, stall)
+			if r.goodput < 0.95 || r.shed > 0.25 || r.critOK != r.critSent {
+				t.Errorf("stall %v, seed %d: goodput %.2f (want ≥ 0.95), shed %.1f%% (want ≤ 25%%), critical %d/%d",
+					stall, seed, r.goodput, 100*r.shed, r.critOK, r.critSent)
+			}
+		}
+	}
+}
+
+// schedResult is what runSchedModel measured.
+type schedResult struct {
+	goodput, shed    float64 // 200s within the deadline over capacity; refused or late over offered
+	p99              time.Duration
+	critOK, critSent int
+	critP99          time.Duration
+}
+
+// runSchedModel runs the bench's scenario 1 at load × capacity in the
+// scheduler model (see TestModelSchedOverload) with the tier mix drawn
+// from seed; stall > 0 takes the core away for that long at 1.5 s.
+func runSchedModel(t *testing.T, load float64, seed uint64, stall time.Duration) schedResult {
+	t.Helper()
+	var res schedResult
+	synctest.Test(t, func(t *testing.T) {
+		s, _ := newShedder(t, Config{})
+		core := newModelCore(true)
+		s.rq, s.yield = core, core.yield
+		rng := rand.New(rand.NewPCG(seed, 2))
+		start := time.Now()
+		var mu sync.Mutex
+		var ok, shed, n int
+		var lat, crit []time.Duration
+		var wg sync.WaitGroup
+		if stall > 0 {
+			wg.Go(func() {
+				time.Sleep(1500 * time.Millisecond)
+				core.useNext(stall)
+			})
+		}
+		for at := time.Duration(0); at < 3500*time.Millisecond; {
+			rate := load * 200
+			if at < 500*time.Millisecond {
+				rate = 100
+			}
+			at += time.Duration(float64(time.Second) / rate)
+			time.Sleep(time.Until(start.Add(at)))
+			tr := tier.Sheddable
+			switch u := rng.Float64(); {
+			case u < 0.1:
+				tr = tier.Critical
+			case u < 0.55:
+				tr = tier.SheddablePlus
+			}
+			measured := at >= 500*time.Millisecond
+			wg.Go(func() {
+				sent := time.Now()
+				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+				defer cancel()
+				core.use(refusalCost)
+				tk, err := s.Acquire(ctx, "ep", tr)
+				if err == nil {
+					core.useNext(modelHandler)
+					tk.Release()
+				}
+				d := time.Since(sent)
+				mu.Lock()
+				defer mu.Unlock()
+				if !measured {
+					return
+				}
+				n++
+				if tr == tier.Critical {
+					res.critSent++
+				}
+				if err != nil || d > time.Second {
+					shed++
+					return
+				}
+				ok++
+				lat = append(lat, d)
+				if tr == tier.Critical {
+					crit = append(crit, d)
+				}
+			})
+		}
+		wg.Wait()
+		p99 := func(v []time.Duration) time.Duration { slices.Sort(v); return v[len(v)*99/100] }
+		res.goodput, res.shed = float64(ok)/3/200, float64(shed)/float64(n)
+		res.p99, res.critOK, res.critP99 = p99(lat), len(crit), p99(crit)
+		t.Logf("%.2fx seed %d stall %v: goodput %.2f of capacity, shed %.1f%%, p99 %v, critical %d/%d p99 %v",
+			load, seed, stall, res.goodput, 100*res.shed, res.p99, res.critOK, res.critSent, res.critP99)
+	})
+	return res
+}
