@@ -3,6 +3,9 @@ package shed
 import (
 	"net/http"
 	"net/http/httptest"
+	"runtime"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -110,3 +113,80 @@ func BenchmarkRejection(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkSaturated is the middleware's CPU per request under a CPU-bound
+// overload on one processor (GOMAXPROCS=1): 64 goroutines, each a closed-loop
+// client whose handler computes for about 5 µs, with the real run-queue
+// probe. Requests are of tiers that are never shed, so none is shed and the
+// endpoint queues, so an admitted request yields while the run queue is busy:
+// one tier (critical, a gateway's default) or two (every other client
+// critical_plus). The figure is the process's CPU time (getrusage) per
+// request, handler included; the yield is poll (pollYield, what runs),
+// gosched (runtime.Gosched) or none, so its cost is poll - none in the same
+// run. yields/op counts the yields.
+func BenchmarkSaturated(b *testing.B) {
+	for _, tiers := range []struct {
+		name string
+		of   [2]string
+	}{{"one-tier", [2]string{"critical", "critical"}}, {"two-tiers", [2]string{"critical", "critical_plus"}}} {
+		for _, c := range []struct {
+			name  string
+			yield func()
+		}{{"poll", pollYield}, {"gosched", runtime.Gosched}, {"none", func() {}}} {
+			b.Run(tiers.name+"/"+c.name, func(b *testing.B) {
+				benchSaturated(b, c.yield, tiers.of)
+			})
+		}
+	}
+}
+
+func benchSaturated(b *testing.B, yield func(), tiers [2]string) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	s, _ := newShedder(b, Config{})
+	var yields atomic.Int64
+	s.yield = func() { yields.Add(1); yield() }
+	var sink atomic.Uint64
+	h := s.Middleware(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
+		x := uint64(1)
+		for i := range 5000 { // about 5 µs
+			x = x*6364136223846793005 + uint64(i)
+		}
+		sink.Add(x)
+	}))
+	const clients = 64
+	var shed, next atomic.Int64
+	var wg sync.WaitGroup
+	cpu0, _ := processCPU()
+	b.ResetTimer()
+	for i := range clients {
+		wg.Go(func() {
+			req := httptest.NewRequest(http.MethodGet, "/trips/42", nil)
+			req.Header = http.Header{tier.Header: {tiers[i%2]}}
+			w := &statusWriter{h: http.Header{}}
+			for next.Add(1) <= int64(b.N) {
+				clear(w.h)
+				w.code = 0
+				h.ServeHTTP(w, req)
+				if w.code == http.StatusServiceUnavailable {
+					shed.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	b.StopTimer()
+	cpu1, _ := processCPU()
+	b.ReportMetric(float64(cpu1-cpu0)/float64(b.N), "cpu-ns/op")
+	b.ReportMetric(float64(shed.Load())/float64(b.N), "shed/op")
+	b.ReportMetric(float64(yields.Load())/float64(b.N), "yields/op")
+}
+
+// statusWriter is a nopWriter that keeps the status code.
+type statusWriter struct {
+	h    http.Header
+	code int
+}
+
+func (w *statusWriter) Header() http.Header         { return w.h }
+func (w *statusWriter) Write(b []byte) (int, error) { return len(b), nil }
+func (w *statusWriter) WriteHeader(c int)           { w.code = c }

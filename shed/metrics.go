@@ -21,6 +21,7 @@ type metrics struct {
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
+	obs.Register(reg, newYieldCollector())
 	return &metrics{
 		waits: obs.Register(reg, newWaitCollector()),
 		state: obs.Register(reg, newStateCollector()),

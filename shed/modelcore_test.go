@@ -18,9 +18,8 @@ import (
 // drained (the core fell free with nobody waiting for it: the runtime polls
 // the network when it has nothing else to run) or pollEvery after it parked
 // (the monitor thread's poll, which wakes every parked yield), and then
-// queues behind whoever is waiting, like a request the poll found. At most
-// maxPollers park at once; beyond that a yield only goes to the back of the
-// queue (runtime.Gosched).
+// queues behind whoever is waiting, like a request the poll found. Every
+// yield parks (they share one poll: pollYield has no cap on them).
 type modelCore struct {
 	coreQueue
 	sched bool
@@ -96,11 +95,6 @@ func (c *modelCore) yield() {
 	c.mu.Lock()
 	if !c.held { // nothing else to run: the poll comes at once
 		c.mu.Unlock()
-		return
-	}
-	if c.parked >= maxPollers {
-		c.mu.Unlock()
-		c.use(0)
 		return
 	}
 	c.parked++

@@ -1,7 +1,6 @@
 package shed
 
 import (
-	"os"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -21,75 +20,72 @@ import (
 // ms before the middleware ran with runtime.Gosched, 4.3-6.5 ms with
 // pollYield (docs/shed.md).
 //
-// How: the caller reads an empty pipe that the runtime's network poller
-// watches, so it parks until a poll finds the pipe readable; a helper
-// goroutine, which runs only once the caller has parked (it is the next to run
-// on this processor), writes the byte. With the caller parked, the run queue
-// empties as the goroutines ahead run and block, and the scheduler polls
-// before it would go idle: the poll wakes the caller and the new requests in
-// one batch. The caller then yields once more, so that the new requests read
-// and queue in their stages (by tier) before its handler takes the processor.
+// How: one poll serves every goroutine that yields before it. The first
+// (the leader) makes a descriptor that the runtime's network poller watches
+// readable (one write to an eventfd on Linux, to a pipe elsewhere) and parks
+// until the poller reports it (waitPoll). The event is edge-triggered and
+// nothing on this processor polls before the leader has parked, so the leader
+// parks; the run queue empties as the goroutines ahead run and block, and the
+// scheduler polls before it would go idle: the poll wakes the leader and the
+// new requests in one batch. Goroutines that yield while the leader waits
+// (joiners) wait for the same poll on a condition variable, at the cost of a
+// park and a wake-up, no system call: the leader wakes them once the poll
+// has woken it. Every yielder then yields once more, so that the new requests
+// read and queue in their stages (by tier) before its handler takes the
+// processor.
 //
-// Pipes are pooled (a fresh pipe per call costs 35 µs instead of 8 on the
-// reference VM, BenchmarkPollYield); one is used by one call at a time, and
-// nothing else outlives a call, so the yield is safe in a testing/synctest
-// bubble and under goroutine-leak checks. A pipe the pool drops is closed by
-// its files' finalizers. With several processors the helper may write before
-// the caller parks; the yield is then as short as runtime.Gosched, which is
-// also what it falls back to where pipes are not pollable (newWakePipe).
+// A first version gave every yielder a pipe of its own (pooled, at most 16
+// at once) and a helper goroutine that wrote the byte once the caller had
+// parked: three system calls, a goroutine and a pipe per yield; the
+// descriptors all became readable in the same poll, so sharing one changes
+// what the yield waits for in nothing (docs/shed.md, "fourth pass:
+// shedyield").
+//
+// Nothing outlives a call (the descriptor is the process's, opened once), so
+// the yield is safe in a testing/synctest bubble and under goroutine-leak
+// checks. With several processors another may poll before the leader parks;
+// the yield is then as short as runtime.Gosched, which is also what it falls
+// back to where no descriptor can be polled (newWaker) or a write fails.
 func pollYield() {
-	for {
-		n := pollers.Load()
-		if n >= maxPollers {
-			// Enough goroutines already wait for the next poll; it
-			// will come as soon as they have parked.
-			runtime.Gosched()
-			return
+	yieldMu.Lock()
+	if yieldPending {
+		e := yieldEpoch
+		for yieldEpoch == e {
+			yieldCond.Wait()
 		}
-		if pollers.CompareAndSwap(n, n+1) {
-			break
-		}
-	}
-	defer pollers.Add(-1)
-	p, _ := wakePipes.Get().(*wakePipe)
-	if p == nil {
-		r, w, err := newWakePipe()
-		if err != nil {
-			runtime.Gosched()
-			return
-		}
-		p = &wakePipe{r: r, w: w}
-	}
-	go p.ring()
-	var b [1]byte
-	if _, err := p.r.Read(b[:]); err != nil {
-		// The helper's write failed and it closed its end (EOF).
-		p.r.Close()
+		yieldMu.Unlock()
+		yieldJoins.Add(1)
 		runtime.Gosched()
 		return
 	}
-	wakePipes.Put(p)
+	yieldPending = true
+	yieldMu.Unlock()
+	if waitPoll() {
+		yieldPolls.Add(1)
+	} else {
+		yieldFallbacks.Add(1)
+	}
+	yieldMu.Lock()
+	yieldPending = false
+	yieldEpoch++
+	yieldCond.Broadcast()
+	yieldMu.Unlock()
 	runtime.Gosched()
 }
 
-// maxPollers bounds the goroutines that wait for a poll at once, and so the
-// pipes open for it (two descriptors each): one poll wakes them all, so more
-// would cost descriptors and gain little. Beyond it, pollYield is
-// runtime.Gosched. Under CPU-bound overload the limits that admit requests
-// are small (one or two per processor), so the bound rarely applies.
-const maxPollers = 16
+// The shared wait: yieldPending is set while a leader waits for a poll;
+// yieldEpoch counts the leaders' waits that ended. A sync.Cond (not a
+// channel) because a channel made inside a testing/synctest bubble may not
+// be used from outside it, and yielders of any bubble share the wait.
+var (
+	yieldMu      sync.Mutex
+	yieldCond    = sync.NewCond(&yieldMu)
+	yieldPending bool
+	yieldEpoch   uint64
+)
 
-var pollers atomic.Int32
-
-// wakePipe is a pipe pollYield waits on.
-type wakePipe struct{ r, w *os.File }
-
-var wakePipes sync.Pool
-
-// ring writes the byte that wakes the reader; on failure it closes the write
-// end, so that the reader sees EOF instead of waiting forever.
-func (p *wakePipe) ring() {
-	if _, err := p.w.Write([]byte{0}); err != nil {
-		p.w.Close()
-	}
-}
+// yieldPolls counts the yields that waited for a network poll (leaders
+// whose descriptor the poller reported), yieldJoins those that shared
+// another's, yieldFallbacks those that fell back to runtime.Gosched
+// (exported by yieldCollector).
+var yieldPolls, yieldJoins, yieldFallbacks atomic.Uint64

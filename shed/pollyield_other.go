@@ -2,13 +2,6 @@
 
 package shed
 
-import (
-	"errors"
-	"os"
-)
-
-// newWakePipe fails where pipes are not watched by the network poller; the
-// gate then falls back to runtime.Gosched.
-func newWakePipe() (r, w *os.File, err error) {
-	return nil, nil, errors.New("no pollable pipe on this platform")
-}
+// waitPoll has no descriptor to wait on where the network poller does not
+// watch pipes: pollYield falls back to runtime.Gosched.
+func waitPoll() bool { return false }

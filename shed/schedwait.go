@@ -27,7 +27,8 @@ import (
 //     their requests and reach the stage, where they queue for a slot and
 //     are measured, ordered and shed. A tier that is never shed yields only
 //     when its endpoint is shedding or queueing (stage.contended): a quiet
-//     endpoint beside a busy one starts its requests at once.
+//     endpoint beside a busy one starts its requests at once. One poll
+//     serves every request that yields before it.
 //   - While the processors are saturated as well (the process used at least
 //     90% of GOMAXPROCS over the last 50 ms), an empty stage queue is not a
 //     drained one (requests are still on their way to it), and the limiter
