@@ -28,11 +28,10 @@ import (
 // parks; the run queue empties as the goroutines ahead run and block, and the
 // scheduler polls before it would go idle: the poll wakes the leader and the
 // new requests in one batch. Goroutines that yield while the leader waits
-// (joiners) wait for the same poll on a condition variable, at the cost of a
-// park and a wake-up, no system call: the leader wakes them once the poll
-// has woken it. Every yielder then yields once more, so that the new requests
-// read and queue in their stages (by tier) before its handler takes the
-// processor.
+// (joiners) wait for the same poll on a mutex the leader holds until then,
+// at the cost of a park and a wake-up, no system call. Every yielder then
+// yields once more, so that the new requests read and queue in their stages
+// (by tier) before its handler takes the processor.
 //
 // A first version gave every yielder a pipe of its own (pooled, at most 16
 // at once) and a helper goroutine that wrote the byte once the caller had
@@ -49,16 +48,16 @@ import (
 func pollYield() {
 	yieldMu.Lock()
 	if yieldPending {
-		e := yieldEpoch
-		for yieldEpoch == e {
-			yieldCond.Wait()
-		}
 		yieldMu.Unlock()
+		// Join: the leader holds yieldWait until its poll has woken it.
+		yieldWait.Lock()
+		yieldWait.Unlock()
 		yieldJoins.Add(1)
 		runtime.Gosched()
 		return
 	}
 	yieldPending = true
+	yieldWait.Lock()
 	yieldMu.Unlock()
 	if waitPoll() {
 		yieldPolls.Add(1)
@@ -67,21 +66,26 @@ func pollYield() {
 	}
 	yieldMu.Lock()
 	yieldPending = false
-	yieldEpoch++
-	yieldCond.Broadcast()
 	yieldMu.Unlock()
+	yieldWait.Unlock()
 	runtime.Gosched()
 }
 
-// The shared wait: yieldPending is set while a leader waits for a poll;
-// yieldEpoch counts the leaders' waits that ended. A sync.Cond (not a
-// channel) because a channel made inside a testing/synctest bubble may not
-// be used from outside it, and yielders of any bubble share the wait.
+// The shared wait: yieldPending is set while a leader waits for a poll, and
+// the leader holds yieldWait for that time; a joiner waits by locking it. A
+// mutex, not a sync.Cond or a channel: yielders of every testing/synctest
+// bubble and of none share the wait, and a goroutine blocked on a mutex is
+// not durably blocked for synctest (a Cond's waiter is: its bubble would
+// advance its clock, or report a deadlock, while the poll is still to come),
+// while a Cond's Broadcast from outside a bubble to a waiter inside it kills
+// the process, and a channel made inside a bubble may not be used outside it
+// (TestPollYieldAcrossSynctestBubbles). A joiner that locks yieldWait after
+// a later leader took it waits for that leader's poll instead: one more
+// poll, never a missed one.
 var (
 	yieldMu      sync.Mutex
-	yieldCond    = sync.NewCond(&yieldMu)
+	yieldWait    sync.Mutex
 	yieldPending bool
-	yieldEpoch   uint64
 )
 
 // yieldPolls counts the yields that waited for a network poll (leaders

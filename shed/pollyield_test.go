@@ -260,3 +260,39 @@ func BenchmarkPollYieldBusy(b *testing.B) {
 		})
 	}
 }
+
+// TestPollYieldAcrossSynctestBubbles: yields inside testing/synctest
+// bubbles share polls with yields outside them (a Shedder under test beside
+// a real server in one process). A joiner must not wait on anything synctest
+// counts as durably blocking (the bubble would advance its clock or report a
+// deadlock while the poll is still to come), nor on anything a goroutine of
+// another bubble may not wake: the runtime kills the process when a
+// sync.Cond's Broadcast from outside a bubble wakes a waiter inside it.
+func TestPollYieldAcrossSynctestBubbles(t *testing.T) {
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+					pollYield()
+				}
+			}
+		})
+	}
+	defer func() { close(stop); wg.Wait() }()
+	before := yieldJoins.Load()
+	for range 20 {
+		synctest.Test(t, func(t *testing.T) {
+			for range 100 {
+				pollYield()
+			}
+		})
+	}
+	if yieldJoins.Load() == before {
+		t.Fatal("no yield joined another's poll: the test exercised nothing")
+	}
+}
