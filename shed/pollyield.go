@@ -51,8 +51,8 @@ func pollYield() {
 		yieldMu.Unlock()
 		// Join: the leader holds yieldWait until its poll has woken it.
 		yieldWait.Lock()
-		yieldWait.Unlock()
 		yieldJoins.Add(1)
+		yieldWait.Unlock()
 		runtime.Gosched()
 		return
 	}

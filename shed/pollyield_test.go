@@ -31,24 +31,7 @@ func TestPollYieldRunsNetworkWokenFirst(t *testing.T) {
 	const rounds = 20
 	ranFirst := 0
 	for range rounds {
-		var read atomic.Bool
-		reading := make(chan struct{})
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			// On one processor this goroutine runs on from the send
-			// until it parks in Read: the test goroutine writes only
-			// once it is parked.
-			reading <- struct{}{}
-			var b [1]byte
-			if _, err := server.Read(b[:]); err == nil {
-				read.Store(true)
-			}
-		}()
-		<-reading
-		if _, err := client.Write([]byte{1}); err != nil {
-			t.Fatal(err)
-		}
+		read, done := readableReader(t, server, client)
 		pollYield()
 		if read.Load() {
 			ranFirst++
@@ -79,21 +62,7 @@ func TestPollYieldJoinersRunAfterNetworkWoken(t *testing.T) {
 	const rounds, yielders = 20, 4
 	late := 0
 	for range rounds {
-		var read atomic.Bool
-		reading := make(chan struct{})
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			reading <- struct{}{}
-			var b [1]byte
-			if _, err := server.Read(b[:]); err == nil {
-				read.Store(true)
-			}
-		}()
-		<-reading
-		if _, err := client.Write([]byte{1}); err != nil {
-			t.Fatal(err)
-		}
+		read, done := readableReader(t, server, client)
 		var wg sync.WaitGroup
 		var missed atomic.Int32
 		for range yielders {
@@ -172,8 +141,12 @@ func TestPollYieldSharesOnePoll(t *testing.T) {
 // checks that every ring is an event for the edge-triggered poller even
 // though the counter is not zero (a ring without an event would park the
 // yield for good, and the test would time out).
-func TestPollYieldPollsEveryTime(t *testing.T) {
-	const n = 500
+func TestPollYieldPollsEveryTime(t *testing.T) { everyYieldPolls(t, 500) }
+
+// everyYieldPolls yields n times one after another and fails unless each
+// waited for a poll of its own.
+func everyYieldPolls(t *testing.T, n uint64) {
+	t.Helper()
 	polls0 := yieldPolls.Load()
 	for range n {
 		pollYield()
@@ -181,6 +154,30 @@ func TestPollYieldPollsEveryTime(t *testing.T) {
 	if polls := yieldPolls.Load() - polls0; polls != n {
 		t.Fatalf("%d of %d yields waited for a poll", polls, n)
 	}
+}
+
+// readableReader starts a goroutine that reads one byte from server, waits
+// until it is about to block in the read (on one processor it runs on from
+// its send until it parks), and makes server readable by writing to client.
+// read reports whether the goroutine has read; done closes when it ends.
+func readableReader(t *testing.T, server, client *os.File) (read *atomic.Bool, done chan struct{}) {
+	t.Helper()
+	read = new(atomic.Bool)
+	reading := make(chan struct{})
+	done = make(chan struct{})
+	go func() {
+		defer close(done)
+		reading <- struct{}{}
+		var b [1]byte
+		if _, err := server.Read(b[:]); err == nil {
+			read.Store(true)
+		}
+	}()
+	<-reading
+	if _, err := client.Write([]byte{1}); err != nil {
+		t.Fatal(err)
+	}
+	return read, done
 }
 
 // TestYieldMetrics: veer_shed_run_queue_yields_total counts the yields by

@@ -27,13 +27,6 @@ func TestPollYieldPipeWaker(t *testing.T) {
 		yieldMu.Unlock()
 		runtime.KeepAlive(w)
 	}()
-	const n = 200
-	polls0 := yieldPolls.Load()
-	for range n {
-		pollYield()
-	}
-	if polls := yieldPolls.Load() - polls0; polls != n {
-		t.Fatalf("%d of %d yields on the pipe waited for a poll", polls, n)
-	}
+	everyYieldPolls(t, 200)
 	TestPollYieldRunsNetworkWokenFirst(t)
 }
