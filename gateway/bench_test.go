@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"os"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -39,16 +40,11 @@ func BenchmarkServe(b *testing.B) {
 	}
 	g := gw("retry: {disabled: true}\n")
 	defer g.Close()
-	gg := gw(`limits:
-  keys: [route, client_ip]
-  dimensions:
-    - {name: route, default: {rate: 1000000, concurrency: 100000}}
-    - {name: client, default: {rate: 1000000}}
-  max_request_body: 1048576
-shed: {enabled: true, default_tier: critical}
-breaker: {enabled: true}
-retry: {policy: {max_attempts: 3}}
-`)
+	guards, err := os.ReadFile("../bench/gateway/guards.yaml") // make bench-gateway's "veer guards"
+	if err != nil {
+		b.Fatal(err)
+	}
+	gg := gw(string(guards))
 	defer gg.Close()
 	// the same bare gateway with http.Transport upstream instead of the
 	// gateway's own HTTP/1.1 client

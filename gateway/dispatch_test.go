@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -11,12 +10,7 @@ import (
 )
 
 func TestCrossClusterRetry(t *testing.T) {
-	var bHits atomic.Int64
-	b := upstream(t, func(w http.ResponseWriter, r *http.Request) {
-		bHits.Add(1)
-		body, _ := io.ReadAll(r.Body)
-		fmt.Fprintf(w, "b %s %s", r.Method, body)
-	})
+	b, _ := echoUpstream(t, "b")
 	// a backend that reads the request and resets the connection: the
 	// request reached the upstream, so only idempotent ones may be retried
 	resetter, err := net.Listen("tcp", "127.0.0.1:0")

@@ -2,12 +2,14 @@ package gateway
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -68,6 +70,19 @@ func upstream(t *testing.T, h http.HandlerFunc) string {
 	s := httptest.NewServer(h)
 	t.Cleanup(s.Close)
 	return s.Listener.Addr().String()
+}
+
+// echoUpstream starts a backend that answers "<name> <method> <body>" and
+// counts its requests.
+func echoUpstream(t *testing.T, name string) (addr string, hits *atomic.Int64) {
+	t.Helper()
+	hits = new(atomic.Int64)
+	addr = upstream(t, func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		body, _ := io.ReadAll(r.Body)
+		fmt.Fprintf(w, "%s %s %s", name, r.Method, body)
+	})
+	return addr, hits
 }
 
 // deadAddr returns a loopback address where nothing listens (connect is

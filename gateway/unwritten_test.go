@@ -1,11 +1,9 @@
 package gateway
 
 import (
-	"fmt"
 	"io"
 	"net/http"
 	"strings"
-	"sync/atomic"
 	"testing"
 )
 
@@ -15,12 +13,7 @@ import (
 // through http.Transport (a cluster with a connection cap uses it). Before
 // attempts reported outcome.Unwritten, both answered 502.
 func TestUnwrittenPOSTRetried(t *testing.T) {
-	var bHits atomic.Int64
-	b := upstream(t, func(w http.ResponseWriter, r *http.Request) {
-		bHits.Add(1)
-		body, _ := io.ReadAll(r.Body)
-		fmt.Fprintf(w, "b %s %s", r.Method, body)
-	})
+	b, bHits := echoUpstream(t, "b")
 	rst, dial := resetBeforeRead(t)
 	cfg := parseConfig(t, fill(`
 routes:

@@ -22,17 +22,7 @@ routes: [{name: r, clusters: [{name: c}]}]
 clusters: [{name: c, max_idle_per_backend: 256, backends: [{address: '127.0.0.1:18090'}]}]
 YAML
 if [ "$kind" = guards ]; then
-  cat >>"$cfg" <<'YAML'
-limits:
-  keys: [route, client_ip]
-  dimensions:
-    - {name: route, default: {rate: 1000000, concurrency: 100000}}
-    - {name: client, default: {rate: 1000000}}
-  max_request_body: 1048576
-shed: {enabled: true, default_tier: critical}
-breaker: {enabled: true}
-retry: {policy: {max_attempts: 3}}
-YAML
+  cat bench/gateway/guards.yaml >>"$cfg"
 else
   echo "retry: {disabled: true}" >>"$cfg"
 fi

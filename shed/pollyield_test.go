@@ -21,12 +21,7 @@ import (
 // a moment later, which would race with the poll).
 func TestPollYieldRunsNetworkWokenFirst(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
-	server, client, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer server.Close()
-	defer client.Close()
+	server, client := pipePair(t)
 
 	const rounds = 20
 	ranFirst := 0
@@ -53,12 +48,7 @@ func TestPollYieldRunsNetworkWokenFirst(t *testing.T) {
 // the reader has run.
 func TestPollYieldJoinersRunAfterNetworkWoken(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
-	server, client, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer server.Close()
-	defer client.Close()
+	server, client := pipePair(t)
 	const rounds, yielders = 20, 4
 	late := 0
 	for range rounds {
@@ -154,6 +144,17 @@ func everyYieldPolls(t *testing.T, n uint64) {
 	if polls := yieldPolls.Load() - polls0; polls != n {
 		t.Fatalf("%d of %d yields waited for a poll", polls, n)
 	}
+}
+
+// pipePair returns a pipe's two ends, closed when the test ends.
+func pipePair(t *testing.T) (r, w *os.File) {
+	t.Helper()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close(); w.Close() })
+	return r, w
 }
 
 // readableReader starts a goroutine that reads one byte from server, waits

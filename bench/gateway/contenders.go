@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"bufio"
+	_ "embed"
 	"fmt"
 	"net"
 	"os"
@@ -20,6 +21,13 @@ type Contender struct {
 	// plain and tls are the ports to listen on.
 	Start func(dir, backend string, plain, tlsPort int) (*exec.Cmd, error)
 }
+
+// guardsYAML is the "veer guards" contender's configuration beyond the bare
+// one (guards.yaml, shared with scripts/gateway-cpu-ab.sh and the gateway
+// package's BenchmarkServe).
+//
+//go:embed guards.yaml
+var guardsYAML string
 
 // pinned returns a command pinned to core 1 with GOMAXPROCS=1.
 func pinned(name string, args ...string) *exec.Cmd {
@@ -47,16 +55,7 @@ routes: [{name: r, clusters: [{name: c}]}]
 clusters: [{name: c, max_idle_per_backend: 256, backends: [{address: '%s'}]}]
 `, tlsAddr, plain, dir, backend)
 			if guards {
-				y += `limits:
-  keys: [route, client_ip]
-  dimensions:
-    - {name: route, default: {rate: 1000000, concurrency: 100000}}
-    - {name: client, default: {rate: 1000000}}
-  max_request_body: 1048576
-shed: {enabled: true, default_tier: critical}   # runs on every request; the bench's traffic is never shed
-breaker: {enabled: true}
-retry: {policy: {max_attempts: 3}}
-`
+				y += guardsYAML
 			} else {
 				y += "retry: {disabled: true}\n"
 			}
