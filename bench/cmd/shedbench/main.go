@@ -72,6 +72,9 @@ func serve(args []string) error {
 	sleep := fs.Duration("sleep", 20*time.Millisecond, "dependency time per request")
 	paths := fs.String("paths", "GET /a", "comma-separated route patterns")
 	tracePath := fs.String("trace", "", "write per-request server timings (CSV) to this file at exit")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of [profile-from, profile-to) after start to this file")
+	profFrom := fs.Duration("profile-from", 0, "start of the profiled window")
+	profTo := fs.Duration("profile-to", 0, "end of the profiled window")
 	_ = fs.Parse(args)
 	var tr *bench.Tracer
 	if *tracePath != "" {
@@ -100,6 +103,13 @@ func serve(args []string) error {
 	}
 	srv := &http.Server{Handler: counted, ReadHeaderTimeout: 5 * time.Second}
 	go srv.Serve(lis)
+	if *cpuProfile != "" {
+		stop, err := profileServer(*cpuProfile, *profFrom, *profTo)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
 	fmt.Printf("ADDR %s\n", lis.Addr())
 	_, _ = io.Copy(io.Discard, os.Stdin)
 	srv.Close()
@@ -178,6 +188,7 @@ func run() error {
 				if dir := os.Getenv("SHEDBENCH_SAMPLES"); dir != "" {
 					trace = fmt.Sprintf("%s/%s-%s-%d-server.csv", dir, sc.Name, name, round)
 				}
+				setProfile(sc.Name, name, round, mFrom, mTo)
 				s, err := startServer(name, sc.Handler, trace)
 				if err != nil {
 					return err
