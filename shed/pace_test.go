@@ -2,8 +2,10 @@ package shed
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -16,18 +18,26 @@ import (
 // an interval has refused more than it admitted (at least
 // stormMinRejects), a refusal is held between 7/8 of RejectHold and
 // RejectHold; a held refusal ends when its client leaves; beyond MaxHeld
-// refusals are answered at once; with a zero (the default) or negative
-// RejectHold never held.
+// refusals are answered at once; with a negative RejectHold never held.
+// By default (zero) an HTTP/1.x refusal is held for StormRejectHold, an
+// HTTP/2 one is not, nor one on a connection (remote address) that has
+// carried a critical request, nor one through Hold.
 func TestRejectionStormIsPaced(t *testing.T) {
 	for _, c := range []struct {
 		name     string
 		hold     time.Duration
 		min, max time.Duration // of a refusal in the storm
+		proto    int           // HTTP major version of the refusals (1 when 0)
+		critConn bool          // the refusals come on the critical request's connection
 	}{
-		{"100ms", StormRejectHold, StormRejectHold * 7 / 8, StormRejectHold},
-		{"200ms", 200 * time.Millisecond, 175 * time.Millisecond, 200 * time.Millisecond},
-		{"default: off", 0, 0, 0},
-		{"negative: off", -1, 0, 0},
+		{"100ms", StormRejectHold, StormRejectHold * 7 / 8, StormRejectHold, 0, false},
+		{"200ms", 200 * time.Millisecond, 175 * time.Millisecond, 200 * time.Millisecond, 0, false},
+		{"100ms, HTTP/2", StormRejectHold, StormRejectHold * 7 / 8, StormRejectHold, 2, false},
+		{"100ms, on a critical connection", StormRejectHold, 0, 0, 0, true},
+		{"default: 100ms", 0, StormRejectHold * 7 / 8, StormRejectHold, 0, false},
+		{"default, HTTP/2: at once", 0, 0, 0, 2, false},
+		{"default, on a critical connection: at once", 0, 0, 0, 0, true},
+		{"negative: off", -1, 0, 0, 0, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -40,11 +50,19 @@ func TestRejectionStormIsPaced(t *testing.T) {
 						<-release
 					}
 				}))
+				var conns atomic.Int64 // each request on its own connection, unless critConn
 				do := func(ctx context.Context, tr tier.Tier) (int, time.Duration) {
 					start := time.Now()
 					rec := httptest.NewRecorder()
 					req := httptest.NewRequestWithContext(ctx, http.MethodGet, "http://x/hold", nil)
 					req.Header.Set(tier.Header, tr.String())
+					req.RemoteAddr = fmt.Sprintf("192.0.2.1:%d", 1000+conns.Add(1))
+					if c.critConn {
+						req.RemoteAddr = "192.0.2.1:1"
+					}
+					if c.proto == 2 && tr != tier.Critical {
+						req.ProtoMajor, req.ProtoMinor, req.Proto = 2, 0, "HTTP/2.0"
+					}
 					h.ServeHTTP(rec, req)
 					return rec.Code, time.Since(start)
 				}
@@ -91,6 +109,12 @@ func TestRejectionStormIsPaced(t *testing.T) {
 				if want := min(c.max, time.Millisecond); took[len(took)-1] != want {
 					t.Errorf("held refusal of a client that left after 1ms ended after %v, want %v", took[len(took)-1], want)
 				}
+				if c.hold == 0 { // default: Hold (gRPC) does not hold
+					t0 := time.Now()
+					if s.Hold(ctx, "/hold"); time.Since(t0) != 0 {
+						t.Fatalf("Hold in the storm with the default RejectHold took %v, want at once", time.Since(t0))
+					}
+				}
 				if c.hold <= 0 {
 					return
 				}
@@ -100,11 +124,14 @@ func TestRejectionStormIsPaced(t *testing.T) {
 				if time.Since(t0) != 0 {
 					t.Fatalf("Hold of an unknown endpoint took %v", time.Since(t0))
 				}
-				s.Hold(ctx, "/hold") // no route pattern: the endpoint is the path
-				if d := time.Since(t0); d < c.min || d > c.max {
-					t.Fatalf("Hold in the storm took %v, want %v..%v", d, c.min, c.max)
+				s.Hold(ctx, "/hold")                                   // no route pattern: the endpoint is the path
+				if d := time.Since(t0); d < c.hold*7/8 || d > c.hold { // no connection to tell: held
+					t.Fatalf("Hold in the storm took %v, want %v..%v", d, c.hold*7/8, c.hold)
 				}
 				// Beyond MaxHeld, at once.
+				if c.max == 0 {
+					return
+				}
 				s.held.Store(MaxHeld)
 				if code, took := do(ctx, tier.Sheddable); code != http.StatusServiceUnavailable || took != 0 {
 					t.Fatalf("refusal beyond MaxHeld: %d after %v, want at once", code, took)
