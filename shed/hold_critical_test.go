@@ -44,7 +44,7 @@ import (
 // the storm reached before any critical request ("storm first"): its first
 // critical request waits for a held refusal to end (docs/shed.md).
 func TestHeldRefusalsAndCritical(t *testing.T) {
-	const stormConns = 16
+	const stormConns, someHeld = 16, -1
 	for _, c := range []struct {
 		name       string
 		hold       time.Duration
@@ -58,22 +58,28 @@ func TestHeldRefusalsAndCritical(t *testing.T) {
 		// stormFirst: no critical request used the storm's pool before the
 		// storm (else one did, and its connection is marked)
 		stormFirst bool
-		served     bool // critical requests are answered while the storm's refusals are held
+		held       int64 // storm refusals held (the others are answered at once); someHeld: 1 to stormConns-1
+		served     bool  // critical requests are answered while the storm's refusals are held
 	}{
-		{"h1 own connections", StormRejectHold, false, false, false, false, true},
-		{"h1 own connections, zero config", 0, false, false, false, false, true},
-		{"h2 one connection", StormRejectHold, true, false, false, false, true},
-		{"h1 shared bounded pool", StormRejectHold, false, true, false, false, true},
-		{"h1 shared bounded pool, storm first", StormRejectHold, false, true, false, true, false},
-		{"h1 shared bounded pool, hold off", -1, false, true, false, false, true},
-		{"h1 shared bounded pool, hold off, storm first", -1, false, true, false, true, true},
-		{"h1 shared bounded pool, zero config", 0, false, true, false, false, true},
-		{"h1 shared bounded pool, zero config, storm first", 0, false, true, false, true, false},
-		{"h2 shared bounded pool", StormRejectHold, true, true, false, false, true},
-		{"h2 shared, strict stream limit", StormRejectHold, true, true, true, false, true},
-		{"h2 shared, strict stream limit, storm first", StormRejectHold, true, true, true, true, false},
-		{"h2 shared, strict stream limit, zero config", 0, true, true, true, false, true},
-		{"h2 shared, strict stream limit, zero config, storm first", 0, true, true, true, true, true},
+		{"h1 own connections", StormRejectHold, false, false, false, false, stormConns, true},
+		{"h1 own connections, zero config", 0, false, false, false, false, stormConns, true},
+		{"h2 one connection", StormRejectHold, true, false, false, false, stormConns, true},
+		// The critical request before the storm marked one connection of
+		// the pool: the storm requests that take it (one, or more when it
+		// frees before their own dials end) are not held, and the critical
+		// requests pass through it.
+		{"h1 shared bounded pool", StormRejectHold, false, true, false, false, someHeld, true},
+		{"h1 shared bounded pool, storm first", StormRejectHold, false, true, false, true, stormConns, false},
+		{"h1 shared bounded pool, hold off", -1, false, true, false, false, 0, true},
+		{"h1 shared bounded pool, hold off, storm first", -1, false, true, false, true, 0, true},
+		{"h1 shared bounded pool, zero config", 0, false, true, false, false, someHeld, true},
+		{"h1 shared bounded pool, zero config, storm first", 0, false, true, false, true, stormConns, false},
+		{"h2 shared bounded pool, storm first", StormRejectHold, true, true, false, true, stormConns, true},
+		// One HTTP/2 connection carries everything: marked, never held.
+		{"h2 shared, strict stream limit", StormRejectHold, true, true, true, false, 0, true},
+		{"h2 shared, strict stream limit, storm first", StormRejectHold, true, true, true, true, stormConns, false},
+		{"h2 shared, strict stream limit, zero config", 0, true, true, true, false, 0, true},
+		{"h2 shared, strict stream limit, zero config, storm first", 0, true, true, true, true, 0, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			clk := clock.NewManual(time.Unix(1e9, 0))
@@ -155,6 +161,9 @@ func TestHeldRefusalsAndCritical(t *testing.T) {
 			// that would end a hold never moves).
 			waitStorm(t, s, &answered, stormConns)
 			heldBefore := s.held.Load()
+			if c.held == someHeld && (heldBefore < 1 || heldBefore >= stormConns) || c.held != someHeld && heldBefore != c.held {
+				t.Errorf("%d of the storm's %d refusals held, want %d", heldBefore, stormConns, c.held)
+			}
 
 			// Critical requests, at once, each with 1 s to be answered
 			// (far more than they need unless blocked).
