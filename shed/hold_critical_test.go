@@ -146,6 +146,7 @@ func TestHeldRefusalsAndCritical(t *testing.T) {
 			st.floor.Store(uint32(tier.Critical))
 			st.shedding.Store(true)
 			st.storm.Store(true)
+			st.deepStorm.Store(true) // a closed-loop storm (stormDeepRatio)
 
 			var storm sync.WaitGroup
 			var answered atomic.Int64

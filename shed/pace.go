@@ -35,8 +35,10 @@ import (
 // handle does not (it must not block), so a storm refused there is not
 // paced.
 //
-// On by default for HTTP/1.x, except on connections that have carried a
-// critical request (Config.RejectHold; StormRejectHold). The stage, the
+// On by default for HTTP/1.x in a deep storm (stormDeepRatio: a closed-loop
+// storm, not an open-loop overload, which holding cannot slow), except on
+// connections that have carried a critical request (Config.RejectHold;
+// StormRejectHold). The stage, the
 // pacer and net/http's server couple nothing to a held refusal: a critical
 // request on its own connection, or multiplexed on the storm's HTTP/2
 // connection, is served while every refusal is held. But a held HTTP/1.1
@@ -81,6 +83,15 @@ const maxMarks = 4096
 // stormMinRejects is the fewest refusals in an interval that can make a
 // storm: a handful of refusals at a small endpoint is not one.
 const stormMinRejects = 10
+
+// stormDeepRatio is how many times the admissions an interval must refuse
+// for the default hold (RejectHold zero) to begin; it lasts as long as
+// the storm. Holding paces closed-loop clients only: an open-loop overload
+// sends its requests anyway, and at 2× or 6× (refusals 1-5 × the
+// admissions) holding its refusals only keeps more connections open. A
+// closed-loop storm refuses far more (hey -c 128 against a 5 ms handler:
+// ~16 × the admissions, then ~6-8 × once held, which keeps it a storm).
+const stormDeepRatio = 8
 
 // paceSteps is the number of batches a hold is cut into: waiters are
 // released by a timer that ticks every RejectHold/paceSteps, so that the
@@ -162,8 +173,9 @@ func (s *Shedder) hold(ctx context.Context, st *stage, p *policy) {
 }
 
 // holdRefusal holds Middleware's refusal of r while endpoint st is in a
-// storm: HTTP/1.x by default, every protocol when RejectHold is set, never
-// on a connection that has carried a request of a never-shed tier.
+// storm: HTTP/1.x in a deep storm (stormDeepRatio) by default, every
+// protocol in any storm when RejectHold is set, never on a connection that
+// has carried a request of a never-shed tier.
 func (s *Shedder) holdRefusal(r *http.Request, st *stage, p *policy) {
 	s.holdConn(r.Context(), st, p, r.ProtoMajor, r.RemoteAddr)
 }
@@ -171,7 +183,7 @@ func (s *Shedder) holdRefusal(r *http.Request, st *stage, p *policy) {
 // holdConn is holdRefusal for a request of HTTP major version proto on
 // the connection from addr.
 func (s *Shedder) holdConn(ctx context.Context, st *stage, p *policy, proto int, addr string) {
-	if p.httpHold <= 0 || !st.storm.Load() || (proto != 1 && p.rejectHold <= 0) || s.marks.has(addr) {
+	if p.httpHold <= 0 || !st.storm.Load() || (p.rejectHold <= 0 && (proto != 1 || !st.deepStorm.Load())) || s.marks.has(addr) {
 		return
 	}
 	s.holdFor(ctx, p.httpHold)

@@ -10,6 +10,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/veerhq/veer/clock"
 	"github.com/veerhq/veer/tier"
 )
 
@@ -139,5 +140,53 @@ func TestRejectionStormIsPaced(t *testing.T) {
 				s.held.Store(0)
 			})
 		})
+	}
+}
+
+// TestDeepStorm: the default hold begins only when an interval refuses
+// stormDeepRatio × its admissions (a closed-loop storm), not at an open-loop
+// overload that refuses a few times what it admits (2×, 6×); once begun it
+// lasts as long as the storm. Step table over intervals on a manual clock.
+func TestDeepStorm(t *testing.T) {
+	clk := clock.NewManual(time.Unix(1e9, 0))
+	s, _ := newShedder(t, Config{Limit: LimitConfig{Static: 1000}, Clock: clk})
+	s.rq = nil
+	if tk, err := s.Acquire(context.Background(), "ep", tier.Critical); err == nil {
+		tk.Release()
+	}
+	st := s.lookup("ep")
+	tick := func() {
+		clk.Advance(DefaultInterval)
+		st.mu.Lock()
+		st.tickLocked(clk.Now(), s.pol.Load())
+		st.mu.Unlock()
+	}
+	tick()
+	for i, step := range []struct {
+		refused, admitted int
+		storm, deep       bool
+	}{
+		{50, 10, true, false}, // 6×: 83% refused, a storm but not deep
+		{10, 10, true, false}, // 2×: a storm still (it ends when refusals fall below half the admissions), not deep
+		{79, 10, true, false}, // just under 8×
+		{80, 10, true, true},  // 8×: deep
+		{40, 10, true, true},  // held refusals come back slower: still deep while a storm
+		{4, 10, false, false}, // the storm ends, and the deep storm with it
+		{50, 10, true, false}, // a new storm starts shallow again
+		{20, 0, true, true},   // nothing admitted: refusals alone decide
+	} {
+		for range step.admitted {
+			tk, err := s.Acquire(context.Background(), "ep", tier.Critical)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tk.Release()
+		}
+		st.rejected.Add(int64(step.refused))
+		tick()
+		if st.storm.Load() != step.storm || st.deepStorm.Load() != step.deep {
+			t.Errorf("step %d (%d refused, %d admitted): storm %v deep %v, want %v %v",
+				i, step.refused, step.admitted, st.storm.Load(), st.deepStorm.Load(), step.storm, step.deep)
+		}
 	}
 }
