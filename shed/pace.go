@@ -168,7 +168,7 @@ func (s *Shedder) Hold(ctx context.Context, endpoint string) {
 // RejectHold is set (see above).
 func (s *Shedder) hold(ctx context.Context, st *stage, p *policy) {
 	if p.rejectHold > 0 && st.storm.Load() {
-		s.holdFor(ctx, p.rejectHold)
+		s.holdFor(ctx, st, p.rejectHold)
 	}
 }
 
@@ -186,7 +186,7 @@ func (s *Shedder) holdConn(ctx context.Context, st *stage, p *policy, proto int,
 	if p.httpHold <= 0 || !st.storm.Load() || (p.rejectHold <= 0 && (proto != 1 || !st.deepStorm.Load())) || s.marks.has(addr) {
 		return
 	}
-	s.holdFor(ctx, p.httpHold)
+	s.holdFor(ctx, st, p.httpHold)
 }
 
 // markConn remembers that the connection from addr carried a request of
@@ -197,13 +197,14 @@ func (s *Shedder) markConn(p *policy, t tier.Tier, addr string) {
 	}
 }
 
-// holdFor holds a refusal for between 7/8 of hold and hold, unless MaxHeld
-// are held already.
-func (s *Shedder) holdFor(ctx context.Context, hold time.Duration) {
+// holdFor holds a refusal of endpoint st for between 7/8 of hold and
+// hold, unless MaxHeld are held already.
+func (s *Shedder) holdFor(ctx context.Context, st *stage, hold time.Duration) {
 	if s.held.Add(1) > MaxHeld {
 		s.held.Add(-1)
 		return
 	}
+	st.m.held.Inc()
 	s.pace.wait(ctx, hold, s.done)
 	s.held.Add(-1)
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/veerhq/veer/clock"
+	"github.com/veerhq/veer/internal/metrictest"
 	"github.com/veerhq/veer/tier"
 )
 
@@ -42,7 +43,7 @@ func TestRejectionStormIsPaced(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				s, _ := newShedder(t, Config{Limit: LimitConfig{Static: 1}, RejectHold: c.hold})
+				s, reg := newShedder(t, Config{Limit: LimitConfig{Static: 1}, RejectHold: c.hold})
 				s.rq = nil
 				release := make(chan struct{})
 				defer close(release)
@@ -109,6 +110,13 @@ func TestRejectionStormIsPaced(t *testing.T) {
 				}
 				if want := min(c.max, time.Millisecond); took[len(took)-1] != want {
 					t.Errorf("held refusal of a client that left after 1ms ended after %v, want %v", took[len(took)-1], want)
+				}
+				wantHeld := 0.0
+				if c.max > 0 {
+					wantHeld = float64(len(took))
+				}
+				if got := metrictest.Sum(t, reg, "veer_shed_held_refusals_total", map[string]string{"endpoint": "/hold"}); got != wantHeld {
+					t.Errorf("veer_shed_held_refusals_total %v, want %v", got, wantHeld)
 				}
 				if c.hold == 0 { // default: Hold (gRPC) does not hold
 					t0 := time.Now()
