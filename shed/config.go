@@ -68,7 +68,7 @@ type Config struct {
 	// at once, and the refusals take the processor; see pace.go). Held
 	// refusals wait between 7/8 of RejectHold and all of it. Default 0:
 	// StormRejectHold (100ms) for Middleware's HTTP/1.x refusals once the
-	// storm refuses 8 times what it admits (a closed-loop storm; an
+	// storm refuses 12 times what it admits (a closed-loop storm; an
 	// open-loop 2× or 6× overload is not held), except on connections
 	// that have carried a request of a never-shed tier (a
 	// pool shared with critical traffic keeps a connection that answers at

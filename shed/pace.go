@@ -88,10 +88,11 @@ const stormMinRejects = 10
 // for the default hold (RejectHold zero) to begin; it lasts as long as
 // the storm. Holding paces closed-loop clients only: an open-loop overload
 // sends its requests anyway, and at 2× or 6× (refusals 1-5 × the
-// admissions) holding its refusals only keeps more connections open. A
-// closed-loop storm refuses far more (hey -c 128 against a 5 ms handler:
-// ~16 × the admissions, then ~6-8 × once held, which keeps it a storm).
-const stormDeepRatio = 8
+// admissions, up to ~10 × in the interval where the overload begins)
+// holding its refusals only keeps more connections open. A closed-loop
+// storm refuses far more (hey -c 128 against a 5 ms handler: 15-28 × the
+// admissions, then ~6 × once held, which keeps it a storm).
+const stormDeepRatio = 12
 
 // paceSteps is the number of batches a hold is cut into: waiters are
 // released by a timer that ticks every RejectHold/paceSteps, so that the

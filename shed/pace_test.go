@@ -174,14 +174,14 @@ func TestDeepStorm(t *testing.T) {
 		refused, admitted int
 		storm, deep       bool
 	}{
-		{50, 10, true, false}, // 6×: 83% refused, a storm but not deep
-		{10, 10, true, false}, // 2×: a storm still (it ends when refusals fall below half the admissions), not deep
-		{79, 10, true, false}, // just under 8×
-		{80, 10, true, true},  // 8×: deep
-		{40, 10, true, true},  // held refusals come back slower: still deep while a storm
-		{4, 10, false, false}, // the storm ends, and the deep storm with it
-		{50, 10, true, false}, // a new storm starts shallow again
-		{20, 0, true, true},   // nothing admitted: refusals alone decide
+		{50, 10, true, false},  // 6×: 83% refused, a storm but not deep
+		{10, 10, true, false},  // 2×: a storm still (it ends when refusals fall below half the admissions), not deep
+		{119, 10, true, false}, // just under 12× (a 6× overload's onset reaches ~10×)
+		{120, 10, true, true},  // 12×: deep
+		{40, 10, true, true},   // held refusals come back slower: still deep while a storm
+		{4, 10, false, false},  // the storm ends, and the deep storm with it
+		{50, 10, true, false},  // a new storm starts shallow again
+		{20, 0, true, true},    // nothing admitted: refusals alone decide
 	} {
 		for range step.admitted {
 			tk, err := s.Acquire(context.Background(), "ep", tier.Critical)

@@ -45,7 +45,7 @@ type stage struct {
 	rejected    atomic.Int64                        // refusals so far (every reason)
 	refused     [tier.CriticalPlus + 1]atomic.Int64 // refusals so far, by tier (the demand gate's arrivals)
 	storm       atomic.Bool                         // the last interval refused more than it admitted (see pace.go)
-	deepStorm   atomic.Bool                         // a storm that began at stormDeepRatio × the admissions (pace.go)
+	deepStorm   atomic.Bool                         // a storm that reached stormDeepRatio × the admissions (pace.go)
 
 	mu        sync.Mutex
 	turn      time.Duration // see effectiveTarget (under mu, as everything below)
