@@ -84,15 +84,37 @@ const maxMarks = 4096
 // storm: a handful of refusals at a small endpoint is not one.
 const stormMinRejects = 10
 
-// stormDeepRatio is how many times the admissions an interval must refuse
-// for the default hold (RejectHold zero) to begin; it lasts as long as
-// the storm. Holding paces closed-loop clients only: an open-loop overload
+// stormDeepRatio is how many times the admissions two intervals in a row
+// must refuse, in a storm, for the default hold (RejectHold zero) to begin
+// (a deep storm); it lasts while the storm does and stormDeepLinger
+// intervals more (held clients come back in waves, and an interval in
+// which they were all held ends the storm). Holding paces closed-loop clients only: an open-loop overload
 // sends its requests anyway, and at 2× or 6× (refusals 1-5 × the
 // admissions, up to ~10 × in the interval where the overload begins)
 // holding its refusals only keeps more connections open. A closed-loop
 // storm refuses far more (hey -c 128 against a 5 ms handler: 15-28 × the
 // admissions, then ~6 × once held, which keeps it a storm).
 const stormDeepRatio = 12
+
+// stormDeepLinger is how many intervals without a storm end a deep storm.
+const stormDeepLinger = 10
+
+// deepNext (at an interval end, under mu) is the deep-storm state after an
+// interval that was or was not a storm and did or did not refuse
+// stormDeepRatio × its admissions. One such interval is not enough: on a
+// real server an interval in which the processor was taken away admits
+// few and refuses many, even at 2×.
+func (st *stage) deepNext(storm, deep bool) bool {
+	before := st.deepBefore.Swap(deep)
+	switch {
+	case storm && (st.deepStorm.Load() || deep && before):
+		st.deepCalm.Store(0)
+		return true
+	case st.deepStorm.Load() && !storm:
+		return st.deepCalm.Add(1) < stormDeepLinger
+	}
+	return false
+}
 
 // paceSteps is the number of batches a hold is cut into: waiters are
 // released by a timer that ticks every RejectHold/paceSteps, so that the
@@ -184,7 +206,11 @@ func (s *Shedder) holdRefusal(r *http.Request, st *stage, p *policy) {
 // holdConn is holdRefusal for a request of HTTP major version proto on
 // the connection from addr.
 func (s *Shedder) holdConn(ctx context.Context, st *stage, p *policy, proto int, addr string) {
-	if p.httpHold <= 0 || !st.storm.Load() || (p.rejectHold <= 0 && (proto != 1 || !st.deepStorm.Load())) || s.marks.has(addr) {
+	on := st.storm.Load() // RejectHold set: every storm, every protocol
+	if p.rejectHold <= 0 {
+		on = p.httpHold > 0 && proto == 1 && st.deepStorm.Load()
+	}
+	if !on || s.marks.has(addr) {
 		return
 	}
 	s.holdFor(ctx, st, p.httpHold)

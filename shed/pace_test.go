@@ -83,6 +83,17 @@ func TestRejectionStormIsPaced(t *testing.T) {
 					}
 				}
 				time.Sleep(DefaultInterval) // the interval ends: it refused 20, admitted 0
+				if c.hold == 0 {
+					// The default holds in a deep storm: two such intervals
+					// in a row (TestDeepStorm). The first interval's refusals
+					// are answered at once.
+					for i := range 2 * stormMinRejects {
+						if code, took := do(ctx, tier.Sheddable); code != http.StatusServiceUnavailable || took != 0 {
+							t.Fatalf("refusal %d in a storm not yet deep: %d after %v, want 503 at once", i, code, took)
+						}
+					}
+					time.Sleep(DefaultInterval)
+				}
 				// Ten clients retry at once; the last leaves after 1 ms.
 				took := make([]time.Duration, 10)
 				cctx, cancel := context.WithCancel(ctx)
@@ -151,10 +162,12 @@ func TestRejectionStormIsPaced(t *testing.T) {
 	}
 }
 
-// TestDeepStorm: the default hold begins only when an interval refuses
-// stormDeepRatio × its admissions (a closed-loop storm), not at an open-loop
-// overload that refuses a few times what it admits (2×, 6×); once begun it
-// lasts as long as the storm. Step table over intervals on a manual clock.
+// TestDeepStorm: the default hold begins only when two intervals in a row
+// refuse stormDeepRatio × their admissions (a closed-loop storm), not at an
+// open-loop overload that refuses a few times what it admits (2×, 6×), nor
+// after one interval in which the processor was taken away; once begun it
+// lasts while the storm does and stormDeepLinger intervals more. Step
+// table over intervals on a manual clock.
 func TestDeepStorm(t *testing.T) {
 	clk := clock.NewManual(time.Unix(1e9, 0))
 	s, _ := newShedder(t, Config{Limit: LimitConfig{Static: 1000}, Clock: clk})
@@ -170,19 +183,31 @@ func TestDeepStorm(t *testing.T) {
 		st.mu.Unlock()
 	}
 	tick()
-	for i, step := range []struct {
+	type step struct {
 		refused, admitted int
 		storm, deep       bool
-	}{
+	}
+	steps := []step{
 		{50, 10, true, false},  // 6×: 83% refused, a storm but not deep
-		{10, 10, true, false},  // 2×: a storm still (it ends when refusals fall below half the admissions), not deep
-		{119, 10, true, false}, // just under 12× (a 6× overload's onset reaches ~10×)
-		{120, 10, true, true},  // 12×: deep
+		{10, 10, true, false},  // 2×: a storm still (it ends when refusals fall below half the admissions)
+		{130, 10, true, false}, // 13×, once (a stall, an overload's first interval): not deep
+		{50, 10, true, false},
+		{119, 10, true, false}, // just under 12×
+		{120, 10, true, false}, // 12×, the first time
+		{120, 10, true, true},  // 12× twice in a row: deep
 		{40, 10, true, true},   // held refusals come back slower: still deep while a storm
-		{4, 10, false, false},  // the storm ends, and the deep storm with it
-		{50, 10, true, false},  // a new storm starts shallow again
-		{20, 0, true, true},    // nothing admitted: refusals alone decide
-	} {
+		{4, 10, false, true},   // the storm ends (every client held): deep lingers
+	}
+	for range stormDeepLinger - 2 {
+		steps = append(steps, step{0, 10, false, true})
+	}
+	steps = append(steps,
+		step{0, 10, false, false}, // stormDeepLinger intervals without a storm: over
+		step{50, 10, true, false}, // a new storm starts shallow again
+		step{20, 0, true, false},  // nothing admitted: refusals alone decide, once...
+		step{20, 0, true, true},   // ...and twice
+	)
+	for i, step := range steps {
 		for range step.admitted {
 			tk, err := s.Acquire(context.Background(), "ep", tier.Critical)
 			if err != nil {
