@@ -56,7 +56,7 @@ func Wrap(name string, next http.Handler) (http.Handler, func(), error) {
 		reg := prometheus.NewRegistry()
 		c := shed.Config{Registerer: reg}
 		if name == "veer-hold" {
-			c.RejectHold = shed.StormRejectHold // refusals held in a storm (opt-in)
+			c.RejectHold = shed.StormRejectHold // refusals held in every storm (the zero config: in a deep one, HTTP/1.x only)
 		}
 		s, err := shed.New(c)
 		if err != nil {
