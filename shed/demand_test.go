@@ -76,7 +76,7 @@ func TestDemandExcess(t *testing.T) {
 		var d demand
 		for i, s := range tt.steps {
 			for _, p := range s.push {
-				d.push(p)
+				d.push(p, false)
 			}
 			if got := d.excess(s.now, s.t); got != s.want {
 				t.Errorf("%s, step %d: excess(%v) = %v, want %v", tt.name, i, s.t, got, s.want)

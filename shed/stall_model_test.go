@@ -1,0 +1,128 @@
+package shed
+
+import (
+	"cmp"
+	"context"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/veerhq/veer/tier"
+)
+
+// stallCase is one run of the scheduler model (runStallModel).
+type stallCase struct {
+	load float64 // offered load of the measured phase over capacity (200/s)
+	seed uint64  // the tier mix's random source
+	// warm is the phase at half the capacity before the measured one
+	// (default 500 ms); the measured phase lasts 3 s after it.
+	warm time.Duration
+	// stall takes the core away for this long at each of stallAt.
+	stall   time.Duration
+	stallAt []time.Duration
+}
+
+// runStallModel runs the bench's scenario 1 in the scheduler model (see
+// TestModelSchedOverload) with the tier mix drawn from seed and the core
+// taken away for c.stall at each of c.stallAt, as shedbench -stall does
+// with SIGSTOP and SIGCONT of the server.
+func runStallModel(t *testing.T, c stallCase) schedResult {
+	t.Helper()
+	warm := cmp.Or(c.warm, 500*time.Millisecond)
+	var res schedResult
+	synctest.Test(t, func(t *testing.T) {
+		s, _ := newShedder(t, Config{})
+		core := newModelCore(true)
+		s.rq, s.yield = core, core.yield
+		rng := rand.New(rand.NewPCG(c.seed, 2))
+		start := time.Now()
+		var mu sync.Mutex
+		var ok, shed, n int
+		var lat, crit []time.Duration
+		var wg sync.WaitGroup
+		if c.stall > 0 {
+			wg.Go(func() {
+				for _, at := range c.stallAt {
+					time.Sleep(time.Until(start.Add(at)))
+					core.useNext(c.stall)
+				}
+			})
+		}
+		for at := time.Duration(0); at < warm+3*time.Second; {
+			rate := c.load * 200
+			if at < warm {
+				rate = 100
+			}
+			at += time.Duration(float64(time.Second) / rate)
+			time.Sleep(time.Until(start.Add(at)))
+			tr := tier.Sheddable
+			switch u := rng.Float64(); {
+			case u < 0.1:
+				tr = tier.Critical
+			case u < 0.55:
+				tr = tier.SheddablePlus
+			}
+			measured := at >= warm
+			wg.Go(func() {
+				sent := time.Now()
+				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+				defer cancel()
+				core.use(refusalCost)
+				tk, err := s.Acquire(ctx, "ep", tr)
+				if err == nil {
+					core.useNext(modelHandler)
+					tk.Release()
+				}
+				d := time.Since(sent)
+				mu.Lock()
+				defer mu.Unlock()
+				if !measured {
+					return
+				}
+				n++
+				if tr == tier.Critical {
+					res.critSent++
+				}
+				if err != nil || d > time.Second {
+					shed++
+					return
+				}
+				ok++
+				lat = append(lat, d)
+				if tr == tier.Critical {
+					crit = append(crit, d)
+				}
+			})
+		}
+		wg.Wait()
+		p99 := func(v []time.Duration) time.Duration { slices.Sort(v); return v[len(v)*99/100] }
+		res.goodput, res.shed = float64(ok)/3/200, float64(shed)/float64(n)
+		res.p99, res.critOK, res.critP99 = p99(lat), len(crit), p99(crit)
+		t.Logf("%.2fx seed %d stall %v at %v: goodput %.2f of capacity, shed %.1f%%, p99 %v, critical %d/%d p99 %v",
+			c.load, c.seed, c.stall, c.stallAt, res.goodput, 100*res.shed, res.p99, res.critOK, res.critSent, res.critP99)
+	})
+	return res
+}
+
+// TestModelPeriodicStalls is shedbench -stall D in the scheduler model:
+// the measured phase of 1.25× starts after a second at half the capacity,
+// and the core is taken away for D every second, in the middle of the
+// overload (at 1.5, 2.5 and 3.5 s), as another process or the machine
+// does at random moments. What is left of the core (1 - D a second) is the
+// capacity the goodput is judged against.
+func TestModelPeriodicStalls(t *testing.T) {
+	for _, stall := range []time.Duration{100 * time.Millisecond, 150 * time.Millisecond} {
+		for seed := uint64(1); seed <= 4; seed++ {
+			r := runStallModel(t, stallCase{load: 1.25, seed: seed, warm: time.Second, stall: stall,
+				stallAt: []time.Duration{1500 * time.Millisecond, 2500 * time.Millisecond, 3500 * time.Millisecond}})
+			left := 1 - stall.Seconds()
+			if r.goodput < 0.95*left || r.critOK != r.critSent {
+				t.Errorf("stall %v, seed %d: goodput %.2f (want ≥ 0.95 × %.2f), shed %.1f%%, critical %d/%d",
+					stall, seed, r.goodput, left, 100*r.shed, r.critOK, r.critSent)
+			}
+		}
+	}
+}
