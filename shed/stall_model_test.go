@@ -151,3 +151,19 @@ func TestModelStallAtOnset(t *testing.T) {
 		}
 	}
 }
+
+// TestModelLongStallAtMildOverload is TestModelStallAtMildOverload's one
+// stall at 1.5 s, 150 ms long: the requests it held back made
+// sheddable_plus excess over one window even against the window before, and
+// seeds 2-4 fell to 0.84-0.86 of capacity with 31.2-33.0% shed. The gate's
+// rate of saturated intervals over two windows (demand.excess) keeps all
+// four at 0.95 with 24% shed (the stall itself costs 4%).
+func TestModelLongStallAtMildOverload(t *testing.T) {
+	for seed := uint64(1); seed <= 4; seed++ {
+		r := runSchedModel(t, 1.25, seed, 150*time.Millisecond)
+		if r.goodput < 0.93 || r.shed > 0.26 || r.critOK != r.critSent {
+			t.Errorf("seed %d: goodput %.2f (want ≥ 0.93), shed %.1f%% (want ≤ 26%%), critical %d/%d",
+				seed, r.goodput, 100*r.shed, r.critOK, r.critSent)
+		}
+	}
+}
