@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"time"
@@ -74,4 +75,17 @@ func measurePhaseCPU(pid int, t0 time.Time, from, to time.Duration) func() (time
 		ch <- b - a
 	}()
 	return func() (time.Duration, bool) { d := <-ch; return d, d >= 0 }
+}
+
+// cpuProfile starts a CPU profile written to path; stop ends it.
+func cpuProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }

@@ -12,6 +12,8 @@
 // SHEDBENCH_SAMPLES=dir writes every request of every run as CSV to dir,
 // and the server's timings of each request (outermost handler entry,
 // application handler start and end) beside it (-server.csv).
+// SHEDBENCH_CPUPROFILE=dir writes each server's CPU profile to
+// dir/<contender>-<pid>.pprof (scenario 4: where the overhead goes).
 // SHEDBENCH_DEBUG=1 makes the veer server print its endpoints' state
 // (overloaded, limit, in flight, queued) to stderr every 100 ms, and the
 // server-side p50/p99 of admitted requests (middleware entry to handler
@@ -73,6 +75,13 @@ func serve(args []string) error {
 	paths := fs.String("paths", "GET /a", "comma-separated route patterns")
 	tracePath := fs.String("trace", "", "write per-request server timings (CSV) to this file at exit")
 	_ = fs.Parse(args)
+	if dir := os.Getenv("SHEDBENCH_CPUPROFILE"); dir != "" {
+		stop, err := cpuProfile(fmt.Sprintf("%s/%s-%d.pprof", dir, *contender, os.Getpid()))
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
 	var tr *bench.Tracer
 	if *tracePath != "" {
 		tr = bench.NewTracer()
