@@ -133,22 +133,32 @@ func TestModelPeriodicStalls(t *testing.T) {
 // requests the stall held back, sheddable_plus asks for more than the
 // endpoint admitted, as at the onset of 2× (the warm phase before shows no
 // capacity): it is dropped once and the floor refuses sheddable for
-// FloorHold. That first drop stays (0.76-0.90 of capacity where the stalls
+// FloorHold. That first drop stays (0.73-0.90 of capacity where the stalls
 // leave 0.85-0.90). What this guards is the rest: a stage is overloaded,
 // and keeps its floor, only for a tier it may shed, so that the later
 // stalls, which stand a queue of sheddable_plus that the gate does not
-// drop, do not hold the floor up for the rest of the run (0.64-0.70 of
+// drop, do not hold the floor up for the rest of the run (0.63-0.70 of
 // capacity in six of eight rows before).
 func TestModelStallAtOnset(t *testing.T) {
+	// The model's goroutines interleave differently from run to run within
+	// a few hundredths (a row read 0.73 or 0.81): the mean of the eight
+	// rows is the check (0.80-0.81 with the rule, 0.69-0.72 without), and
+	// no row may fall below 0.70.
+	var sum float64
 	for _, stall := range []time.Duration{100 * time.Millisecond, 150 * time.Millisecond} {
 		for seed := uint64(1); seed <= 4; seed++ {
 			r := runStallModel(t, stallCase{load: 1.25, seed: seed, warm: time.Second, stall: stall,
 				stallAt: []time.Duration{time.Second, 2 * time.Second, 3 * time.Second}})
-			if r.goodput < 0.72 || r.critOK != r.critSent {
-				t.Errorf("stall %v, seed %d: goodput %.2f (want ≥ 0.72), shed %.1f%%, critical %d/%d",
+			sum += r.goodput
+			if r.goodput < 0.70 || r.critOK != r.critSent {
+				t.Errorf("stall %v, seed %d: goodput %.2f (want ≥ 0.70), shed %.1f%%, critical %d/%d",
 					stall, seed, r.goodput, 100*r.shed, r.critOK, r.critSent)
 			}
 		}
+	}
+	t.Logf("mean goodput %.3f of capacity", sum/8)
+	if mean := sum / 8; mean < 0.75 {
+		t.Errorf("mean goodput %.3f of capacity, want ≥ 0.75", mean)
 	}
 }
 
