@@ -130,9 +130,12 @@ func (d *demand) push(s demandSnap, saturated bool) {
 // its demand over the last two windows fits in the mean admission rate of
 // the saturated intervals of the last second (satRate), at 15/16. Two
 // windows, because a 150 ms stall's held-back requests outnumber what one
-// window admits. Only once the stage has shed since before those two
-// windows: at the onset of an overload they hold the calm before it, which
-// hides the excess (the model's 2×: p99 105-147 ms instead of 74-80).
+// window admits. Only over the part of them since the stage began its
+// current shedding spell, and at least one window of it (shedWindow): at
+// the onset of an overload the calm before it hides the excess (counted
+// over two windows from the onset, the model's 2× p99 was 105-147 ms
+// instead of 74-80), and waiting for two whole windows of shedding left
+// stalls early in an overload to over-shed (TestModelEarlyStalls).
 func (d *demand) excess(now demandSnap, t tier.Tier) bool {
 	old, ok := d.back(demandWindow)
 	asked := askedSince(now, old, t)
@@ -148,13 +151,28 @@ func (d *demand) excess(now demandSnap, t tier.Tier) bool {
 	// requests a stall held back arrive at the stage together after it,
 	// and over one window they can outnumber what the endpoint admits in
 	// it, although it serves them within the next.
-	if long, ok2 := d.back(2 * demandWindow); ok2 && !d.shedSince.IsZero() && !long.at.Before(d.shedSince) {
+	if long, ok2 := d.shedWindow(); ok2 {
 		c := uint64(d.satRate() * now.at.Sub(long.at).Seconds())
 		if askedSince(now, long, t) <= c-c/16 {
 			return false
 		}
 	}
 	return true
+}
+
+// shedWindow returns the oldest snapshot, at most two windows back and at
+// least one, taken since the stage began its current shedding spell; false
+// when there is none.
+func (d *demand) shedWindow() (demandSnap, bool) {
+	if d.shedSince.IsZero() {
+		return demandSnap{}, false
+	}
+	for k := 2 * demandWindow; k >= demandWindow; k-- {
+		if s, ok := d.back(k); ok && !s.at.Before(d.shedSince) {
+			return s, true
+		}
+	}
+	return demandSnap{}, false
 }
 
 // satRate is the mean admission rate of the saturated intervals among the
