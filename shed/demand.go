@@ -53,11 +53,11 @@ type demand struct {
 	ring [2*demandWindow + 1]demandSnap // the oldest is 2 × demandWindow intervals back
 	next int                            // the slot the next push overwrites: the oldest
 	n    int                            // slots filled
-	// peak holds, for each of the last demandPeak intervals, the stage's
+	// sat holds, for each of the last demandSatIntervals intervals, the stage's
 	// admissions per second if the interval ended saturated (its queue
 	// stood throughout), else 0; pi is the slot the next push overwrites.
-	peak [demandPeak]float64
-	pi   int
+	sat [demandSatIntervals]float64
+	pi  int
 	// shedSince is when the stage's current shedding spell began (its
 	// tick saw it shedding since then without a break); zero while not.
 	shedSince time.Time
@@ -73,12 +73,12 @@ func (d *demand) noteShedding(now time.Time, shedding bool) {
 	}
 }
 
-// demandPeak is how many intervals (with the default interval, one second)
+// demandSatIntervals is how many intervals (with the default interval, one second)
 // the rate of a saturated interval counts as what the endpoint can admit
 // (see excess). A second outlasts FloorHold's refusals after a stall: while
 // the floor refuses the lowest tier the stage is seldom saturated, and its
 // admissions show only what the tiers above asked.
-const demandPeak = 10
+const demandSatIntervals = 10
 
 // push records the snapshot taken at an interval's end; saturated says
 // whether the stage's queue stood through the interval.
@@ -87,8 +87,8 @@ func (d *demand) push(s demandSnap, saturated bool) {
 	if prev, ok := d.back(0); ok && saturated && s.at.After(prev.at) {
 		rate = float64(s.admitted-prev.admitted) / s.at.Sub(prev.at).Seconds()
 	}
-	d.peak[d.pi] = rate
-	d.pi = (d.pi + 1) % len(d.peak)
+	d.sat[d.pi] = rate
+	d.pi = (d.pi + 1) % len(d.sat)
 	d.ring[d.next] = s
 	d.next = (d.next + 1) % len(d.ring)
 	d.n = min(d.n+1, len(d.ring))
@@ -176,7 +176,7 @@ func (d *demand) shedWindow() (demandSnap, bool) {
 }
 
 // satRate is the mean admission rate of the saturated intervals among the
-// last demandPeak (0: none). The mean, not the highest: one interval's
+// last demandSatIntervals (0: none). The mean, not the highest: one interval's
 // admissions vary (a slot freed just after its end, the limit moved), and
 // the highest of ten read up to 1.09 of the capacity in the model, enough
 // at 2× (the tiers above sheddable ask for 1.1) to keep sheddable_plus
@@ -184,7 +184,7 @@ func (d *demand) shedWindow() (demandSnap, bool) {
 func (d *demand) satRate() float64 {
 	var sum float64
 	n := 0
-	for _, r := range d.peak {
+	for _, r := range d.sat {
 		if r > 0 {
 			sum += r
 			n++
@@ -210,8 +210,8 @@ func askedSince(now, old demandSnap, t tier.Tier) uint64 {
 // before is demandWindow closed intervals, the current one those and the
 // open interval so far (up to one interval more). Compared unscaled, the
 // arrivals of up to 4 intervals outnumbered the admissions of 3 after a
-// stall at 1.25× (TestModelPeriodicStalls: 58 asked against 57 served 70
-// ms into the open interval), and sheddable_plus was dropped.
+// stall at 1.25× (58 asked against 57 served 70 ms into the open interval,
+// TestDemandScaledWindow), and sheddable_plus was dropped.
 func scaled(n uint64, cur, span time.Duration) uint64 {
 	if span <= 0 || cur <= 0 {
 		return n

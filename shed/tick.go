@@ -108,6 +108,10 @@ func (st *stage) tickLocked(now time.Time, p *policy) {
 		if w != nil {
 			headWait = now.Sub(w.arrival)
 		}
+		// Overloaded for the floor and its hold only through a tier that
+		// may be shed: a standing queue of a tier the demand gate does not
+		// drop (a stall's held-back requests) must not keep the lower tiers
+		// refused (TestModelStallAtOnset).
 		if d.Advance(now, headWait, w != nil) && st.mayShedLocked(t, p) {
 			over = true
 		}
