@@ -77,8 +77,8 @@ func measurePhaseCPU(pid int, t0 time.Time, from, to time.Duration) func() (time
 	return func() (time.Duration, bool) { d := <-ch; return d, d >= 0 }
 }
 
-// cpuProfile starts a CPU profile written to path; stop ends it.
-func cpuProfile(path string) (stop func(), err error) {
+// profileCPU starts a CPU profile written to path; stop ends it.
+func profileCPU(path string) (stop func(), err error) {
 	f, err := os.Create(path)
 	if err != nil {
 		return nil, err

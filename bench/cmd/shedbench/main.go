@@ -76,7 +76,7 @@ func serve(args []string) error {
 	tracePath := fs.String("trace", "", "write per-request server timings (CSV) to this file at exit")
 	_ = fs.Parse(args)
 	if dir := os.Getenv("SHEDBENCH_CPUPROFILE"); dir != "" {
-		stop, err := cpuProfile(fmt.Sprintf("%s/%s-%d.pprof", dir, *contender, os.Getpid()))
+		stop, err := profileCPU(fmt.Sprintf("%s/%s-%d.pprof", dir, *contender, os.Getpid()))
 		if err != nil {
 			return err
 		}
