@@ -55,7 +55,7 @@ var targets = []target{
 		if !ok {
 			return "no none run", false
 		}
-		return fmt.Sprintf("%+.1f%%", v), v <= 1
+		return fmt.Sprintf("%+.1f%% (whole life %+.1f%%)", v, r.Extra["extra_cpu_pct_core_life"]), v <= 1
 	}},
 	{"storm (issue 18): goodput >= 0.85, critical 100% with p99 <= 100 ms", "7-", func(r bench.Result) (string, bool) {
 		g := r.Goodput / r.CapacityRPS
