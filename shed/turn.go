@@ -5,8 +5,9 @@ import (
 	"sync/atomic"
 )
 
-// The start turn: while the run queue is busy, a request of a sheddable
-// tier starts its handler only if fewer than GOMAXPROCS other sheddable
+// The start turn: while the processors are saturated (the run queue is
+// busy and the process used at least 90% of GOMAXPROCS: schedwait.go), a
+// request of a sheddable tier starts its handler only if fewer than GOMAXPROCS other sheddable
 // handlers started while it waited for its poll (pollYield); otherwise it
 // yields again. So the runtime polls the network between two sheddable
 // handlers on a processor.
@@ -29,11 +30,13 @@ import (
 // during my yield" means a poll came after the last one ended.
 //
 // Cost: one more yield (a park, a wake-up, a network poll: a few µs) per
-// sheddable handler that lost its turn, only while the run queue is busy;
+// sheddable handler that lost its turn, only while saturated;
 // at most turnYields more, then the handler starts whatever the others did
-// (progress never depends on winning a race). A handler that blocks (a
-// dependency) leaves the processor to the others, so its requests' turns
-// come at the next poll.
+// (progress never depends on winning a race). Only while saturated: a
+// handler that waits for a dependency holds no processor, and counting
+// its start against GOMAXPROCS would let one such request start per poll
+// (the bench's scenario 5, a dependency of 20 slots, needs a thousand a
+// second).
 var (
 	turnStarts  atomic.Uint64 // sheddable handlers started by yieldTurn
 	turnTickets atomic.Uint64 // the next request's place in line
