@@ -229,11 +229,7 @@ func run() error {
 				}
 				r.CPUCorePct = 100 * cpu.Seconds() / wall.Seconds()
 				if sc.Name == "3-isolation" {
-					r.Extra["crit_p99_alone_ms"], _, _ = bench.StreamStats(samples, 0, "crit")
-					p99, failed, _ := bench.StreamStats(samples, 1, "crit")
-					r.Extra["crit_p99_spike_ms"] = p99
-					r.Extra["crit_failed"] = float64(failed)
-					r.Extra["crit_p99_after_onset_ms"] = critAfterOnset(samples, 1, mFrom+bench.OnsetWindow)
+					isolation(&r, samples, mFrom)
 				}
 				if strings.HasPrefix(sc.Name, "7-") {
 					storm(&r, phases, samples)
