@@ -1,6 +1,10 @@
 package shed
 
-import "github.com/veerhq/veer/tier"
+import (
+	"time"
+
+	"github.com/veerhq/veer/tier"
+)
 
 // The demand gate: a tier is shed for overload only while it is part of the
 // excess. CoDel, per tier queue, sees that a queue stands; it cannot see
@@ -40,6 +44,7 @@ const demandWindow = 3
 type demandSnap struct {
 	arrived  [tier.CriticalPlus + 1]uint64 // admitted + refused + waiting, per tier
 	admitted uint64
+	at       time.Time // when it was taken
 }
 
 // demand is the ring of snapshots taken at the last interval ends. It is a
@@ -48,10 +53,42 @@ type demand struct {
 	ring [2*demandWindow + 1]demandSnap // the oldest is 2 × demandWindow intervals back
 	next int                            // the slot the next push overwrites: the oldest
 	n    int                            // slots filled
+	// sat holds, for each of the last demandSatIntervals intervals, the stage's
+	// admissions per second if the interval ended saturated (its queue
+	// stood throughout), else 0; pi is the slot the next push overwrites.
+	sat [demandSatIntervals]float64
+	pi  int
+	// shedSince is when the stage's current shedding spell began (its
+	// tick saw it shedding since then without a break); zero while not.
+	shedSince time.Time
 }
 
-// push records the snapshot taken at an interval's end.
-func (d *demand) push(s demandSnap) {
+// noteShedding records at an interval's end whether the stage is shedding.
+func (d *demand) noteShedding(now time.Time, shedding bool) {
+	switch {
+	case !shedding:
+		d.shedSince = time.Time{}
+	case d.shedSince.IsZero():
+		d.shedSince = now
+	}
+}
+
+// demandSatIntervals is how many intervals (with the default interval, one second)
+// the rate of a saturated interval counts as what the endpoint can admit
+// (see excess). A second outlasts FloorHold's refusals after a stall: while
+// the floor refuses the lowest tier the stage is seldom saturated, and its
+// admissions show only what the tiers above asked.
+const demandSatIntervals = 10
+
+// push records the snapshot taken at an interval's end; saturated says
+// whether the stage's queue stood through the interval.
+func (d *demand) push(s demandSnap, saturated bool) {
+	rate := 0.0
+	if prev, ok := d.back(0); ok && saturated && s.at.After(prev.at) {
+		rate = float64(s.admitted-prev.admitted) / s.at.Sub(prev.at).Seconds()
+	}
+	d.sat[d.pi] = rate
+	d.pi = (d.pi + 1) % len(d.sat)
 	d.ring[d.next] = s
 	d.next = (d.next + 1) % len(d.ring)
 	d.n = min(d.n+1, len(d.ring))
@@ -78,19 +115,108 @@ func (d *demand) push(s demandSnap) {
 // The window before counts at 15/16: admissions vary by a few percent from
 // one window to the next, and counted in full, a slightly busier window
 // before kept sheddable_plus from being shed at 2× now and then (the
-// model's dependency at 2×: p99 79.5-82.5 ms against 76-79 ms).
+// model's dependency at 2×: p99 79.5-82.5 ms against 76-79 ms). It is
+// scaled to the current window's length, which runs up to an interval
+// longer (the open one so far): unscaled, 58 arrivals of 370 ms outnumbered
+// the 57 admissions (at 15/16) of 300 ms after a stall at 1.25×
+// (TestDemandScaledWindow).
+//
+// The saturated rate: while the floor refuses the lowest tier, the stage
+// admits only what the tiers above ask, so the window before shows their
+// demand, not what the endpoint can serve, and after the next stall the
+// requests it held back, arriving together, make the tier excess again: the
+// floor never comes down (TestModelPeriodicStalls: 0.66-0.87 of capacity
+// where the stalls leave 0.85-0.90). So a tier is not excess either while
+// its demand over the last two windows fits in the mean admission rate of
+// the saturated intervals of the last second (satRate), at 15/16. Two
+// windows, because a 150 ms stall's held-back requests outnumber what one
+// window admits. Only over the part of them since the stage began its
+// current shedding spell, and at least one window of it (shedWindow): at
+// the onset of an overload the calm before it hides the excess (counted
+// over two windows from the onset, the model's 2× p99 was 105-147 ms
+// instead of 74-80), and waiting for two whole windows of shedding left
+// stalls early in an overload to over-shed (TestModelEarlyStalls).
 func (d *demand) excess(now demandSnap, t tier.Tier) bool {
 	old, ok := d.back(demandWindow)
-	var asked uint64
-	for u := t; u <= tier.CriticalPlus; u++ {
-		asked += now.arrived[u] - old.arrived[u]
-	}
+	asked := askedSince(now, old, t)
 	served := now.admitted - old.admitted
 	if older, ok2 := d.back(2 * demandWindow); ok && ok2 {
-		prev := old.admitted - older.admitted
+		prev := scaled(old.admitted-older.admitted, now.at.Sub(old.at), old.at.Sub(older.at))
 		served = max(served, prev-prev/16)
 	}
-	return asked > served
+	if asked <= served {
+		return false
+	}
+	// What a saturated interval admitted lately, over two windows: the
+	// requests a stall held back arrive at the stage together after it,
+	// and over one window they can outnumber what the endpoint admits in
+	// it, although it serves them within the next.
+	if long, ok2 := d.shedWindow(); ok2 {
+		c := uint64(d.satRate() * now.at.Sub(long.at).Seconds())
+		if askedSince(now, long, t) <= c-c/16 {
+			return false
+		}
+	}
+	return true
+}
+
+// shedWindow returns the oldest snapshot, at most two windows back and at
+// least one, taken since the stage began its current shedding spell; false
+// when there is none.
+func (d *demand) shedWindow() (demandSnap, bool) {
+	if d.shedSince.IsZero() {
+		return demandSnap{}, false
+	}
+	for k := 2 * demandWindow; k >= demandWindow; k-- {
+		if s, ok := d.back(k); ok && !s.at.Before(d.shedSince) {
+			return s, true
+		}
+	}
+	return demandSnap{}, false
+}
+
+// satRate is the mean admission rate of the saturated intervals among the
+// last demandSatIntervals (0: none). The mean, not the highest: one interval's
+// admissions vary (a slot freed just after its end, the limit moved), and
+// the highest of ten read up to 1.09 of the capacity in the model, enough
+// at 2× (the tiers above sheddable ask for 1.1) to keep sheddable_plus
+// from being shed now and then (p99 105-147 ms against 74-80).
+func (d *demand) satRate() float64 {
+	var sum float64
+	n := 0
+	for _, r := range d.sat {
+		if r > 0 {
+			sum += r
+			n++
+		}
+	}
+	if n == 0 {
+		return 0
+	}
+	return sum / float64(n)
+}
+
+// askedSince is the requests of tier t and above that arrived between old
+// and now.
+func askedSince(now, old demandSnap, t tier.Tier) uint64 {
+	var n uint64
+	for u := t; u <= tier.CriticalPlus; u++ {
+		n += now.arrived[u] - old.arrived[u]
+	}
+	return n
+}
+
+// scaled is n counted over span, counted over cur instead: the window
+// before is demandWindow closed intervals, the current one those and the
+// open interval so far (up to one interval more). Compared unscaled, the
+// arrivals of up to 4 intervals outnumbered the admissions of 3 after a
+// stall at 1.25× (58 asked against 57 served 70 ms into the open interval,
+// TestDemandScaledWindow), and sheddable_plus was dropped.
+func scaled(n uint64, cur, span time.Duration) uint64 {
+	if span <= 0 || cur <= 0 {
+		return n
+	}
+	return uint64(float64(n) * float64(cur) / float64(span))
 }
 
 // back returns the snapshot k intervals back, or the oldest one (the
@@ -108,7 +234,7 @@ func (d *demand) back(k int) (demandSnap, bool) {
 
 // snapLocked (under mu) takes the stage's cumulative counts.
 func (st *stage) snapLocked() demandSnap {
-	var s demandSnap
+	s := demandSnap{at: st.s.clk.Now()}
 	for _, t := range tier.All {
 		a := st.m.wait[t].count()
 		s.admitted += a

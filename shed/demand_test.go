@@ -2,6 +2,7 @@ package shed
 
 import (
 	"testing"
+	"time"
 
 	"github.com/veerhq/veer/tier"
 )
@@ -76,11 +77,88 @@ func TestDemandExcess(t *testing.T) {
 		var d demand
 		for i, s := range tt.steps {
 			for _, p := range s.push {
-				d.push(p)
+				d.push(p, false)
 			}
 			if got := d.excess(s.now, s.t); got != s.want {
 				t.Errorf("%s, step %d: excess(%v) = %v, want %v", tt.name, i, s.t, got, s.want)
 			}
 		}
+	}
+}
+
+// at gives snapshot s the time ms milliseconds after a fixed origin.
+func at(ms int, s demandSnap) demandSnap {
+	s.at = time.Unix(1e9, 0).Add(time.Duration(ms) * time.Millisecond)
+	return s
+}
+
+// TestDemandSaturatedRate: once the stage has shed for two windows, a tier
+// is not excess while its demand over them fits in the mean admission rate
+// of the saturated intervals of the last second; and the window before is
+// scaled to the current window's length.
+func TestDemandSaturatedRate(t *testing.T) {
+	// 1.25× after a stall with the floor refusing sheddable: per 100 ms
+	// interval the tiers above sheddable ask 14 and all 14 are admitted;
+	// before that, saturated intervals admitted 20 (200/s).
+	build := func(shedFrom int, saturatedRate bool) (*demand, demandSnap) {
+		var d demand
+		arr, adm := uint64(0), uint64(0)
+		for i := 0; i <= 10; i++ {
+			ms := i * 100
+			sat := saturatedRate && i <= 4 && i > 0 // the drain after the last stall
+			if sat {
+				arr, adm = arr+20, adm+20
+			} else if i > 0 {
+				arr, adm = arr+14, adm+14
+			}
+			d.push(at(ms, snapOf(0, arr, 0, adm)), sat)
+			d.noteShedding(at(ms, demandSnap{}).at, ms >= shedFrom)
+		}
+		// The next stall: 150 ms away, then its 21 held-back requests
+		// arrive with the next 14, 60 ms into the open interval.
+		now := at(1060, snapOf(0, arr+35, 0, adm+12))
+		return &d, now
+	}
+	for _, c := range []struct {
+		name      string
+		shedFrom  int
+		saturated bool
+		want      bool
+	}{
+		{"shedding for a second, saturated intervals seen: the held-back requests fit", 0, true, false},
+		{"no saturated interval in the last second: excess", 0, false, true},
+		{"shedding only since 600 ms (two windows hold the calm before): excess", 600, true, true},
+	} {
+		d, now := build(c.shedFrom, c.saturated)
+		if got := d.excess(now, tier.SheddablePlus); got != c.want {
+			t.Errorf("%s: excess = %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+// TestDemandScaledWindow: 70 ms into the open interval the current window
+// spans 370 ms and the window before 300 ms; compared unscaled, 58 asked
+// against 57 admitted before (60 at 15/16 → 57) was excess.
+func TestDemandScaledWindow(t *testing.T) {
+	var d demand
+	adm := uint64(0)
+	for i := 0; i <= 6; i++ {
+		switch {
+		case i > 3: // a stall: 10 admitted per interval
+			adm += 10
+		case i > 0:
+			adm += 20
+		}
+		d.push(at(i*100, snapOf(0, uint64(i)*14, 0, adm)), false)
+	}
+	// The current window (300-670 ms): 58 of sheddable_plus arrived (16
+	// held back by the stall), 40 admitted; the window before (0-300 ms)
+	// admitted 60.
+	now := at(670, snapOf(0, 6*14+16, 0, adm+10))
+	if d.excess(now, tier.SheddablePlus) {
+		t.Error("58 asked in 370 ms against 60 admitted in 300 ms: excess, want not")
+	}
+	if scaled(60, 370*time.Millisecond, 300*time.Millisecond) != 74 {
+		t.Errorf("scaled(60, 370ms, 300ms) = %d, want 74", scaled(60, 370*time.Millisecond, 300*time.Millisecond))
 	}
 }

@@ -199,8 +199,14 @@ func (st *stage) acquire(ctx context.Context, t tier.Tier, p *policy) (Ticket, e
 	if err == nil && st.busy() && (p.sheddable(t) || st.contended()) {
 		// Requests wait in the run queue before they reach the stage:
 		// let them come in (and queue, by tier) before this handler
-		// takes the processor. See schedwait.go.
-		st.s.yield()
+		// takes the processor. See schedwait.go; while the processors
+		// are saturated, a sheddable tier also waits for its start turn
+		// (turn.go).
+		if p.sheddable(t) && st.upstream() {
+			st.s.yieldTurn()
+		} else {
+			st.s.yield()
+		}
 	}
 	return tk, err
 }

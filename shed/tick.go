@@ -79,7 +79,8 @@ func (st *stage) tickLocked(now time.Time, p *policy) {
 	// were still on their way (upstream then, so zeroSeen was not set):
 	// the load is over, and the state must say so.
 	idle := !up && st.inflight.Load() == 0 && st.queued.Load() == 0
-	if st.zeroSeen.Swap(false) || idle {
+	drained := st.zeroSeen.Swap(false) || idle
+	if drained {
 		st.recordAllLocked(0)
 	}
 	over := false
@@ -98,7 +99,7 @@ func (st *stage) tickLocked(now time.Time, p *policy) {
 		st.deepStorm.Store(st.deepNext(st.storm.Load(), n >= stormDeepRatio*max(admitted, 1)))
 	}
 	st.lastTick = now
-	st.dem.push(st.snapLocked())
+	st.dem.push(st.snapLocked(), !drained && st.queued.Load() > 0)
 	target := st.effectiveTarget(p)
 	for t := tier.Sheddable; t <= tier.CriticalPlus; t++ {
 		d := &st.det[t]
@@ -108,7 +109,11 @@ func (st *stage) tickLocked(now time.Time, p *policy) {
 		if w != nil {
 			headWait = now.Sub(w.arrival)
 		}
-		if d.Advance(now, headWait, w != nil) && p.sheddable(t) {
+		// Overloaded for the floor and its hold only through a tier that
+		// may be shed: a standing queue of a tier the demand gate does not
+		// drop (a stall's held-back requests) must not keep the lower tiers
+		// refused (TestModelStallAtOnset).
+		if d.Advance(now, headWait, w != nil) && st.mayShedLocked(t, p) {
 			over = true
 		}
 		if up {
@@ -147,6 +152,7 @@ func (st *stage) tickLocked(now time.Time, p *policy) {
 	// interval.
 	shedding := over || now.Sub(st.lastOver) < FloorHold
 	st.shedding.Store(shedding)
+	st.dem.noteShedding(now, shedding)
 	if !shedding {
 		if f := st.floor.Load(); f > 0 {
 			st.floor.Store(f - 1)

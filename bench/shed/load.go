@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/veerhq/veer/shed"
 	"github.com/veerhq/veer/tier"
 )
 
@@ -65,6 +66,9 @@ type Sample struct {
 	NewConn bool
 	// Body is a 503's body (it names the shed reason).
 	Body string
+	// Reason is a 503's shed reason header (veer's Veer-Shed-Reason:
+	// overload, tier, queue_full, deadline), "" for others.
+	Reason string
 }
 
 // NewClient returns the generator's HTTP client: a fixed pool of keep-alive
@@ -230,6 +234,7 @@ func do(ctx context.Context, client *http.Client, base string, st Stream, tr tie
 		if err == nil {
 			s.Status = resp.StatusCode
 			s.Body = string(body)
+			s.Reason = resp.Header.Get(shed.ReasonHeader)
 		}
 	}
 	s.Wrote, s.NewConn = time.Duration(wrote.Load()), newConn.Load()

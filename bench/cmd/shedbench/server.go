@@ -183,25 +183,6 @@ func procCPU(pid int) (time.Duration, bool) {
 	return time.Duration(ut+st) * time.Second / 100, true // USER_HZ is 100 on Linux
 }
 
-// measureCPU samples pid's CPU time at t0+from and t0+to (the measured
-// phase) and returns a function that waits for both and gives the
-// difference (false if /proc could not be read).
-func measureCPU(pid int, t0 time.Time, from, to time.Duration) func() (time.Duration, bool) {
-	ch := make(chan time.Duration, 1)
-	go func() {
-		time.Sleep(time.Until(t0.Add(from)))
-		a, ok1 := procCPU(pid)
-		time.Sleep(time.Until(t0.Add(to)))
-		b, ok2 := procCPU(pid)
-		if !ok1 || !ok2 {
-			ch <- -1
-			return
-		}
-		ch <- b - a
-	}()
-	return func() (time.Duration, bool) { d := <-ch; return d, d >= 0 }
-}
-
 func raiseNoFile() {
 	var rl syscall.Rlimit
 	if syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl) == nil {

@@ -28,8 +28,15 @@ func TestVerdicts(t *testing.T) {
 		r("4-overhead-5x100rps", "none", 1, 0, 1, nil),
 		r("4-overhead-5x100rps", "veer", 1, 0, 1, nil),
 	}
-	all[4].CPUCorePct, all[5].CPUCorePct = 10, 10.5 // round 0: +0.5
-	all[6].CPUCorePct, all[7].CPUCorePct = 20, 22   // round 1: +2
+	// The target reads the measured phase's CPU; the whole-life figure
+	// (the definition before the fifth pass) is printed beside it.
+	phase := func(i int, ms, life float64) {
+		all[i].Extra["phase_cpu_ms"], all[i].Extra["phase_s"], all[i].CPUCorePct = ms, 5, life
+	}
+	phase(4, 500, 10)
+	phase(5, 525, 13) // round 0: +0.5 in the phase (25 ms in 5 s), +3 whole life
+	phase(6, 500, 20)
+	phase(7, 600, 20.5) // round 1: +2 in the phase, +0.5 whole life
 	overhead(all)
 	var b strings.Builder
 	verdicts(&b, all)
@@ -37,7 +44,7 @@ func TestVerdicts(t *testing.T) {
 	for _, want := range []string{
 		"MISSED 1/2  p99 of admitted <= 100 ms at 6x: 80ms, 120ms",
 		"MET    1/1  goodput >= 0.90 of capacity at 2x: 0.95",
-		"MISSED 1/2  overhead <= 1% of a core at 5 x 100 rps: +0.5%, +2.0%",
+		"MISSED 1/2  overhead <= 1% of a core at 5 x 100 rps: +0.5% (whole life +3.0%), +2.0% (whole life +0.5%)",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("verdicts lack %q:\n%s", want, out)
