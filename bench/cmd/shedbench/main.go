@@ -13,7 +13,9 @@
 // and the server's timings of each request (outermost handler entry,
 // application handler start and end) beside it (-server.csv).
 // SHEDBENCH_CPUPROFILE=dir writes each server's CPU profile to
-// dir/<contender>-<pid>.pprof (scenario 4: where the overhead goes).
+// dir/<contender>-<pid>.pprof (scenario 4: where the overhead goes);
+// SHEDBENCH_PHASEPROFILE=dir only the measured phase, to
+// dir/<scenario>-<contender>-<round>.pprof (profile.go).
 // SHEDBENCH_DEBUG=1 makes the veer server print its endpoints' state
 // (overloaded, limit, in flight, queued) to stderr every 100 ms, and the
 // server-side p50/p99 of admitted requests (middleware entry to handler

@@ -7,12 +7,12 @@ import (
 	"time"
 )
 
-// CPU profiles of the server's measured phase. SHEDBENCH_CPUPROFILE=dir
+// CPU profiles of the server's measured phase. SHEDBENCH_PHASEPROFILE=dir
 // makes every server process of a bench run write a pprof CPU profile of
 // the measured phase (the phase the verdicts read) to
 // dir/<scenario>-<contender>-<round>.pprof:
 //
-//	SHEDBENCH_CPUPROFILE=/tmp/prof taskset -c 1 shedbench -rounds 1 -scenarios 7 -contenders veer
+//	SHEDBENCH_PHASEPROFILE=/tmp/prof taskset -c 1 shedbench -rounds 1 -scenarios 7 -contenders veer
 //	go tool pprof -top -nodecount 40 bin/shedbench /tmp/prof/7-storm-veer-0.pprof
 //
 // The window is counted from the server's "ADDR" line, which the load
@@ -21,7 +21,7 @@ import (
 
 // profileWindow is the measured phase of the scenario being run, and
 // profileName the file the next server writes its profile to ("" when
-// SHEDBENCH_CPUPROFILE is unset).
+// SHEDBENCH_PHASEPROFILE is unset).
 var (
 	profileFrom, profileTo time.Duration
 	profileName            string
@@ -30,7 +30,7 @@ var (
 // setProfile names the profile of the next server started, for the
 // measured phase [from, to) of the run.
 func setProfile(scenario, contender string, round int, from, to time.Duration) {
-	dir := os.Getenv("SHEDBENCH_CPUPROFILE")
+	dir := os.Getenv("SHEDBENCH_PHASEPROFILE")
 	if dir == "" {
 		profileName = ""
 		return
@@ -64,7 +64,8 @@ func profileServer(path string, from, to time.Duration) (stop func(), err error)
 		case <-end:
 			return
 		}
-		if pprof.StartCPUProfile(f) != nil {
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintf(os.Stderr, "%s: %v (SHEDBENCH_CPUPROFILE profiles the whole process: set one of the two)\n", path, err)
 			return
 		}
 		defer pprof.StopCPUProfile()
