@@ -92,7 +92,7 @@ func BenchmarkMiddlewareInsideMux(b *testing.B) {
 // (bench/cmd/shedbench scenario 7) measures the whole server's CPU per
 // request, parsing and system calls included.
 func BenchmarkRejection(b *testing.B) {
-	s, _ := newShedder(b, Config{})
+	s, _ := newShedder(b, Config{RejectHold: -1}) // the refusal's cost, not the storm's pacing (pace.go)
 	s.rq = nil
 	h := s.Middleware(benchMux())
 	st := s.stage("GET /trips/{id}")

@@ -22,8 +22,9 @@ const (
 	DefaultRetryAfter   = time.Second
 )
 
-// StormRejectHold is the RejectHold to opt in with: a closed-loop client
-// comes back about ten times a second per connection.
+// StormRejectHold is the default hold of an HTTP/1.x refusal in a storm
+// (Config.RejectHold): a closed-loop client comes back about ten times a
+// second per connection.
 const StormRejectHold = 100 * time.Millisecond
 
 // Config configures a Shedder. The zero value works: every route is its own
@@ -66,12 +67,17 @@ type Config struct {
 	// rejection storm: closed-loop clients that ignore Retry-After retry
 	// at once, and the refusals take the processor; see pace.go). Held
 	// refusals wait between 7/8 of RejectHold and all of it. Default 0:
-	// off, every refusal is answered at once (a negative value too).
-	// Opt-in (StormRejectHold, 100ms, is a good value) only where the
-	// storm's clients do not share a bounded connection pool with critical
-	// traffic: a held refusal keeps its HTTP/1.1 connection busy, and a
-	// proxy or client whose pool the storm fills makes its critical
-	// requests wait for a held refusal to end (pace.go, docs/shed.md).
+	// StormRejectHold (100ms) for Middleware's HTTP/1.x refusals once the
+	// storm refuses 12 times what it admits (a closed-loop storm; an
+	// open-loop 2× or 6× overload is not held), except on connections
+	// that have carried a request of a never-shed tier (a
+	// pool shared with critical traffic keeps a connection that answers at
+	// once); HTTP/2 refusals and Hold (gRPC) are not held. A positive value
+	// holds HTTP/2 refusals and Hold's too; a negative one turns holding
+	// off. What the default costs: a bounded connection pool shared by the
+	// storm and critical traffic, none of whose connections has carried a
+	// critical request yet, makes its first critical request wait for a
+	// held refusal (pace.go, docs/shed.md).
 	RejectHold time.Duration `yaml:"reject_hold" json:"reject_hold"`
 	// Endpoints holds per-endpoint settings: limit overrides and the
 	// caller → tier table.

@@ -51,13 +51,15 @@
 //
 // Rejection storms. Clients that ignore Retry-After retry as soon as they
 // are refused, and on one core the refusals themselves take the processor.
-// With Config.RejectHold set (opt-in; StormRejectHold, 100 ms), while an
-// endpoint refuses more than it admits, an HTTP refusal is held for up to
-// RejectHold before it is written, which bounds a closed-loop client's
-// retry rate by its concurrency; held refusals are bounded (MaxHeld) and
-// allocate nothing. It is off by default because a held refusal occupies
-// its connection: critical requests that share a bounded connection pool
-// with the storm (a proxy's, a client's) wait for it (see pace.go).
+// While an endpoint refuses more than it admits, an HTTP/1.x refusal is
+// held for up to StormRejectHold (100 ms; Config.RejectHold) before it is
+// written, which bounds a closed-loop client's retry rate by its
+// concurrency; held refusals are bounded (MaxHeld) and allocate nothing.
+// A held refusal occupies its connection, so critical requests that share
+// a bounded connection pool with the storm (a proxy's, a client's) could
+// wait for it: a connection that has carried a critical request is never
+// held, and by default HTTP/2 refusals are not held (see pace.go for what
+// this still costs).
 //
 // Contract: the zero Config works. Middleware has the standard
 // func(http.Handler) http.Handler shape and answers shed requests with 503,

@@ -36,10 +36,15 @@ import (
 // and its critical request waits for one to end (so does one multiplexed
 // on a connection whose stream limit the held refusals fill, when the
 // client waits for a stream rather than open a connection): up to the hold, per
-// request, for as long as the storm lasts. That is why reject_hold is
-// opt-in (docs/shed.md, "Rejection storms").
+// request, for as long as the storm lasts. Hence the default: a
+// connection that has carried a critical request is never held (a shared
+// pool that carried one before the storm keeps a connection that answers
+// at once), and HTTP/2 refusals are held only when reject_hold is set. The
+// rows a default hold still loses are those of a shared bounded pool that
+// the storm reached before any critical request ("storm first"): its first
+// critical request waits for a held refusal to end (docs/shed.md).
 func TestHeldRefusalsAndCritical(t *testing.T) {
-	const stormConns = 16
+	const stormConns, someHeld = 16, -1
 	for _, c := range []struct {
 		name       string
 		hold       time.Duration
@@ -50,16 +55,31 @@ func TestHeldRefusalsAndCritical(t *testing.T) {
 		// another connection (as a proxy multiplexing onto one
 		// connection does)
 		strict bool
-		served bool // critical requests are answered while the storm's refusals are held
+		// stormFirst: no critical request used the storm's pool before the
+		// storm (else one did, and its connection is marked)
+		stormFirst bool
+		held       int64 // storm refusals held (the others are answered at once); someHeld: 1 to stormConns-1
+		served     bool  // critical requests are answered while the storm's refusals are held
 	}{
-		{"h1 own connections", StormRejectHold, false, false, false, true},
-		{"h2 one connection", StormRejectHold, true, false, false, true},
-		{"h1 shared bounded pool", StormRejectHold, false, true, false, false},
-		{"h1 shared bounded pool, hold off", -1, false, true, false, true},
-		{"h1 shared bounded pool, zero config", 0, false, true, false, true},
-		{"h2 shared bounded pool", StormRejectHold, true, true, false, true},
-		{"h2 shared, strict stream limit", StormRejectHold, true, true, true, false},
-		{"h2 shared, strict stream limit, zero config", 0, true, true, true, true},
+		{"h1 own connections", StormRejectHold, false, false, false, false, stormConns, true},
+		{"h1 own connections, zero config", 0, false, false, false, false, stormConns, true},
+		{"h2 one connection", StormRejectHold, true, false, false, false, stormConns, true},
+		// The critical request before the storm marked one connection of
+		// the pool: the storm requests that take it (one, or more when it
+		// frees before their own dials end) are not held, and the critical
+		// requests pass through it.
+		{"h1 shared bounded pool", StormRejectHold, false, true, false, false, someHeld, true},
+		{"h1 shared bounded pool, storm first", StormRejectHold, false, true, false, true, stormConns, false},
+		{"h1 shared bounded pool, hold off", -1, false, true, false, false, 0, true},
+		{"h1 shared bounded pool, hold off, storm first", -1, false, true, false, true, 0, true},
+		{"h1 shared bounded pool, zero config", 0, false, true, false, false, someHeld, true},
+		{"h1 shared bounded pool, zero config, storm first", 0, false, true, false, true, stormConns, false},
+		{"h2 shared bounded pool, storm first", StormRejectHold, true, true, false, true, stormConns, true},
+		// One HTTP/2 connection carries everything: marked, never held.
+		{"h2 shared, strict stream limit", StormRejectHold, true, true, true, false, 0, true},
+		{"h2 shared, strict stream limit, storm first", StormRejectHold, true, true, true, true, stormConns, false},
+		{"h2 shared, strict stream limit, zero config", 0, true, true, true, false, 0, true},
+		{"h2 shared, strict stream limit, zero config, storm first", 0, true, true, true, true, 0, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			clk := clock.NewManual(time.Unix(1e9, 0))
@@ -112,8 +132,12 @@ func TestHeldRefusalsAndCritical(t *testing.T) {
 				_, err = io.Copy(io.Discard, resp.Body)
 				return resp.StatusCode, err
 			}
-			if code, err := send(critTr, context.Background(), tier.Critical); code != http.StatusOK {
-				t.Fatalf("critical before the storm: %d, %v", code, err)
+			first := tier.Critical
+			if c.stormFirst {
+				first = tier.SheddablePlus
+			}
+			if code, err := send(critTr, context.Background(), first); code != http.StatusOK {
+				t.Fatalf("%v before the storm: %d, %v", first, code, err)
 			}
 			// The endpoint is in a storm and refuses the default tier on
 			// arrival. The clock never moves: nothing recomputes that.
@@ -122,19 +146,24 @@ func TestHeldRefusalsAndCritical(t *testing.T) {
 			st.floor.Store(uint32(tier.Critical))
 			st.shedding.Store(true)
 			st.storm.Store(true)
+			st.deepStorm.Store(true) // a closed-loop storm (stormDeepRatio)
 
 			var storm sync.WaitGroup
+			var answered atomic.Int64
 			for range stormConns {
 				storm.Go(func() {
 					if code, err := send(stormTr, context.Background(), tier.Unset); code != http.StatusServiceUnavailable {
 						t.Errorf("storm request: %d, %v; want 503", code, err)
 					}
+					answered.Add(1)
 				})
 			}
-			if s.pol.Load().rejectHold > 0 {
-				waitHeld(t, s, stormConns)
-			} else {
-				storm.Wait()
+			// Every storm request is either held or answered (the clock
+			// that would end a hold never moves).
+			waitStorm(t, s, &answered, stormConns)
+			heldBefore := s.held.Load()
+			if c.held == someHeld && (heldBefore < 1 || heldBefore >= stormConns) || c.held != someHeld && heldBefore != c.held {
+				t.Errorf("%d of the storm's %d refusals held, want %d", heldBefore, stormConns, c.held)
 			}
 
 			// Critical requests, at once, each with 1 s to be answered
@@ -157,12 +186,12 @@ func TestHeldRefusalsAndCritical(t *testing.T) {
 				})
 			}
 			crits.Wait()
-			if held := s.held.Load(); s.pol.Load().rejectHold > 0 && held != stormConns {
-				t.Errorf("%d refusals held after the critical requests, want all %d still held", held, stormConns)
+			if held := s.held.Load(); held != heldBefore {
+				t.Errorf("%d refusals held after the critical requests, want all %d still held", held, heldBefore)
 			}
 			if got := served.Load() == n; got != c.served {
-				t.Errorf("critical requests served while the storm is held: %d of %d (server saw %d), want all: %v",
-					served.Load(), n, crit.Load()-1, c.served)
+				t.Errorf("critical requests served while %d of the storm's refusals are held: %d of %d (server saw %d), want all: %v",
+					heldBefore, served.Load(), n, crit.Load(), c.served)
 			}
 			// End the holds: the storm's clients get their 503s.
 			s.Close()
@@ -171,15 +200,15 @@ func TestHeldRefusalsAndCritical(t *testing.T) {
 	}
 }
 
-// waitHeld waits until n refusals are held (they reach the hold on the
-// server's goroutines after their requests were sent; the clock that would
-// end them never moves).
-func waitHeld(t *testing.T, s *Shedder, n int64) {
+// waitStorm waits until each of n storm requests is held or answered
+// (they reach the hold on the server's goroutines after their requests
+// were sent; the clock that would end them never moves).
+func waitStorm(t *testing.T, s *Shedder, answered *atomic.Int64, n int64) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
-	for s.held.Load() < n {
+	for s.held.Load()+answered.Load() < n {
 		if time.Now().After(deadline) {
-			t.Fatalf("%d refusals held after 10s, want %d", s.held.Load(), n)
+			t.Fatalf("%d refusals held and %d answered after 10s, want %d in all", s.held.Load(), answered.Load(), n)
 		}
 		runtime.Gosched()
 	}

@@ -77,10 +77,11 @@ func (s *Shedder) Middleware(next http.Handler) http.Handler {
 		}
 		p := s.pol.Load()
 		t := p.resolve(endpoint, caller, stated)
+		s.markConn(p, t, r.RemoteAddr) // a critical request's connection is never held (pace.go)
 		st := s.stage(endpoint)
 		tk, err := st.acquire(r.Context(), t, p)
 		if err != nil {
-			s.hold(r.Context(), st, p)
+			s.holdRefusal(r, st, p)
 			p.wire[reasonOf(err)].write(w, r)
 			return
 		}

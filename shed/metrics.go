@@ -18,6 +18,7 @@ type metrics struct {
 	waits *waitCollector
 	state *stateCollector
 	shed  *prometheus.CounterVec
+	held  *prometheus.CounterVec // refusals held in a storm (pace.go)
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -29,6 +30,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "veer_shed_shed_total",
 			Help: "Requests shed, by endpoint, tier and reason (overload, tier, queue_full, deadline).",
 		}, []string{"endpoint", "tier", "reason"})),
+		held: obs.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "veer_shed_held_refusals_total",
+			Help: "Refusals held before they were written, by endpoint: a rejection storm being paced (see reject_hold).",
+		}, []string{"endpoint"})),
 	}
 }
 
@@ -37,6 +42,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 type stageMetrics struct {
 	wait [tier.CriticalPlus + 1]*waitHist // admitted requests and their waits
 	shed [tier.CriticalPlus + 1][numReasons]prometheus.Counter
+	held prometheus.Counter
 }
 
 // admitted is the number of requests the stage has admitted so far.
@@ -51,7 +57,7 @@ func (sm *stageMetrics) admitted() uint64 {
 }
 
 func (m *metrics) forEndpoint(name string) *stageMetrics {
-	sm := &stageMetrics{}
+	sm := &stageMetrics{held: m.held.WithLabelValues(name)}
 	for _, t := range tier.All {
 		ts := t.String()
 		sm.wait[t] = m.waits.hist(name, t)

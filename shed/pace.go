@@ -2,10 +2,13 @@ package shed
 
 import (
 	"context"
+	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/veerhq/veer/clock"
+	"github.com/veerhq/veer/tier"
 )
 
 // Rejection storms. A closed-loop client that ignores Retry-After (hey -c
@@ -32,18 +35,35 @@ import (
 // handle does not (it must not block), so a storm refused there is not
 // paced.
 //
-// Opt-in (Config.RejectHold; default off), because of what a held refusal
-// costs critical traffic. The stage, the pacer and net/http's server couple
-// nothing to a held refusal: a critical request on its own connection, or
-// multiplexed on the storm's HTTP/2 connection, is served while every
-// refusal is held. But a held HTTP/1.1 refusal keeps its connection busy,
-// and a client pool that is bounded and shared by the storm and critical
-// traffic (a proxy's per-server connection limit, http.Transport's
-// MaxConnsPerHost, a gateway's upstream pool) then has every connection
-// busy: its critical requests wait for a held refusal to end, up to
-// RejectHold each, for as long as the storm lasts
-// (TestHeldRefusalsAndCritical). The server cannot tell such a pool from
-// many separate clients, so only the operator can say the hold is safe.
+// On by default for HTTP/1.x in a deep storm (stormDeepRatio: a closed-loop
+// storm, not an open-loop overload, which holding cannot slow), except on
+// connections that have carried a critical request (Config.RejectHold;
+// StormRejectHold). The stage, the
+// pacer and net/http's server couple nothing to a held refusal: a critical
+// request on its own connection, or multiplexed on the storm's HTTP/2
+// connection, is served while every refusal is held. But a held HTTP/1.1
+// refusal keeps its connection busy, and a client pool that is bounded and
+// shared by the storm and critical traffic (a proxy's per-server
+// connection limit, http.Transport's MaxConnsPerHost, a gateway's upstream
+// pool) then has every connection busy: its critical requests wait for a
+// held refusal to end, up to RejectHold each, again and again while the
+// storm lasts (TestHeldRefusalsAndCritical). The server cannot tell such a
+// pool from many separate clients, but it can see which connections carry
+// critical traffic: a connection (its remote address) that has carried a
+// request of a tier that is never shed is never held, so a shared pool
+// that carries critical requests keeps a connection that answers at once
+// and drains the pool's queue, while a storm's own connections (hey, a
+// retry loop in a client library) are paced. What the default still
+// costs: a shared bounded pool whose connections have carried no critical
+// request yet (the storm came first) makes its first critical request wait
+// for a held refusal (up to RejectHold, several when the storm queues more
+// requests than the pool has connections); that request marks its
+// connection, and the next ones pass. HTTP/2 refusals are held only when
+// RejectHold is set (a held stream counts against the connection's stream
+// limit, which a proxy multiplexing onto one connection waits for), and so
+// are refusals through Hold (gRPC). The marks are bounded (maxMarks
+// addresses; when full they are forgotten at once, which can only make a
+// connection held again, never lose a request).
 //
 // Trade-offs: a refusal outside a storm is never held, so a well-behaved
 // caller (or a proxy that retries elsewhere) learns of ordinary shedding at
@@ -56,9 +76,45 @@ import (
 // MaxHeld bounds the refusals a Shedder holds at once.
 const MaxHeld = 4096
 
+// maxMarks bounds the connections a Shedder remembers as having carried a
+// request of a tier that is never shed.
+const maxMarks = 4096
+
 // stormMinRejects is the fewest refusals in an interval that can make a
 // storm: a handful of refusals at a small endpoint is not one.
 const stormMinRejects = 10
+
+// stormDeepRatio is how many times the admissions two intervals in a row
+// must refuse, in a storm, for the default hold (RejectHold zero) to begin
+// (a deep storm); it lasts while the storm does and stormDeepLinger
+// intervals more (held clients come back in waves, and an interval in
+// which they were all held ends the storm). Holding paces closed-loop clients only: an open-loop overload
+// sends its requests anyway, and at 2× or 6× (refusals 1-5 × the
+// admissions, up to ~10 × in the interval where the overload begins)
+// holding its refusals only keeps more connections open. A closed-loop
+// storm refuses far more (hey -c 128 against a 5 ms handler: 15-28 × the
+// admissions, then ~6 × once held, which keeps it a storm).
+const stormDeepRatio = 12
+
+// stormDeepLinger is how many intervals without a storm end a deep storm.
+const stormDeepLinger = 10
+
+// deepNext (at an interval end, under mu) is the deep-storm state after an
+// interval that was or was not a storm and did or did not refuse
+// stormDeepRatio × its admissions. One such interval is not enough: on a
+// real server an interval in which the processor was taken away admits
+// few and refuses many, even at 2×.
+func (st *stage) deepNext(storm, deep bool) bool {
+	before := st.deepBefore.Swap(deep)
+	switch {
+	case storm && (st.deepStorm.Load() || deep && before):
+		st.deepCalm.Store(0)
+		return true
+	case st.deepStorm.Load() && !storm:
+		return st.deepCalm.Add(1) < stormDeepLinger
+	}
+	return false
+}
 
 // paceSteps is the number of batches a hold is cut into: waiters are
 // released by a timer that ticks every RejectHold/paceSteps, so that the
@@ -131,15 +187,81 @@ func (s *Shedder) Hold(ctx context.Context, endpoint string) {
 	}
 }
 
-// hold holds a refusal of endpoint st while it is in a storm (see above).
+// hold holds a refusal of endpoint st while it is in a storm and
+// RejectHold is set (see above).
 func (s *Shedder) hold(ctx context.Context, st *stage, p *policy) {
-	if p.rejectHold <= 0 || !st.storm.Load() {
+	if p.rejectHold > 0 && st.storm.Load() {
+		s.holdFor(ctx, st, p.rejectHold)
+	}
+}
+
+// holdRefusal holds Middleware's refusal of r while endpoint st is in a
+// storm: HTTP/1.x in a deep storm (stormDeepRatio) by default, every
+// protocol in any storm when RejectHold is set, never on a connection that
+// has carried a request of a never-shed tier.
+func (s *Shedder) holdRefusal(r *http.Request, st *stage, p *policy) {
+	s.holdConn(r.Context(), st, p, r.ProtoMajor, r.RemoteAddr)
+}
+
+// holdConn is holdRefusal for a request of HTTP major version proto on
+// the connection from addr.
+func (s *Shedder) holdConn(ctx context.Context, st *stage, p *policy, proto int, addr string) {
+	on := st.storm.Load() // RejectHold set: every storm, every protocol
+	if p.rejectHold <= 0 {
+		on = p.httpHold > 0 && proto == 1 && st.deepStorm.Load()
+	}
+	if !on || s.marks.has(addr) {
 		return
 	}
+	s.holdFor(ctx, st, p.httpHold)
+}
+
+// markConn remembers that the connection from addr carried a request of
+// tier t, if t is never shed: its refusals are not held.
+func (s *Shedder) markConn(p *policy, t tier.Tier, addr string) {
+	if p.httpHold > 0 && !p.sheddable(t) {
+		s.marks.mark(addr)
+	}
+}
+
+// holdFor holds a refusal of endpoint st for between 7/8 of hold and
+// hold, unless MaxHeld are held already.
+func (s *Shedder) holdFor(ctx context.Context, st *stage, hold time.Duration) {
 	if s.held.Add(1) > MaxHeld {
 		s.held.Add(-1)
 		return
 	}
-	s.pace.wait(ctx, p.rejectHold, s.done)
+	st.m.held.Inc()
+	s.pace.wait(ctx, hold, s.done)
 	s.held.Add(-1)
+}
+
+// connMarks remembers connections, by remote address, that carried a
+// request of a tier that is never shed: at most maxMarks, then forgotten
+// all at once. A lookup is one sync.Map load.
+type connMarks struct {
+	m sync.Map // remote address → struct{}
+	n atomic.Int64
+}
+
+func (c *connMarks) mark(addr string) {
+	if addr == "" {
+		return
+	}
+	if _, ok := c.m.Load(addr); ok {
+		return
+	}
+	if c.n.Add(1) > maxMarks {
+		c.m.Clear()
+		c.n.Store(1)
+	}
+	c.m.Store(addr, struct{}{})
+}
+
+func (c *connMarks) has(addr string) bool {
+	if addr == "" {
+		return false
+	}
+	_, ok := c.m.Load(addr)
+	return ok
 }

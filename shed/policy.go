@@ -16,7 +16,8 @@ type policy struct {
 	interval   time.Duration
 	maxQueue   int
 	retryAfter time.Duration
-	rejectHold time.Duration // 0: refusals are never held
+	rejectHold time.Duration // Config.RejectHold when set: every refusal may be held; else 0
+	httpHold   time.Duration // the hold of Middleware's HTTP/1.x refusals (pace.go); 0: never
 	defTier    tier.Tier
 	neverShed  tier.Tier
 	trusted    map[string]struct{} // nil: everyone is trusted
@@ -57,8 +58,11 @@ func compile(c *Config, overrides map[tableKey]tier.Tier) *policy {
 	if p.retryAfter <= 0 {
 		p.retryAfter = DefaultRetryAfter
 	}
-	if c.RejectHold > 0 {
-		p.rejectHold = c.RejectHold
+	switch {
+	case c.RejectHold > 0:
+		p.rejectHold, p.httpHold = c.RejectHold, c.RejectHold
+	case c.RejectHold == 0:
+		p.httpHold = StormRejectHold
 	}
 	if !p.defTier.Valid() {
 		p.defTier = DefaultTier

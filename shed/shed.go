@@ -38,6 +38,8 @@ type Shedder struct {
 	pace pacer         // releases them
 	done chan struct{} // closed by Close
 
+	marks connMarks // connections that carried a never-shed request (see pace.go)
+
 	pol    atomic.Pointer[policy]
 	stages atomic.Pointer[map[string]*stage] // copy-on-write
 

@@ -45,6 +45,9 @@ type stage struct {
 	rejected    atomic.Int64                        // refusals so far (every reason)
 	refused     [tier.CriticalPlus + 1]atomic.Int64 // refusals so far, by tier (the demand gate's arrivals)
 	storm       atomic.Bool                         // the last interval refused more than it admitted (see pace.go)
+	deepStorm   atomic.Bool                         // a closed-loop storm: the default hold is on (pace.go, deepNext)
+	deepBefore  atomic.Bool                         // the last interval refused stormDeepRatio × its admissions (deepNext)
+	deepCalm    atomic.Int32                        // intervals without a storm since the deep storm's last (deepNext)
 
 	mu        sync.Mutex
 	turn      time.Duration // see effectiveTarget (under mu, as everything below)

@@ -2,6 +2,7 @@ package shed
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -39,7 +40,8 @@ func TestModelRejectionStorm(t *testing.T) {
 		maxCrit99 time.Duration
 	}{
 		{"held", StormRejectHold, 0.85, 100 * time.Millisecond},
-		{"at once", 0, 0.5, 100 * time.Millisecond},
+		{"zero config", 0, 0.85, 100 * time.Millisecond},
+		{"at once", -1, 0.5, 100 * time.Millisecond},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			r := runStormModel(t, stormModel{hold: c.hold})
@@ -105,11 +107,20 @@ func runStormModel(t *testing.T, m stormModel) stormResult {
 		measuring := func() bool { d := time.Since(start); return d >= warm && d < warm+dur }
 		var ok, refused atomic.Int64
 		var mu sync.Mutex
-		one := func(ctx context.Context, tr tier.Tier) (admitted bool) {
+		// Each storm client has its connection; every other request has
+		// its own (the bench's critical stream has its own pool). The
+		// refusals are held as Middleware holds an HTTP/1.1 refusal.
+		var conns atomic.Int64
+		one := func(ctx context.Context, tr tier.Tier, conn string) (admitted bool) {
+			if conn == "" {
+				conn = fmt.Sprintf("other-%d", conns.Add(1))
+			}
 			core.use(refusalCost)
+			p := s.pol.Load()
+			s.markConn(p, tr, conn)
 			tk, err := s.Acquire(ctx, "ep", tr)
 			if err != nil {
-				s.hold(ctx, s.stage("ep"), s.pol.Load())
+				s.holdConn(ctx, s.stage("ep"), p, 1, conn)
 				return false
 			}
 			core.useNext(modelHandler)
@@ -117,7 +128,8 @@ func runStormModel(t *testing.T, m stormModel) stormResult {
 			return true
 		}
 		var wg sync.WaitGroup
-		for range 128 {
+		for i := range 128 {
+			conn := fmt.Sprintf("storm-%d", i)
 			wg.Go(func() {
 				if m.warmMix {
 					time.Sleep(warm)
@@ -125,7 +137,7 @@ func runStormModel(t *testing.T, m stormModel) stormResult {
 				for time.Since(start) < warm+dur {
 					ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 					meas := measuring()
-					admitted := one(ctx, tier.SheddablePlus)
+					admitted := one(ctx, tier.SheddablePlus, conn)
 					cancel()
 					if !meas {
 						continue
@@ -151,7 +163,7 @@ func runStormModel(t *testing.T, m stormModel) stormResult {
 				wg.Go(func() {
 					ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 					defer cancel()
-					one(ctx, tr)
+					one(ctx, tr, "")
 				})
 			}
 		}
@@ -166,7 +178,7 @@ func runStormModel(t *testing.T, m stormModel) stormResult {
 				sent := time.Now()
 				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 				defer cancel()
-				admitted := one(ctx, tier.Critical)
+				admitted := one(ctx, tier.Critical, "")
 				if !meas {
 					return
 				}

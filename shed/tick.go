@@ -96,6 +96,7 @@ func (st *stage) tickLocked(now time.Time, p *policy) {
 		} else {
 			st.storm.Store(n >= stormMinRejects && n > admitted)
 		}
+		st.deepStorm.Store(st.deepNext(st.storm.Load(), n >= stormDeepRatio*max(admitted, 1)))
 	}
 	st.lastTick = now
 	st.dem.push(st.snapLocked(), !drained && st.queued.Load() > 0)

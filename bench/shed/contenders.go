@@ -53,9 +53,10 @@ func Wrap(name string, next http.Handler) (http.Handler, func(), error) {
 	case "static":
 		return staticLimit(StaticLimit, next), func() {}, nil
 	case "veer", "veer-hold":
-		c := shed.Config{Registerer: prometheus.NewRegistry()}
+		reg := prometheus.NewRegistry()
+		c := shed.Config{Registerer: reg}
 		if name == "veer-hold" {
-			c.RejectHold = shed.StormRejectHold // refusals held in a storm (opt-in)
+			c.RejectHold = shed.StormRejectHold // refusals held in every storm (the zero config: in a deep one, HTTP/1.x only)
 		}
 		s, err := shed.New(c)
 		if err != nil {
@@ -72,7 +73,7 @@ func Wrap(name string, next http.Handler) (http.Handler, func(), error) {
 		if os.Getenv("SHEDBENCH_DEBUG") != "" {
 			h = debugTiming(h)
 		}
-		return h, s.Close, nil
+		return h, func() { s.Close(); reportHeld(name, reg) }, nil
 	case "failsafe":
 		return failsafeHandler(next)
 	case "gozero":
@@ -187,3 +188,22 @@ type statusRec struct {
 }
 
 func (s *statusRec) WriteHeader(c int) { s.code = c; s.ResponseWriter.WriteHeader(c) }
+
+// reportHeld writes to standard error how many refusals the veer server
+// held over its life (veer_shed_held_refusals_total): whether a storm was
+// paced, which the default hold does only in a deep storm.
+func reportHeld(name string, reg *prometheus.Registry) {
+	mfs, err := reg.Gather()
+	if err != nil {
+		return
+	}
+	var n float64
+	for _, mf := range mfs {
+		if mf.GetName() == "veer_shed_held_refusals_total" {
+			for _, m := range mf.GetMetric() {
+				n += m.GetCounter().GetValue()
+			}
+		}
+	}
+	fmt.Fprintf(os.Stderr, "%s server: %.0f refusals held\n", name, n)
+}

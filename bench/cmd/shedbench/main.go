@@ -13,7 +13,9 @@
 // and the server's timings of each request (outermost handler entry,
 // application handler start and end) beside it (-server.csv).
 // SHEDBENCH_CPUPROFILE=dir writes each server's CPU profile to
-// dir/<contender>-<pid>.pprof (scenario 4: where the overhead goes).
+// dir/<contender>-<pid>.pprof (scenario 4: where the overhead goes);
+// SHEDBENCH_PHASEPROFILE=dir only the measured phase, to
+// dir/<scenario>-<contender>-<round>.pprof (profile.go).
 // SHEDBENCH_DEBUG=1 makes the veer server print its endpoints' state
 // (overloaded, limit, in flight, queued) to stderr every 100 ms, and the
 // server-side p50/p99 of admitted requests (middleware entry to handler
@@ -74,6 +76,9 @@ func serve(args []string) error {
 	sleep := fs.Duration("sleep", 20*time.Millisecond, "dependency time per request")
 	paths := fs.String("paths", "GET /a", "comma-separated route patterns")
 	tracePath := fs.String("trace", "", "write per-request server timings (CSV) to this file at exit")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of [profile-from, profile-to) after start to this file")
+	profFrom := fs.Duration("profile-from", 0, "start of the profiled window")
+	profTo := fs.Duration("profile-to", 0, "end of the profiled window")
 	_ = fs.Parse(args)
 	if dir := os.Getenv("SHEDBENCH_CPUPROFILE"); dir != "" {
 		stop, err := profileCPU(fmt.Sprintf("%s/%s-%d.pprof", dir, *contender, os.Getpid()))
@@ -109,6 +114,13 @@ func serve(args []string) error {
 	}
 	srv := &http.Server{Handler: counted, ReadHeaderTimeout: 5 * time.Second}
 	go srv.Serve(lis)
+	if *cpuProfile != "" {
+		stop, err := profileServer(*cpuProfile, *profFrom, *profTo)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
 	fmt.Printf("ADDR %s\n", lis.Addr())
 	_, _ = io.Copy(io.Discard, os.Stdin)
 	srv.Close()
@@ -187,6 +199,7 @@ func run() error {
 				if dir := os.Getenv("SHEDBENCH_SAMPLES"); dir != "" {
 					trace = fmt.Sprintf("%s/%s-%s-%d-server.csv", dir, sc.Name, name, round)
 				}
+				setProfile(sc.Name, name, round, mFrom, mTo)
 				s, err := startServer(name, sc.Handler, trace)
 				if err != nil {
 					return err

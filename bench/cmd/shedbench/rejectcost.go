@@ -44,6 +44,9 @@ func rejectCost(args []string) error {
 	h := bench.HandlerConfig{Kind: "cpu", Iters: iters, Paths: []string{"GET /a"}}
 	for round := range *rounds {
 		for _, v := range vs {
+			// SHEDBENCH_PHASEPROFILE: the whole server process (the 300
+			// sequential requests are the profile's handler samples).
+			setProfile("rejectcost", v.label, round, 0, time.Hour)
 			s, err := startServerBin(v.bin, v.contender, h, "")
 			if err != nil {
 				return err

@@ -53,6 +53,7 @@ func startServerBin(bin, contender string, h bench.HandlerConfig, tracePath stri
 	}
 	args := []string{"serve", "-contender", contender, "-kind", h.Kind, "-iters", strconv.Itoa(h.Iters),
 		"-slots", strconv.Itoa(h.Slots), "-sleep", h.Sleep.String(), "-paths", strings.Join(h.Paths, ","), "-trace", tracePath}
+	args = append(args, profileArgs()...)
 	argv := append([]string{self}, args...)
 	pinned := false
 	if ts, err := exec.LookPath("taskset"); err == nil {
