@@ -51,7 +51,8 @@
 //
 // Rejection storms. Clients that ignore Retry-After retry as soon as they
 // are refused, and on one core the refusals themselves take the processor.
-// While an endpoint refuses more than it admits, an HTTP/1.x refusal is
+// While an endpoint refuses 12 times what it admits (a deep storm: a
+// closed-loop client, not an open-loop overload), an HTTP/1.x refusal is
 // held for up to StormRejectHold (100 ms; Config.RejectHold) before it is
 // written, which bounds a closed-loop client's retry rate by its
 // concurrency; held refusals are bounded (MaxHeld) and allocate nothing.

@@ -41,7 +41,9 @@ const turnsTarget = 2
 // measureTurn sets the turn at the end of an interval of length d (under
 // mu): the interval over the requests admitted in it, at most the service
 // time (the limiter's baseline; in a cold stage without one, this window's
-// mean service time; with neither, the interval alone). Admissions stand for
+// mean service time). With no admission in the interval it is the service
+// time, and with no service time known either it is 0 (the CoDel target
+// then stands alone: effectiveTarget). Admissions stand for
 // completions, which over an interval they match but for the requests in
 // flight, because they are counted anyway (the wait histogram): the request
 // path pays for nothing more.

@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"os"
-	"runtime/pprof"
 	"strconv"
 	"strings"
 	"time"
@@ -75,17 +74,4 @@ func measurePhaseCPU(pid int, t0 time.Time, from, to time.Duration) func() (time
 		ch <- b - a
 	}()
 	return func() (time.Duration, bool) { d := <-ch; return d, d >= 0 }
-}
-
-// profileCPU starts a CPU profile written to path; stop ends it.
-func profileCPU(path string) (stop func(), err error) {
-	f, err := os.Create(path)
-	if err != nil {
-		return nil, err
-	}
-	if err := pprof.StartCPUProfile(f); err != nil {
-		f.Close()
-		return nil, err
-	}
-	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }

@@ -12,10 +12,9 @@
 // SHEDBENCH_SAMPLES=dir writes every request of every run as CSV to dir,
 // and the server's timings of each request (outermost handler entry,
 // application handler start and end) beside it (-server.csv).
-// SHEDBENCH_CPUPROFILE=dir writes each server's CPU profile to
-// dir/<contender>-<pid>.pprof (scenario 4: where the overhead goes);
-// SHEDBENCH_PHASEPROFILE=dir only the measured phase, to
-// dir/<scenario>-<contender>-<round>.pprof (profile.go).
+// SHEDBENCH_PHASEPROFILE=dir writes each server's CPU profile of the
+// measured phase to dir/<scenario>-<contender>-<round>.pprof (profile.go;
+// scenario 4: where the overhead goes, scenario 7: where a storm's core goes).
 // SHEDBENCH_DEBUG=1 makes the veer server print its endpoints' state
 // (overloaded, limit, in flight, queued) to stderr every 100 ms, and the
 // server-side p50/p99 of admitted requests (middleware entry to handler
@@ -80,13 +79,6 @@ func serve(args []string) error {
 	profFrom := fs.Duration("profile-from", 0, "start of the profiled window")
 	profTo := fs.Duration("profile-to", 0, "end of the profiled window")
 	_ = fs.Parse(args)
-	if dir := os.Getenv("SHEDBENCH_CPUPROFILE"); dir != "" {
-		stop, err := profileCPU(fmt.Sprintf("%s/%s-%d.pprof", dir, *contender, os.Getpid()))
-		if err != nil {
-			return err
-		}
-		defer stop()
-	}
 	var tr *bench.Tracer
 	if *tracePath != "" {
 		tr = bench.NewTracer()

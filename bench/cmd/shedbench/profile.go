@@ -65,7 +65,7 @@ func profileServer(path string, from, to time.Duration) (stop func(), err error)
 			return
 		}
 		if err := pprof.StartCPUProfile(f); err != nil {
-			fmt.Fprintf(os.Stderr, "%s: %v (SHEDBENCH_CPUPROFILE profiles the whole process: set one of the two)\n", path, err)
+			fmt.Fprintf(os.Stderr, "%s: %v\n", path, err)
 			return
 		}
 		defer pprof.StopCPUProfile()
