@@ -1,15 +1,8 @@
 package shed
 
 import (
-	"context"
-	"math/rand/v2"
-	"slices"
-	"sync"
 	"testing"
-	"testing/synctest"
 	"time"
-
-	"github.com/veerhq/veer/tier"
 )
 
 // TestModelSchedOverload is the bench's scenario 1 (1.25×, 2× and 6× of a
@@ -92,78 +85,13 @@ type schedResult struct {
 
 // runSchedModel runs the bench's scenario 1 at load × capacity in the
 // scheduler model (see TestModelSchedOverload) with the tier mix drawn
-// from seed; stall > 0 takes the core away for that long at 1.5 s.
+// from seed and the probe's memory (heldProbe); stall > 0 takes the core
+// away for that long at 1.5 s.
 func runSchedModel(t *testing.T, load float64, seed uint64, stall time.Duration) schedResult {
 	t.Helper()
-	var res schedResult
-	synctest.Test(t, func(t *testing.T) {
-		s, _ := newShedder(t, Config{})
-		core := newModelCore(true)
-		s.rq, s.yield = &heldProbe{modelCore: core}, core.yield
-		rng := rand.New(rand.NewPCG(seed, 2))
-		start := time.Now()
-		var mu sync.Mutex
-		var ok, shed, n int
-		var lat, crit []time.Duration
-		var wg sync.WaitGroup
-		if stall > 0 {
-			wg.Go(func() {
-				time.Sleep(1500 * time.Millisecond)
-				core.useNext(stall)
-			})
-		}
-		for at := time.Duration(0); at < 3500*time.Millisecond; {
-			rate := load * 200
-			if at < 500*time.Millisecond {
-				rate = 100
-			}
-			at += time.Duration(float64(time.Second) / rate)
-			time.Sleep(time.Until(start.Add(at)))
-			tr := tier.Sheddable
-			switch u := rng.Float64(); {
-			case u < 0.1:
-				tr = tier.Critical
-			case u < 0.55:
-				tr = tier.SheddablePlus
-			}
-			measured := at >= 500*time.Millisecond
-			wg.Go(func() {
-				sent := time.Now()
-				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-				defer cancel()
-				core.use(refusalCost)
-				tk, err := s.Acquire(ctx, "ep", tr)
-				if err == nil {
-					core.useNext(modelHandler)
-					tk.Release()
-				}
-				d := time.Since(sent)
-				mu.Lock()
-				defer mu.Unlock()
-				if !measured {
-					return
-				}
-				n++
-				if tr == tier.Critical {
-					res.critSent++
-				}
-				if err != nil || d > time.Second {
-					shed++
-					return
-				}
-				ok++
-				lat = append(lat, d)
-				if tr == tier.Critical {
-					crit = append(crit, d)
-				}
-			})
-		}
-		wg.Wait()
-		p99 := func(v []time.Duration) time.Duration { slices.Sort(v); return v[len(v)*99/100] }
-		res.goodput, res.shed = float64(ok)/3/200, float64(shed)/float64(n)
-		res.p99, res.critOK, res.critP99 = p99(lat), len(crit), p99(crit)
-		t.Logf("%.2fx seed %d stall %v: goodput %.2f of capacity, shed %.1f%%, p99 %v, critical %d/%d p99 %v",
-			load, seed, stall, res.goodput, 100*res.shed, res.p99, res.critOK, res.critSent, res.critP99)
-	})
-	return res
+	c := stallCase{load: load, seed: seed, heldProbe: true}
+	if stall > 0 {
+		c.stall, c.stallAt = stall, []time.Duration{1500 * time.Millisecond}
+	}
+	return runStallModel(t, c)
 }

@@ -23,6 +23,9 @@ type stallCase struct {
 	// stall takes the core away for this long at each of stallAt.
 	stall   time.Duration
 	stallAt []time.Duration
+	// heldProbe gives the core the real probe's memory (heldProbe); the
+	// stall tests keep the plain core they were written with.
+	heldProbe bool
 }
 
 // runStallModel runs the bench's scenario 1 in the scheduler model (see
@@ -37,6 +40,9 @@ func runStallModel(t *testing.T, c stallCase) schedResult {
 		s, _ := newShedder(t, Config{})
 		core := newModelCore(true)
 		s.rq, s.yield = core, core.yield
+		if c.heldProbe {
+			s.rq = &heldProbe{modelCore: core}
+		}
 		rng := rand.New(rand.NewPCG(c.seed, 2))
 		start := time.Now()
 		var mu sync.Mutex
