@@ -40,18 +40,7 @@ func TestYieldOnlyWhileBusy(t *testing.T) {
 		s.rq = rq
 		yields := 0
 		s.yield = func() { yields++ }
-		if tt.contended { // shed within FloorHold: the endpoint is shedding
-			st := s.stage("ep")
-			st.mu.Lock()
-			st.lastOver = time.Now()
-			st.mu.Unlock()
-			st.shedding.Store(true)
-		}
-		tk, err := s.Acquire(context.Background(), "ep", tt.tier)
-		if err != nil {
-			t.Fatal(err)
-		}
-		tk.Release()
+		acquireOnce(t, s, tt.contended, tt.tier)
 		if yields != tt.want {
 			t.Errorf("busy %v, contended %v, %v: %d yields, want %d", tt.busy, tt.contended, tt.tier, yields, tt.want)
 		}
@@ -157,4 +146,22 @@ func TestEffectiveTarget(t *testing.T) {
 			t.Errorf("%d slots × %v: effective target %v, want %v", tt.slots, tt.svc, got, tt.want)
 		}
 	}
+}
+
+// acquireOnce admits one request of tier t at endpoint "ep" and releases
+// it; contended makes the endpoint shedding first (shed within FloorHold).
+func acquireOnce(t *testing.T, s *Shedder, contended bool, tr tier.Tier) {
+	t.Helper()
+	if contended {
+		st := s.stage("ep")
+		st.mu.Lock()
+		st.lastOver = time.Now()
+		st.mu.Unlock()
+		st.shedding.Store(true)
+	}
+	tk, err := s.Acquire(context.Background(), "ep", tr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tk.Release()
 }

@@ -1,9 +1,7 @@
 package shed
 
 import (
-	"context"
 	"testing"
-	"time"
 
 	"github.com/veerhq/veer/tier"
 )
@@ -61,18 +59,7 @@ func TestStartTurn(t *testing.T) {
 				turnServing.Store(older + 1)
 			}
 		}
-		if tt.contended > 0 { // shed within FloorHold: the endpoint is shedding
-			st := s.stage("ep")
-			st.mu.Lock()
-			st.lastOver = time.Now()
-			st.mu.Unlock()
-			st.shedding.Store(true)
-		}
-		tk, err := s.Acquire(context.Background(), "ep", tt.tier)
-		if err != nil {
-			t.Fatal(err)
-		}
-		tk.Release()
+		acquireOnce(t, s, tt.contended > 0, tt.tier)
 		if yields != tt.want {
 			t.Errorf("%s: %d yields, want %d", tt.name, yields, tt.want)
 		}
