@@ -106,8 +106,8 @@ sim-real:
 	for f in sim/testdata/real/*.yaml; do sed "s|TRACES/|$(abspath $(TRACES))/|" $$f > sim-out/real/$$(basename $$f); done
 	$(GO) run ./cmd/veer sim --scenario $$(ls sim-out/real/*.yaml | paste -sd, -) --format markdown --plots sim-out/real | tee sim-out/real/results.md
 
-## bench-shed: side-by-side overload bench of shed vs peers (docs/shed.md); a few
-## minutes, not part of `make test`. SHEDBENCH_FLAGS="-format json -rounds 5" etc.
+## bench-shed: side-by-side overload bench of shed vs peers (docs/shed.md); about
+## eight minutes a round (scenario 3 alone 2.5), not part of `make test`. SHEDBENCH_FLAGS="-format json -rounds 5" etc.
 .PHONY: bench-shed
 bench-shed:
 	cd bench && $(GO) build -o ../bin/shedbench ./cmd/shedbench
