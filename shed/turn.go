@@ -37,6 +37,10 @@ import (
 // its start against GOMAXPROCS would let one such request start per poll
 // (the bench's scenario 5, a dependency of 20 slots, needs a thousand a
 // second).
+//
+// The counters are process-wide, like the processors they share out: two
+// Shedders in one process (two servers, or a gateway and an embedded
+// service) take their turns from the same line.
 var (
 	turnStarts  atomic.Uint64 // sheddable handlers started by yieldTurn
 	turnTickets atomic.Uint64 // the next request's place in line
