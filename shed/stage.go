@@ -196,16 +196,21 @@ func (st *stage) rejectDeadline(dl, now time.Time) bool {
 // acquire admits a request of tier t or returns a *Rejection.
 func (st *stage) acquire(ctx context.Context, t tier.Tier, p *policy) (Ticket, error) {
 	tk, err := st.admit(ctx, t, p)
-	if err == nil && st.busy() && (p.sheddable(t) || st.contended()) {
-		// Requests wait in the run queue before they reach the stage:
-		// let them come in (and queue, by tier) before this handler
-		// takes the processor. See schedwait.go; while the processors
-		// are saturated, a sheddable tier also waits for its start turn
-		// (turn.go).
-		if p.sheddable(t) && st.upstream() {
-			st.s.yieldTurn()
-		} else {
-			st.s.yield()
+	if err == nil && st.busy() {
+		if !p.sheddable(t) {
+			noteNeverShed(st.s.clk.Now())
+		}
+		if p.sheddable(t) || st.contended() {
+			// Requests wait in the run queue before they reach the
+			// stage: let them come in (and queue, by tier) before this
+			// handler takes the processor. See schedwait.go; while the
+			// processors are saturated and never-shed requests come, a
+			// sheddable tier also waits for its start turn (turn.go).
+			if p.sheddable(t) && st.upstream() && turnWanted(st.s.clk.Now()) {
+				st.s.yieldTurn()
+			} else {
+				st.s.yield()
+			}
 		}
 	}
 	return tk, err

@@ -3,6 +3,7 @@ package shed
 import (
 	"runtime"
 	"sync/atomic"
+	"time"
 )
 
 // The start turn: while the processors are saturated (the run queue is
@@ -49,6 +50,37 @@ var (
 
 // turnYields bounds the extra yields of one request.
 const turnYields = 16
+
+// The turn is for someone: only while a request of a never-shed tier was
+// admitted under a busy run queue within turnMemory, anywhere in the
+// process. Without such requests nobody waits to be seen between two
+// sheddable handlers, and the turn's extra polls are pure cost (a proxy
+// whose traffic has no critical tier: veer's gateway under hey read
+// 1.06-1.07 times the CPU per request with the turn on every saturated
+// request, scripts/gateway-cpu-ab.sh, issue 18's fifth pass).
+const turnMemory = time.Second
+
+// neverShedAt is the unix ns of the last never-shed request admitted while
+// the run queue was busy (noteNeverShed).
+var neverShedAt atomic.Int64
+
+// noteNeverShed records a never-shed request admitted at now under a busy
+// run queue. It stores at most once a millisecond, so a stream of critical
+// requests does not contend on one cache line.
+func noteNeverShed(now time.Time) {
+	ns := now.UnixNano()
+	if last := neverShedAt.Load(); ns-last >= int64(time.Millisecond) || ns < last {
+		neverShedAt.Store(ns)
+	}
+}
+
+// turnWanted reports whether a never-shed request was noted within
+// turnMemory of now.
+func turnWanted(now time.Time) bool {
+	last := neverShedAt.Load()
+	d := now.UnixNano() - last
+	return last != 0 && d >= 0 && d < int64(turnMemory)
+}
 
 // yieldTurn yields (s.yield) until fewer than GOMAXPROCS sheddable handlers
 // started during its last yield and its place in line has come (turns go
