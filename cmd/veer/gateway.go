@@ -102,21 +102,24 @@ func runGateway(ctx context.Context, path string, cfg gateway.Config, log *slog.
 	if err != nil {
 		return err
 	}
-	// SIGHUP is caught before the listeners announce themselves: one sent
-	// as soon as "gateway listening" is logged must reload, not kill.
+	// SIGHUP is caught, and the file watched, before the listeners
+	// announce themselves: a signal sent, or the file made invalid, as soon
+	// as "gateway listening" is logged must reload (or keep the config in
+	// force), not kill. The watcher's first read must succeed; an edit
+	// between it and the load above is applied like any other.
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
-	if err := g.Start(); err != nil {
-		_ = g.Close()
-		return err
-	}
 	w, err := watch.File(path, watch.Options{Logger: log, Registerer: reg}, g.Apply)
 	if err != nil {
 		_ = g.Close()
 		return err
 	}
 	defer w.Close()
+	if err := g.Start(); err != nil {
+		_ = g.Close()
+		return err
+	}
 	stopFollow, err := followControlStore(g, cfg.ControlStore, log)
 	if err != nil {
 		_ = g.Close()
