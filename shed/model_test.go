@@ -92,14 +92,7 @@ func runModel(t *testing.T, srv *modelServer, rate float64, dur time.Duration, p
 		}
 		at += gap
 		time.Sleep(time.Until(start.Add(at)))
-		u := rng.Float64()
-		tr := tier.Sheddable
-		switch {
-		case u < 0.10:
-			tr = tier.Critical
-		case u < 0.55:
-			tr = tier.SheddablePlus
-		}
+		tr := mixTier(rng.Float64())
 		measured := at >= warm
 		wg.Go(func() {
 			sent := time.Now()
@@ -329,4 +322,16 @@ func TestModelColdStart(t *testing.T) {
 			})
 		})
 	}
+}
+
+// mixTier is the tier of a request drawn at u in [0, 1) from the bench's
+// mix (bench/shed Mix): 10% critical, 45% sheddable_plus, 45% sheddable.
+func mixTier(u float64) tier.Tier {
+	switch {
+	case u < 0.10:
+		return tier.Critical
+	case u < 0.55:
+		return tier.SheddablePlus
+	}
+	return tier.Sheddable
 }

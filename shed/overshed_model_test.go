@@ -153,17 +153,11 @@ func runQueueModel(t *testing.T, c rqCase) *rqResult {
 	dur := cmp.Or(c.dur, 3500*time.Millisecond)
 	for at := time.Duration(0); at < dur; at += gap() {
 		time.Sleep(time.Until(start.Add(at)))
-		tr := tier.Sheddable
 		u := rng.Float64()
 		if c.runs > 0 {
 			u = float64(int(at/time.Microsecond)%c.runs) / float64(c.runs)
 		}
-		switch {
-		case u < 0.1:
-			tr = tier.Critical
-		case u < 0.55:
-			tr = tier.SheddablePlus
-		}
+		tr := mixTier(u)
 		if c.tier.Valid() {
 			tr = c.tier
 		}

@@ -105,13 +105,15 @@ const stormDeepLinger = 10
 // real server an interval in which the processor was taken away admits
 // few and refuses many, even at 2×.
 func (st *stage) deepNext(storm, deep bool) bool {
-	before := st.deepBefore.Swap(deep)
+	before := st.deepPrev
+	st.deepPrev = deep
 	switch {
 	case storm && (st.deepStorm.Load() || deep && before):
-		st.deepCalm.Store(0)
+		st.deepCalm = 0
 		return true
 	case st.deepStorm.Load() && !storm:
-		return st.deepCalm.Add(1) < stormDeepLinger
+		st.deepCalm++
+		return st.deepCalm < stormDeepLinger
 	}
 	return false
 }

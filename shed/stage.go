@@ -46,14 +46,14 @@ type stage struct {
 	refused     [tier.CriticalPlus + 1]atomic.Int64 // refusals so far, by tier (the demand gate's arrivals)
 	storm       atomic.Bool                         // the last interval refused more than it admitted (see pace.go)
 	deepStorm   atomic.Bool                         // a closed-loop storm: the default hold is on (pace.go, deepNext)
-	deepBefore  atomic.Bool                         // the last interval refused stormDeepRatio × its admissions (deepNext)
-	deepCalm    atomic.Int32                        // intervals without a storm since the deep storm's last (deepNext)
 
 	mu        sync.Mutex
 	turn      time.Duration // see effectiveTarget (under mu, as everything below)
 	lastTick  time.Time     // end of the last interval
 	lastAdmit uint64        // admissions counted at lastTick
 	lastRej   int64         // refusals counted at lastTick
+	deepPrev  bool          // the last interval refused stormDeepRatio × its admissions (deepNext)
+	deepCalm  int           // intervals without a storm since the deep storm's last (deepNext)
 	q         [tier.CriticalPlus + 1]deque
 	det       [tier.CriticalPlus + 1]detector // one CoDel detector per tier queue
 	lim       *limiter

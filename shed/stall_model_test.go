@@ -64,13 +64,7 @@ func runStallModel(t *testing.T, c stallCase) schedResult {
 			}
 			at += time.Duration(float64(time.Second) / rate)
 			time.Sleep(time.Until(start.Add(at)))
-			tr := tier.Sheddable
-			switch u := rng.Float64(); {
-			case u < 0.1:
-				tr = tier.Critical
-			case u < 0.55:
-				tr = tier.SheddablePlus
-			}
+			tr := mixTier(rng.Float64())
 			measured := at >= warm
 			wg.Go(func() {
 				sent := time.Now()
