@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"runtime/trace"
 	"strings"
 	"sync"
 	"time"
@@ -48,6 +49,7 @@ func (t *Tracer) Outer(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if x := t.rec(r); x != nil {
 			x.entry = time.Now().UnixNano()
+			logTrace(r, "entry")
 		}
 		next.ServeHTTP(w, r)
 	})
@@ -59,12 +61,23 @@ func (t *Tracer) Inner(next http.Handler) http.Handler {
 		x := t.rec(r)
 		if x != nil {
 			x.start = time.Now().UnixNano()
+			logTrace(r, "start")
 		}
 		next.ServeHTTP(w, r)
 		if x != nil {
 			x.end = time.Now().UnixNano()
+			logTrace(r, "end")
 		}
 	})
+}
+
+// logTrace marks a traced request's step in the runtime execution trace,
+// if one is being taken (SHEDBENCH_PHASETRACE), so that a request's
+// goroutine can be found in it.
+func logTrace(r *http.Request, step string) {
+	if trace.IsEnabled() {
+		trace.Log(r.Context(), step, r.Header.Get(IDHeader))
+	}
 }
 
 // WriteFile writes the records as CSV: id, entry, start, end.

@@ -15,6 +15,10 @@
 // SHEDBENCH_PHASEPROFILE=dir writes each server's CPU profile of the
 // measured phase to dir/<scenario>-<contender>-<round>.pprof (profile.go;
 // scenario 4: where the overhead goes, scenario 7: where a storm's core goes).
+// SHEDBENCH_PHASETRACE=dir writes a runtime execution trace of that phase
+// instead (dir/<scenario>-<contender>-<round>.trace, for go tool trace;
+// with SHEDBENCH_SAMPLES each traced request's entry, start and end are
+// logged in it by id, so a slow request's goroutine can be followed).
 // SHEDBENCH_DEBUG=1 makes the veer server print its endpoints' state
 // (overloaded, limit, in flight, queued) to stderr every 100 ms, and the
 // server-side p50/p99 of admitted requests (middleware entry to handler

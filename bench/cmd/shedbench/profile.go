@@ -2,8 +2,11 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"runtime/pprof"
+	"runtime/trace"
+	"strings"
 	"time"
 )
 
@@ -14,6 +17,14 @@ import (
 //
 //	SHEDBENCH_PHASEPROFILE=/tmp/prof taskset -c 1 shedbench -rounds 1 -scenarios 7 -contenders veer
 //	go tool pprof -top -nodecount 40 bin/shedbench /tmp/prof/7-storm-veer-0.pprof
+//
+// SHEDBENCH_PHASETRACE=dir writes a runtime execution trace of the same
+// window instead, to dir/<scenario>-<contender>-<round>.trace (which
+// goroutine ran when, and which network poll woke it: what a profile
+// cannot show of a request that waited unseen):
+//
+//	SHEDBENCH_PHASETRACE=/tmp/tr taskset -c 1 shedbench -rounds 1 -scenarios 3 -contenders veer
+//	go tool trace /tmp/tr/3-isolation-veer-0.trace
 //
 // The window is counted from the server's "ADDR" line, which the load
 // starts right after (a few ms early at most). The profiler's own cost
@@ -30,12 +41,15 @@ var (
 // setProfile names the profile of the next server started, for the
 // measured phase [from, to) of the run.
 func setProfile(scenario, contender string, round int, from, to time.Duration) {
-	dir := os.Getenv("SHEDBENCH_PHASEPROFILE")
+	dir, ext := os.Getenv("SHEDBENCH_PHASEPROFILE"), "pprof"
+	if d := os.Getenv("SHEDBENCH_PHASETRACE"); d != "" {
+		dir, ext = d, "trace"
+	}
 	if dir == "" {
 		profileName = ""
 		return
 	}
-	profileName = fmt.Sprintf("%s/%s-%s-%d.pprof", dir, scenario, contender, round)
+	profileName = fmt.Sprintf("%s/%s-%s-%d.%s", dir, scenario, contender, round, ext)
 	profileFrom, profileTo = from, to
 }
 
@@ -48,31 +62,36 @@ func profileArgs() []string {
 }
 
 // profileServer profiles this process from `from` to `to` after now into
-// path, and returns a function that ends the profile early (at exit).
+// path (an execution trace if path ends in .trace, else a CPU profile),
+// and returns a function that ends the profile early (at exit).
 func profileServer(path string, from, to time.Duration) (stop func(), err error) {
+	start, end := pprof.StartCPUProfile, pprof.StopCPUProfile
+	if strings.HasSuffix(path, ".trace") {
+		start, end = func(w io.Writer) error { return trace.Start(w) }, trace.Stop
+	}
 	f, err := os.Create(path)
 	if err != nil {
 		return nil, err
 	}
-	end := make(chan struct{})
+	quit := make(chan struct{})
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		defer f.Close()
 		select {
 		case <-time.After(from):
-		case <-end:
+		case <-quit:
 			return
 		}
-		if err := pprof.StartCPUProfile(f); err != nil {
+		if err := start(f); err != nil {
 			fmt.Fprintf(os.Stderr, "%s: %v\n", path, err)
 			return
 		}
-		defer pprof.StopCPUProfile()
+		defer end()
 		select {
 		case <-time.After(to - from):
-		case <-end:
+		case <-quit:
 		}
 	}()
-	return func() { close(end); <-done }, nil
+	return func() { close(quit); <-done }, nil
 }
