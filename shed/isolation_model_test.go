@@ -75,7 +75,7 @@ func runIsolationModel(t *testing.T, seed uint64) isolationResult {
 	synctest.Test(t, func(t *testing.T) {
 		s, _ := newShedder(t, Config{})
 		core := newModelCore(true)
-		s.rq, s.yield = &heldProbe{modelCore: core}, core.yield
+		s.rq, s.yield, s.settle = &heldProbe{modelCore: core}, core.yield, func() {}
 		start := time.Now()
 		var mu sync.Mutex
 		var alone, after []time.Duration

@@ -19,7 +19,12 @@ import (
 // the network when it has nothing else to run) or pollEvery after it parked
 // (the monitor thread's poll, which wakes every parked yield), and then
 // queues behind whoever is waiting, like a request the poll found. Every
-// yield parks (they share one poll: pollYield has no cap on them).
+// yield parks (they share one poll: pollYield has no cap on them). Since
+// the core serves in order, a yield returns after what its poll found has
+// run, which the real runtime does not promise (its global run queue is
+// served first every 61st round), so the models set the start turn's
+// settle to a no-op: a second yield here would wait for the next arrivals
+// too, which never stop at 6×.
 type modelCore struct {
 	coreQueue
 	sched bool

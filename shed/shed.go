@@ -30,9 +30,14 @@ type Shedder struct {
 	maxEps     int
 	// rq tells whether requests wait in the run queue before they reach
 	// a stage (see schedwait.go); nil: never. yield gives up the
-	// processor before a handler runs while they do (pollYield).
-	rq    runQueue
-	yield func()
+	// processor before a handler runs while they do (pollYield). settle
+	// is what the start turn does after a yield so that the goroutines
+	// its poll woke run first (turn.go); nil: yield again. The
+	// virtual-time models' core runs a yielder behind what its poll found
+	// already, and sets a no-op.
+	rq     runQueue
+	yield  func()
+	settle func()
 
 	held atomic.Int64  // refusals being held (see pace.go)
 	pace pacer         // releases them

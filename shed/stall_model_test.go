@@ -39,7 +39,7 @@ func runStallModel(t *testing.T, c stallCase) schedResult {
 	synctest.Test(t, func(t *testing.T) {
 		s, _ := newShedder(t, Config{})
 		core := newModelCore(true)
-		s.rq, s.yield = core, core.yield
+		s.rq, s.yield, s.settle = core, core.yield, func() {}
 		if c.heldProbe {
 			s.rq = &heldProbe{modelCore: core}
 		}

@@ -97,7 +97,7 @@ func runStormModel(t *testing.T, m stormModel) stormResult {
 		core := newModelCore(m.yield)
 		s.rq, s.yield = core, func() {}
 		if m.yield {
-			s.yield = core.yield
+			s.yield, s.settle = core.yield, func() {}
 		}
 		warm, dur := 500*time.Millisecond, 3*time.Second
 		if m.warmMix {

@@ -31,8 +31,8 @@ import (
 // during my yield" means a poll came after the last one ended.
 //
 // Cost: one more yield (a park, a wake-up, a network poll: a few µs) per
-// sheddable handler that lost its turn, only while saturated;
-// at most turnYields more, then the handler starts whatever the others did
+// sheddable handler, and two more per turn it lost, only while saturated;
+// at most turnYields more rounds, then the handler starts whatever the others did
 // (progress never depends on winning a race). Only while saturated: a
 // handler that waits for a dependency holds no processor, and counting
 // its start against GOMAXPROCS would let one such request start per poll
@@ -48,7 +48,7 @@ var (
 	turnServing atomic.Uint64 // the lowest place whose turn may not have come
 )
 
-// turnYields bounds the extra yields of one request.
+// turnYields bounds the extra rounds of yields of one request.
 const turnYields = 16
 
 // The turn is for someone: only while a request of a never-shed tier was
@@ -82,19 +82,40 @@ func turnWanted(now time.Time) bool {
 	return last != 0 && d >= 0 && d < int64(turnMemory)
 }
 
-// yieldTurn yields (s.yield) until fewer than GOMAXPROCS sheddable handlers
-// started during its last yield and its place in line has come (turns go
+// yieldTurn yields until fewer than GOMAXPROCS sheddable handlers started
+// during its last round of yields and its place in line has come (turns go
 // in the order requests asked for them: whoever runs first after a poll
 // would otherwise win, and a request could lose turnYields times over), at
-// most turnYields+1 times. It counts its own start in the same step as the
+// most turnYields+1 rounds. It counts its own start in the same step as the
 // check (two requests back from one poll cannot both see the other not
 // started yet).
+//
+// A round is two yields (s.yield, then s.settle, by default s.yield again):
+// the first waits for a poll, the second for the goroutines that poll woke
+// to have run. One is not enough: the
+// poll puts the goroutines it woke in the processor's local run queue, and
+// the yielder's runtime.Gosched puts it in the global one, which the
+// scheduler serves first on every 61st scheduling round so that it is not
+// starved. With a dozen refused requests coming back from a poll (each
+// writes, spawns net/http's background read and blocks: 4-5 rounds each)
+// the yielder was taken from the global queue, and started its handler,
+// before a critical request that the same poll had found had run (scenario
+// 3's execution traces, issue 18's sixth pass: 21 of 200 critical requests
+// after the onset waited behind two /bulk handlers, the p99 at 15.6-16.9
+// ms). The second yield's poll comes only when both run queues are empty
+// (or from the monitor thread, after 10 ms without one), so by then every
+// goroutine of the first poll has reached its stage or blocked.
 func (s *Shedder) yieldTurn() {
 	procs := s.turnProcs()
 	place := turnTickets.Add(1) - 1
 	for i := 0; ; i++ {
 		before := turnStarts.Load()
 		s.yield()
+		if s.settle != nil {
+			s.settle()
+		} else {
+			s.yield()
+		}
 		for {
 			n := turnStarts.Load()
 			if i < turnYields && (n-before >= procs || place >= turnServing.Load()+procs) {
