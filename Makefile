@@ -107,7 +107,8 @@ sim-real:
 	$(GO) run ./cmd/veer sim --scenario $$(ls sim-out/real/*.yaml | paste -sd, -) --format markdown --plots sim-out/real | tee sim-out/real/results.md
 
 ## bench-shed: side-by-side overload bench of shed vs peers (docs/shed.md); about
-## eight minutes a round (scenario 3 alone 2.5), not part of `make test`. SHEDBENCH_FLAGS="-format json -rounds 5" etc.
+## eight and a half minutes a round (scenario 3 alone 2.5; each cpu scenario's round
+## measures capacity first, 3 s), not part of `make test`. SHEDBENCH_FLAGS="-format json -rounds 5" etc.
 .PHONY: bench-shed
 bench-shed:
 	cd bench && $(GO) build -o ../bin/shedbench ./cmd/shedbench

@@ -219,7 +219,17 @@ func WriteTable(w io.Writer, rs []Result) {
 		by[r.Scenario] = append(by[r.Scenario], r)
 	}
 	for _, sc := range order {
-		fmt.Fprintf(w, "\n## %s (capacity %.0f rps, offered %.0f rps)\n", sc, by[sc][0].CapacityRPS, by[sc][0].OfferedRPS)
+		lo, hi := by[sc][0].CapacityRPS, by[sc][0].CapacityRPS
+		for _, r := range by[sc] {
+			lo, hi = min(lo, r.CapacityRPS), max(hi, r.CapacityRPS)
+		}
+		capacity := fmt.Sprintf("%.0f rps", lo)
+		if math.Round(hi) != math.Round(lo) {
+			// Each row is a median round, with the capacity measured
+			// before that round.
+			capacity = fmt.Sprintf("%.0f-%.0f rps by row", lo, hi)
+		}
+		fmt.Fprintf(w, "\n## %s (capacity %s, offered %.0f rps)\n", sc, capacity, by[sc][0].OfferedRPS)
 		tw := tabwriter.NewWriter(w, 0, 0, 1, ' ', tabwriter.AlignRight)
 		fmt.Fprintln(tw, "contender\tgoodput/cap\tby send\tp50 ms\tp99 ms\tok crit+\tok crit\tok shed+\tok shed\tshed\terr\tdetect ms\trecover ms\torder viol\tcpu µs/req\tcpu %\textra\t")
 		for _, r := range by[sc] {

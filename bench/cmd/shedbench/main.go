@@ -159,20 +159,8 @@ func run() error {
 		if *scen != "all" && !slices.Contains(strings.Split(*scen, ","), sc.Name[:1]) {
 			continue
 		}
-		// Capacity is measured again before each cpu scenario: on a shared
-		// machine it drifts, and every rate is a multiple of it.
-		c, cPerCPU := capCPU, perCPU
-		switch {
-		case sc.Capacity == "dep":
-			c, cPerCPU = float64(sc.Handler.Slots)/sc.Handler.Sleep.Seconds(), 0
-		case sc.Handler.Iters == iters:
-			if c, cPerCPU, err = capacity(client, iters); err != nil {
-				return err
-			}
-		}
-		phases := sc.Phases(c)
 		var mFrom, mTo time.Duration
-		for _, ph := range phases {
+		for _, ph := range sc.Phases(capCPU) {
 			if ph.Measure {
 				mTo = mFrom + ph.Dur
 				break
@@ -186,6 +174,24 @@ func run() error {
 			scConts = append(scConts, sc.ExtraContenders...)
 		}
 		for round := range *rounds {
+			// Capacity is measured again before each round of a cpu
+			// scenario, and the round's contenders share it: on a
+			// shared machine it drifts (the calibration's hash rounds
+			// for 5 ms moved by ±10 % between runs minutes apart, issue
+			// 18's sixth pass), and every rate and the goodput verdicts
+			// are multiples of it. Until the sixth pass it was measured
+			// once per scenario, several minutes before the last rounds.
+			c, cPerCPU := capCPU, perCPU
+			switch {
+			case sc.Capacity == "dep":
+				c, cPerCPU = float64(sc.Handler.Slots)/sc.Handler.Sleep.Seconds(), 0
+			case sc.Handler.Iters == iters:
+				if c, cPerCPU, err = capacity(client, iters); err != nil {
+					return err
+				}
+				log.Printf("%s round %d: capacity %.0f rps, %.0f per CPU second", sc.Name, round, c, cPerCPU)
+			}
+			phases := sc.Phases(c)
 			order := slices.Clone(scConts)
 			if round%2 == 1 {
 				slices.Reverse(order)
@@ -327,7 +333,10 @@ func median(rs []bench.Result, order []string) []bench.Result {
 		if len(mine) == 0 {
 			continue
 		}
-		slices.SortFunc(mine, func(a, b bench.Result) int { return int(math.Copysign(1, a.Goodput-b.Goodput)) })
+		// By goodput over the round's capacity (each round measures its own).
+		slices.SortFunc(mine, func(a, b bench.Result) int {
+			return int(math.Copysign(1, a.Goodput/a.CapacityRPS-b.Goodput/b.CapacityRPS))
+		})
 		m := mine[len(mine)/2]
 		m.Extra["rounds"] = float64(len(mine))
 		out = append(out, m)
