@@ -36,6 +36,10 @@ type Stream struct {
 	// answered, ignoring Retry-After (hey -c N), until the phase ends.
 	// Rate is then ignored, and a sample's At is its actual send time.
 	Workers int
+	// Timed records when each request was written (Sample.Wrote, from a
+	// client trace) in every run; otherwise only SHEDBENCH_SAMPLES runs
+	// trace requests.
+	Timed bool
 }
 
 // Phase is a period of constant offered load.
@@ -216,6 +220,8 @@ func do(ctx context.Context, client *http.Client, base string, st Stream, tr tie
 	if trace {
 		s.ID = fmt.Sprintf("%s@%d", st.Name, intended.UnixNano())
 		req.Header.Set(IDHeader, s.ID)
+	}
+	if trace || st.Timed {
 		req = req.WithContext(httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
 			GotConn:      func(i httptrace.GotConnInfo) { newConn.Store(!i.Reused) },
 			WroteRequest: func(httptrace.WroteRequestInfo) { wrote.Store(int64(time.Since(intended))) },
