@@ -30,8 +30,13 @@ import (
 // new requests in one batch. Goroutines that yield while the leader waits
 // (joiners) wait for the same poll on a mutex the leader holds until then,
 // at the cost of a park and a wake-up, no system call. Every yielder then
-// yields once more, so that the new requests read and queue in their stages
-// (by tier) before its handler takes the processor.
+// yields once more (runtime.Gosched), so that the new requests read and
+// queue in their stages (by tier) before its handler takes the processor.
+// That is most often, not always: the poll leaves the goroutines it woke in
+// the processor's local run queue and Gosched puts the yielder in the
+// global one, which the scheduler serves first on every 61st scheduling
+// round. Where it matters (a critical request of another endpoint found by
+// the same poll), the start turn waits for a second poll (turn.go).
 //
 // A first version gave every yielder a pipe of its own (pooled, at most 16
 // at once) and a helper goroutine that wrote the byte once the caller had
