@@ -1,10 +1,6 @@
 package shed
 
 import (
-	"os"
-	"runtime"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -82,58 +78,4 @@ func TestStartTurn(t *testing.T) {
 			t.Errorf("%s: %d yields, want %d", tt.name, yields, tt.want)
 		}
 	}
-}
-
-// TestTurnRoundRunsWhatThePollWoke: by the time a request's start turn
-// comes, every goroutine that the turn's poll woke has run. On one
-// processor, 64 goroutines read a pipe each (the runtime polls a pipe like a
-// connection) and, once the byte comes, hand off to a new goroutine twice
-// before they count themselves done (a request that net/http reads and the
-// stage refuses also takes a few scheduling rounds: a write, net/http's
-// background read, a block). All pipes are made readable, then the test
-// takes its turn (the real pollYield). With one yield per round the turn
-// came first in 20 of 20 runs: the poll runs the yielder at once and puts
-// the goroutines it woke in the processor's local run queue, the yielder's
-// runtime.Gosched puts it in the global one, and the scheduler takes from
-// the global queue on every 61st scheduling round (with 24 goroutines, 8
-// of 20 runs). In scenario 3 a critical request that the same poll had
-// found then waited for the sheddable handler (its execution traces, issue
-// 18's sixth pass).
-func TestTurnRoundRunsWhatThePollWoke(t *testing.T) {
-	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
-	const readers, steps = 64, 2
-	s, _ := newShedder(t, Config{})
-	turnServing.Store(turnTickets.Load()) // no older request in line
-	var finished atomic.Int32
-	var wg sync.WaitGroup
-	var clients []*os.File
-	for range readers {
-		server, client := pipePair(t)
-		clients = append(clients, client)
-		reading := make(chan struct{})
-		wg.Go(func() {
-			reading <- struct{}{}
-			var b [1]byte
-			if _, err := server.Read(b[:]); err != nil {
-				t.Error(err)
-			}
-			for range steps {
-				ch := make(chan struct{})
-				go close(ch)
-				<-ch
-			}
-			finished.Add(1)
-		})
-		<-reading // it runs on until it parks in the read
-	}
-	for _, c := range clients {
-		if _, err := c.Write([]byte{1}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	s.yieldTurn()
-	if n := finished.Load(); n != readers {
-		t.Errorf("the turn came when %d of the %d goroutines its poll woke had run", n, readers)
-	}
-	wg.Wait()
 }
