@@ -81,61 +81,52 @@ func runModel(t *testing.T, srv *modelServer, rate float64, dur time.Duration, p
 			}
 		}()
 	}
-	for at := time.Duration(0); at < warm+dur; {
-		lambda := rate
+	lambda := func(at time.Duration) float64 {
 		if at < warm {
-			lambda = rate / 2
+			return rate / 2
 		}
-		gap := time.Duration(float64(time.Second) / lambda)
-		if poisson {
-			gap = time.Duration(rng.ExpFloat64() * float64(time.Second) / lambda)
-		}
-		at += gap
-		time.Sleep(time.Until(start.Add(at)))
-		tr := mixTier(rng.Float64())
-		measured := at >= warm
-		wg.Go(func() {
-			sent := time.Now()
-			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			defer cancel()
-			tk, err := s.Acquire(ctx, "ep", tr)
-			if err == nil {
-				srv.serve()
-				tk.Release()
-			}
-			lat := time.Since(sent)
-			mu.Lock()
-			defer mu.Unlock()
-			b := int(time.Since(start) / time.Second)
-			if secs[b] == nil {
-				secs[b] = &sec{}
-			}
-			if err != nil && tr == tier.SheddablePlus {
-				secs[b].plusShed = true
-			}
-			if err == nil && tr == tier.Sheddable {
-				secs[b].lowOK = true
-			}
-			if !measured {
-				return
-			}
-			r.offered++
-			r.sentByTier[tr]++
-			switch {
-			case err != nil:
-				r.shed++
-			case lat > time.Second:
-				r.late++
-			default:
-				r.ok++
-				r.okByTier[tr]++
-				r.lat = append(r.lat, lat)
-				if time.Since(start) > warm+time.Second {
-					r.steady = append(r.steady, lat)
-				}
-			}
-		})
+		return rate
 	}
+	offerMix(&wg, rng, start, warm, warm+dur, lambda, poisson, func(tr tier.Tier, sent time.Time, measured bool) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		tk, err := s.Acquire(ctx, "ep", tr)
+		if err == nil {
+			srv.serve()
+			tk.Release()
+		}
+		lat := time.Since(sent)
+		mu.Lock()
+		defer mu.Unlock()
+		b := int(time.Since(start) / time.Second)
+		if secs[b] == nil {
+			secs[b] = &sec{}
+		}
+		if err != nil && tr == tier.SheddablePlus {
+			secs[b].plusShed = true
+		}
+		if err == nil && tr == tier.Sheddable {
+			secs[b].lowOK = true
+		}
+		if !measured {
+			return
+		}
+		r.offered++
+		r.sentByTier[tr]++
+		switch {
+		case err != nil:
+			r.shed++
+		case lat > time.Second:
+			r.late++
+		default:
+			r.ok++
+			r.okByTier[tr]++
+			r.lat = append(r.lat, lat)
+			if time.Since(start) > warm+time.Second {
+				r.steady = append(r.steady, lat)
+			}
+		}
+	})
 	wg.Wait()
 	for _, sc := range secs {
 		if sc.plusShed && sc.lowOK {
@@ -334,4 +325,25 @@ func mixTier(u float64) tier.Tier {
 		return tier.SheddablePlus
 	}
 	return tier.Sheddable
+}
+
+// offerMix offers open-loop arrivals from start until end at rate(at)
+// requests a second (evenly spaced, or with exponential gaps drawn from rng
+// when poisson), each with a tier drawn from rng after its gap (mixTier),
+// and runs send on a goroutine of wg for each: sent is when it went out,
+// measured whether it went out at or after warm.
+func offerMix(wg *sync.WaitGroup, rng *rand.Rand, start time.Time, warm, end time.Duration, rate func(at time.Duration) float64, poisson bool,
+	send func(tr tier.Tier, sent time.Time, measured bool)) {
+	for at := time.Duration(0); at < end; {
+		lambda := rate(at)
+		gap := time.Duration(float64(time.Second) / lambda)
+		if poisson {
+			gap = time.Duration(rng.ExpFloat64() * float64(time.Second) / lambda)
+		}
+		at += gap
+		time.Sleep(time.Until(start.Add(at)))
+		tr := mixTier(rng.Float64())
+		measured := at >= warm
+		wg.Go(func() { send(tr, time.Now(), measured) })
+	}
 }

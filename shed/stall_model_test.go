@@ -57,46 +57,41 @@ func runStallModel(t *testing.T, c stallCase) schedResult {
 				}
 			})
 		}
-		for at := time.Duration(0); at < warm+3*time.Second; {
-			rate := c.load * 200
+		rate := func(at time.Duration) float64 {
 			if at < warm {
-				rate = 100
+				return 100
 			}
-			at += time.Duration(float64(time.Second) / rate)
-			time.Sleep(time.Until(start.Add(at)))
-			tr := mixTier(rng.Float64())
-			measured := at >= warm
-			wg.Go(func() {
-				sent := time.Now()
-				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-				defer cancel()
-				core.use(refusalCost)
-				tk, err := s.Acquire(ctx, "ep", tr)
-				if err == nil {
-					core.useNext(modelHandler)
-					tk.Release()
-				}
-				d := time.Since(sent)
-				mu.Lock()
-				defer mu.Unlock()
-				if !measured {
-					return
-				}
-				n++
-				if tr == tier.Critical {
-					res.critSent++
-				}
-				if err != nil || d > time.Second {
-					shed++
-					return
-				}
-				ok++
-				lat = append(lat, d)
-				if tr == tier.Critical {
-					crit = append(crit, d)
-				}
-			})
+			return c.load * 200
 		}
+		offerMix(&wg, rng, start, warm, warm+3*time.Second, rate, false, func(tr tier.Tier, sent time.Time, measured bool) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			defer cancel()
+			core.use(refusalCost)
+			tk, err := s.Acquire(ctx, "ep", tr)
+			if err == nil {
+				core.useNext(modelHandler)
+				tk.Release()
+			}
+			d := time.Since(sent)
+			mu.Lock()
+			defer mu.Unlock()
+			if !measured {
+				return
+			}
+			n++
+			if tr == tier.Critical {
+				res.critSent++
+			}
+			if err != nil || d > time.Second {
+				shed++
+				return
+			}
+			ok++
+			lat = append(lat, d)
+			if tr == tier.Critical {
+				crit = append(crit, d)
+			}
+		})
 		wg.Wait()
 		p99 := func(v []time.Duration) time.Duration { slices.Sort(v); return v[len(v)*99/100] }
 		res.goodput, res.shed = float64(ok)/3/200, float64(shed)/float64(n)
