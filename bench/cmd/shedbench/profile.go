@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"io"
 	"os"
 	"runtime/pprof"
 	"runtime/trace"
@@ -67,7 +66,7 @@ func profileArgs() []string {
 func profileServer(path string, from, to time.Duration) (stop func(), err error) {
 	start, end := pprof.StartCPUProfile, pprof.StopCPUProfile
 	if strings.HasSuffix(path, ".trace") {
-		start, end = func(w io.Writer) error { return trace.Start(w) }, trace.Stop
+		start, end = trace.Start, trace.Stop
 	}
 	f, err := os.Create(path)
 	if err != nil {
