@@ -94,7 +94,8 @@ type window struct {
 // of where the cutting started (or to Min) and the latency fell by less than
 // 10%, the
 // latency is not caused by this endpoint's concurrency; the baseline is reset
-// to the current latency and the cuts are undone.
+// to the current latency and the cuts are undone. That is judged on a window
+// that ran within the cut limit; until one comes, the limit holds.
 //
 // Slow start: a limit that binds while requests queue and the latency stays
 // flat (within 20% of the baseline) grows to what was asked of it (the
@@ -231,6 +232,16 @@ func (l *limiter) Update(w window) (used bool) {
 		if l.cutFrom == 0 {
 			l.cutFrom, l.cutRTT = l.limit, rtt
 		} else if !w.Saturated && (l.limit <= l.cutFrom/2 || l.limit <= float64(l.cfg.Min)) && float64(rtt) >= 0.9*float64(l.cutRTT) {
+			if w.MaxInflight > int64(l.limit) {
+				// Not yet: the requests started before the last cut
+				// are still in flight, and the latency is theirs, the
+				// old concurrency's. Hold until a window ran within the
+				// cut limit. (On a CPU-bound endpoint such a window,
+				// taken for "halving did not help", re-baselined to the
+				// old concurrency's latency, and the limit then grew to
+				// 30 on one processor.)
+				return true
+			}
 			// Cutting concurrency in half did not bring latency down: the
 			// slowness is not ours. Re-baseline instead of collapsing, and
 			// undo the cuts.
