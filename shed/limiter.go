@@ -94,8 +94,8 @@ type window struct {
 // of where the cutting started (or to Min) and the latency fell by less than
 // 10%, the
 // latency is not caused by this endpoint's concurrency; the baseline is reset
-// to the current latency and the cuts are undone. That is judged on a window
-// that ran within the cut limit; until one comes, the limit holds.
+// to the current latency and the cuts are undone (not if a window of those
+// cuts saw saturated processors: see below).
 //
 // Slow start: a limit that binds while requests queue and the latency stays
 // flat (within 20% of the baseline) grows to what was asked of it (the
@@ -112,7 +112,8 @@ type window struct {
 // Saturated processors (window.Saturated): extra requests in flight only wait
 // for a processor, so the limit does not grow, the tolerance is halfway to
 // 1 (1.5 by default), and a cut that did not help is not taken for a slow
-// dependency.
+// dependency, also when the window that judges it looks unsaturated after
+// saturated ones of the same run of cuts.
 //
 // Baseline probe: a baseline learned with several requests in flight on
 // saturated processors holds their wait for a processor, and the gradient
@@ -142,6 +143,7 @@ type limiter struct {
 
 	cutFrom float64       // limit when the current run of cuts started; 0 when none
 	cutRTT  time.Duration // latency then
+	cutSat  bool          // a window of the current run of cuts saw saturated processors
 	regrow  bool          // re-baselined: grow fast while latency stays flat
 	self    bool          // the last window's queue was the limit's own (slow start)
 	cut     bool          // the limit has been cut once: slow start is over
@@ -230,21 +232,18 @@ func (l *limiter) Update(w window) (used bool) {
 	case float64(rtt) > tol*float64(l.baseline):
 		l.regrow = false
 		if l.cutFrom == 0 {
-			l.cutFrom, l.cutRTT = l.limit, rtt
-		} else if !w.Saturated && (l.limit <= l.cutFrom/2 || l.limit <= float64(l.cfg.Min)) && float64(rtt) >= 0.9*float64(l.cutRTT) {
-			if w.MaxInflight > int64(l.limit) {
-				// Not yet: the requests started before the last cut
-				// are still in flight, and the latency is theirs, the
-				// old concurrency's. Hold until a window ran within the
-				// cut limit. (On a CPU-bound endpoint such a window,
-				// taken for "halving did not help", re-baselined to the
-				// old concurrency's latency, and the limit then grew to
-				// 30 on one processor.)
-				return true
-			}
+			l.cutFrom, l.cutRTT, l.cutSat = l.limit, rtt, false
+		} else if !w.Saturated && !l.cutSat && (l.limit <= l.cutFrom/2 || l.limit <= float64(l.cfg.Min)) && float64(rtt) >= 0.9*float64(l.cutRTT) {
 			// Cutting concurrency in half did not bring latency down: the
 			// slowness is not ours. Re-baseline instead of collapsing, and
-			// undo the cuts.
+			// undo the cuts. Not when the processors were saturated
+			// during the cuts, even if they do not look it now: the
+			// probe's reading flickers at a limit of 1-2, when few
+			// goroutines are runnable, and the window after a cut still
+			// holds the requests started before it, at the old
+			// concurrency's latency. (A CPU-bound endpoint
+			// re-baselined on such a window to 3× its latency, and its
+			// limit grew to 31 on one processor.)
 			l.baseline, l.baseConc = rtt, w.MaxInflight
 			l.rebaselined()
 			l.limit = math.Max(l.limit, l.cutFrom)
@@ -253,6 +252,7 @@ func (l *limiter) Update(w window) (used bool) {
 			return true
 		}
 		l.cut = true
+		l.cutSat = l.cutSat || w.Saturated
 		g := math.Max(0.5, tol*float64(l.baseline)/float64(rtt))
 		l.limit = math.Max(float64(l.cfg.Min), l.limit*g)
 	case w.Saturated:

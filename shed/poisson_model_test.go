@@ -20,8 +20,22 @@ import (
 // 3, 5, 6, 7, 8, 11, 14, 22; 0.2-2.2% of their requests), each in a burst
 // of the arrivals that drained by itself. What it costs is logged: the
 // requests those bursts used to shed are served late.
+//
+// 0.8× is the margin above the target, and there a seed may shed a few
+// requests (at most 2 of the 24 seeds, at most 0.5% of their requests):
+// until issue 18's seventh pass none did, but only because the limiter took
+// the CPU for a slow dependency in some bursts (a cut under saturated
+// processors judged on a window that looked unsaturated), re-baselined and
+// doubled the limit, so that later bursts waited as handlers in flight,
+// where nothing is shed, instead of in the stage. Seed 7 now sheds 2 of 602
+// requests at 3.44 s.
 func TestModelPoissonShedsNothing(t *testing.T) {
-	for _, load := range []float64{0.6, 0.75, 0.8} {
+	for _, c := range []struct {
+		load     float64
+		maxSeeds int     // seeds that may shed
+		maxShare float64 // of their requests
+	}{{0.6, 0, 0}, {0.75, 0, 0}, {0.8, 2, 0.005}} {
+		load := c.load
 		var shedSeeds []uint64
 		var worst, p99s []time.Duration
 		for seed := uint64(1); seed <= 24; seed++ {
@@ -30,12 +44,18 @@ func TestModelPoissonShedsNothing(t *testing.T) {
 					r := runQueueModel(t, rqCase{load: load, seed: seed, poisson: true})
 					if r.shed > 0 {
 						shedSeeds = append(shedSeeds, seed)
-						t.Errorf("%.2fx seed %d: %d of %d requests shed, the first sent at %v; want none", load, seed, r.shed, r.n, r.firstShed)
+						t.Logf("%.2fx seed %d: %d of %d requests shed, the first sent at %v", load, seed, r.shed, r.n, r.firstShed)
+						if share := float64(r.shed) / float64(r.n); c.maxSeeds == 0 || share > c.maxShare {
+							t.Errorf("%.2fx seed %d: %.2f%% of the requests shed, want at most %.1f%%", load, seed, 100*share, 100*c.maxShare)
+						}
 					}
 					p99s = append(p99s, r.p99())
 					worst = append(worst, slices.Max(r.lat))
 				})
 			})
+		}
+		if len(shedSeeds) > c.maxSeeds {
+			t.Errorf("%.2fx: %d of 24 seeds shed %v, want at most %d", load, len(shedSeeds), shedSeeds, c.maxSeeds)
 		}
 		slices.Sort(p99s)
 		t.Logf("%.2fx: %d of 24 seeds shed %v; p99 median %v, worst %v; slowest admitted %v",
