@@ -67,8 +67,13 @@ func TestPollYieldJoinersRunAfterNetworkWoken(t *testing.T) {
 		late += int(missed.Load())
 		<-done
 	}
-	if late > 2 {
-		t.Fatalf("%d of %d yields returned before the woken reader had run, want at most 2", late, rounds*yielders)
+	// runtime.Gosched returns before the reader in all 80. pollYield
+	// may miss a few: the poll's other goroutines wait in the local run
+	// queue, and the scheduler serves the global one first every 61st
+	// round (docs/shed.md). With other packages' tests on both cores
+	// (make test), 3 and 4 late yields came in 3 of 300 runs.
+	if late > rounds*yielders/10 {
+		t.Fatalf("%d of %d yields returned before the woken reader had run, want at most %d (runtime.Gosched: all)", late, rounds*yielders, rounds*yielders/10)
 	}
 }
 
