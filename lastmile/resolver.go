@@ -303,13 +303,24 @@ func query(ctx context.Context, name string, ex func(context.Context, *dns.Msg) 
 	return addrs, time.Duration(ttl) * time.Second, nil
 }
 
-// exchange sends q to server over network ("udp" or "tcp").
+// exchange sends q to server over network ("udp" or "tcp"). A canceled
+// ctx ends it at once: miekg/dns reads until its deadline whatever the
+// context says, so the connection is closed when ctx is done (the loser of
+// raceExchange would otherwise hold its socket and goroutine until the
+// step's timeout).
 func exchange(ctx context.Context, network, server string, q *dns.Msg) (*dns.Msg, error) {
 	c := &dns.Client{Net: network}
 	if dl, ok := ctx.Deadline(); ok {
 		c.Timeout = time.Until(dl)
 	}
-	resp, _, err := c.ExchangeContext(ctx, q, server)
+	co, err := c.DialContext(ctx, server)
+	if err != nil {
+		return nil, outcome.Wrap(dnsKind(ctx, err), err)
+	}
+	defer co.Close()
+	stop := context.AfterFunc(ctx, func() { co.Close() })
+	defer stop()
+	resp, _, err := c.ExchangeWithConnContext(ctx, q, co)
 	if err != nil {
 		return nil, outcome.Wrap(dnsKind(ctx, err), err)
 	}
