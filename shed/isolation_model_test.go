@@ -1,7 +1,6 @@
 package shed
 
 import (
-	"context"
 	"math/rand/v2"
 	"runtime"
 	"slices"
@@ -83,14 +82,7 @@ func runIsolationModel(t *testing.T, seed uint64) isolationResult {
 		var wg sync.WaitGroup
 		serve := func(ep string, tr tier.Tier, record func(d time.Duration, ok bool)) {
 			sent := time.Now()
-			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			defer cancel()
-			core.use(refusalCost)
-			tk, err := s.Acquire(ctx, ep, tr)
-			if err == nil {
-				core.useNext(modelHandler)
-				tk.Release()
-			}
+			err := core.request(s, ep, tr)
 			d := time.Since(sent)
 			mu.Lock()
 			defer mu.Unlock()

@@ -1,8 +1,11 @@
 package shed
 
 import (
+	"context"
 	"sync"
 	"time"
+
+	"github.com/veerhq/veer/tier"
 )
 
 // modelCore is the virtual-time models' one core: every request needs it,
@@ -35,6 +38,21 @@ type modelCore struct {
 	queue  []chan struct{}
 	polled chan struct{} // closed when the run queue has drained
 	parked int
+}
+
+// request is one request of the models on this core: the CPU every
+// request costs before the stage decides (refusalCost), then, if the stage
+// admits it within a second, its handler, ahead of the run queue.
+func (c *modelCore) request(s *Shedder, ep string, tr tier.Tier) error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	c.use(refusalCost)
+	tk, err := s.Acquire(ctx, ep, tr)
+	if err == nil {
+		c.useNext(modelHandler)
+		tk.Release()
+	}
+	return err
 }
 
 // pollEvery is how often the runtime's monitor polls the network while the

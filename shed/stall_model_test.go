@@ -2,7 +2,6 @@ package shed
 
 import (
 	"cmp"
-	"context"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -64,14 +63,7 @@ func runStallModel(t *testing.T, c stallCase) schedResult {
 			return c.load * 200
 		}
 		offerMix(&wg, rng, start, warm, warm+3*time.Second, rate, false, func(tr tier.Tier, sent time.Time, measured bool) {
-			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			defer cancel()
-			core.use(refusalCost)
-			tk, err := s.Acquire(ctx, "ep", tr)
-			if err == nil {
-				core.useNext(modelHandler)
-				tk.Release()
-			}
+			err := core.request(s, "ep", tr)
 			d := time.Since(sent)
 			mu.Lock()
 			defer mu.Unlock()
