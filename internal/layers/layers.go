@@ -28,6 +28,7 @@ var Table = map[string]int{
 	"internal/rolling":    0, // the rolling window of breaker and retry
 	"internal/atomicfile": 0, // durable file replacement for failover and lastmile
 	"internal/selfsigned": 1, // the self-signed certificate of the gateway and the control plane
+	"internal/localca":    1, // the local CA of `veer up` (issue 27)
 	// L1 shared infrastructure
 	"config": 1,
 	"store":  1,
