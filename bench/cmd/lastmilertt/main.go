@@ -3,7 +3,7 @@
 // first request) and of a request on the warm connection, for plain
 // http.Transport (TCP, TLS 1.3, HTTP/2), the lastmile chain over TCP only,
 // and the lastmile chain racing HTTP/3 (race.assume_h3, tcp_delay 250 ms),
-// through bench/delayproxy at each RTT × loss cell. Contenders alternate
+// through internal/netem at each RTT × loss cell. Contenders alternate
 // (rotated order per round); rounds run on -workers goroutines.
 //
 //	go run ./cmd/lastmilertt -n 40 -rtt 50ms,150ms,300ms -loss 0,0.01,0.05
@@ -26,7 +26,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/veerhq/veer/bench/delayproxy"
+	"github.com/veerhq/veer/internal/netem"
 	"github.com/veerhq/veer/lastmile"
 	"github.com/veerhq/veer/lastmile/lmtest"
 	"github.com/veerhq/veer/obs"
@@ -40,9 +40,9 @@ type cell struct {
 	dns   *lmtest.DNSServer
 	node  *lmtest.Node
 	sched *lmtest.Node
-	dnsP  *delayproxy.Proxy
-	nodeP *delayproxy.Proxy
-	schP  *delayproxy.Proxy
+	dnsP  *netem.Proxy
+	nodeP *netem.Proxy
+	schP  *netem.Proxy
 	res   *net.Resolver
 	url   string
 }
@@ -60,14 +60,14 @@ func newCell(rtt time.Duration, loss float64, seed uint64) (*cell, error) {
 	if c.node, err = lmtest.NewNode("n", c.ca, lmtest.NodeOptions{Names: []string{"api.example"}}); err != nil {
 		return nil, err
 	}
-	path := delayproxy.Config{OneWay: rtt / 2, Loss: loss, Seed: seed}
+	path := netem.Config{OneWay: rtt / 2, Loss: loss, Seed: seed}
 	// DNS crosses the path's delay but not its loss: a lost query costs
 	// every contender the same resolver timeout, which would swamp the
 	// comparison of transports.
-	if c.dnsP, err = delayproxy.New(c.dns.Addr(), delayproxy.Config{OneWay: rtt / 2}); err != nil {
+	if c.dnsP, err = netem.New(c.dns.Addr(), netem.Config{OneWay: rtt / 2}); err != nil {
 		return nil, err
 	}
-	if c.nodeP, err = delayproxy.New(c.node.Addr(), path); err != nil {
+	if c.nodeP, err = netem.New(c.node.Addr(), path); err != nil {
 		return nil, err
 	}
 	_, port, _ := net.SplitHostPort(c.nodeP.Addr())
@@ -75,7 +75,7 @@ func newCell(rtt time.Duration, loss float64, seed uint64) (*cell, error) {
 	if c.sched, err = lmtest.NewNode("sched", c.ca, lmtest.NodeOptions{Names: []string{"sched.example"}, Handler: sched}); err != nil {
 		return nil, err
 	}
-	if c.schP, err = delayproxy.New(c.sched.Addr(), path); err != nil {
+	if c.schP, err = netem.New(c.sched.Addr(), path); err != nil {
 		return nil, err
 	}
 	c.res = &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {

@@ -1,4 +1,4 @@
-// Package delayproxy is a userspace network path for benchmarks on
+// Package netem is a userspace network path for benchmarks on
 // loopback, where tc netem is not available: a relay on one 127.0.0.1 port,
 // UDP and TCP, that delays every datagram and every TCP chunk by a one-way
 // delay in each direction and loses UDP datagrams with a probability. A
@@ -14,7 +14,7 @@
 //
 // Failure mode: a relay that cannot reach its target drops the datagram or
 // closes the client connection, as a network would.
-package delayproxy
+package netem
 
 import (
 	"context"

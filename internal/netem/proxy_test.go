@@ -1,4 +1,4 @@
-package delayproxy
+package netem
 
 import (
 	"context"

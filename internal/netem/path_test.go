@@ -1,0 +1,60 @@
+package netem
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// A Path starts one relay per target on first use, reuses it, reaches the
+// target through it over TCP and UDP, and after Close refuses to dial.
+func TestPathOneRelayPerTarget(t *testing.T) {
+	a, b := echo(t), echo(t)
+	p := NewPath(Config{})
+	viaA, err := p.Via(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again, _ := p.Via(a); again != viaA {
+		t.Fatalf("second Via(a) = %s, want the same relay %s", again, viaA)
+	}
+	if viaB, _ := p.Via(b); viaB == viaA {
+		t.Fatal("two targets share a relay")
+	}
+	c, err := p.Dial(context.Background(), "tcp", a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.RemoteAddr().String() != viaA {
+		t.Fatalf("dialled %s, want the relay %s", c.RemoteAddr(), viaA)
+	}
+	buf := make([]byte, 4)
+	c.Write([]byte("ping"))
+	if _, err := io.ReadFull(c, buf); err != nil || string(buf) != "ping" {
+		t.Fatalf("TCP through the path: %q, %v", buf, err)
+	}
+	c.Close()
+	u, err := net.Dial("udp", viaA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.SetReadDeadline(time.Now().Add(5 * time.Second))
+	u.Write([]byte("pong"))
+	if n, err := u.Read(buf); err != nil || string(buf[:n]) != "pong" {
+		t.Fatalf("UDP through the path: %q, %v", buf[:n], err)
+	}
+	u.Close()
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Dial(context.Background(), "tcp", a); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Dial after Close: %v, want ErrClosed", err)
+	}
+}
