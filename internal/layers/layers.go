@@ -47,6 +47,7 @@ var Table = map[string]int{
 	"dnsserver": 3,
 	// L4 wiring
 	"sim":      4,
+	"up":       4, // veer up and veer chaos: the whole system on one machine
 	"cmd/veer": 4,
 	"test":     4,
 	"internal": 4, // test helpers and wiring under internal/ not listed above

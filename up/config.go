@@ -1,0 +1,132 @@
+package up
+
+import (
+	"cmp"
+	"errors"
+	"time"
+
+	"github.com/veerhq/veer/config"
+)
+
+// Defaults of Config, each filled by withDefaults.
+const (
+	// DefaultDevices fits one core with the rest of the system.
+	DefaultDevices = 50
+	// DefaultRate is each device's requests per second.
+	DefaultRate = 2.0
+	// DefaultOneWay is the smallest one-way delay of a device's network;
+	// devices get 1x to 4x of it.
+	DefaultOneWay = 5 * time.Millisecond
+	// DefaultRequestTimeout bounds one app request.
+	DefaultRequestTimeout = 2 * time.Second
+	// DefaultRestartAfter is how long a child process that died stays down
+	// before the supervisor starts it again.
+	DefaultRestartAfter = 15 * time.Second
+	// DefaultBackendCPU is the CPU a backend spends on /api/trips.
+	DefaultBackendCPU = 200 * time.Microsecond
+	// DefaultBackendLatency is the dependency wait of /api/trips.
+	DefaultBackendLatency = 5 * time.Millisecond
+	// DefaultRecoveryTimeout and DefaultRecoveryTimeoutStep are the demo
+	// app's failover recovery timer (first probe, linear growth).
+	DefaultRecoveryTimeout     = 5 * time.Second
+	DefaultRecoveryTimeoutStep = 5 * time.Second
+	// DefaultSiteBShare is the percentage of devices the routing table
+	// sends to site b (a bucket rule); the rest go to site a.
+	DefaultSiteBShare = 30
+	// DefaultZone is the zone of the access domains.
+	DefaultZone = "veer.test"
+)
+
+// Config is what `veer up --config FILE` says. The zero value works: 50
+// devices at 2 requests/s each over two sites.
+type Config struct {
+	// Devices is the client population; default DefaultDevices.
+	Devices int `yaml:"devices" json:"devices"`
+	// Rate is each device's requests per second; default DefaultRate.
+	Rate float64 `yaml:"rate" json:"rate"`
+	// OneWay is the smallest one-way network delay of a device (device i
+	// gets (1 + i mod 4) x OneWay); default DefaultOneWay.
+	OneWay time.Duration `yaml:"one_way" json:"one_way"`
+	// Loss is each device's packet loss probability per direction; default 0.
+	Loss float64 `yaml:"loss" json:"loss"`
+	// RequestTimeout bounds one app request; default DefaultRequestTimeout.
+	RequestTimeout time.Duration `yaml:"request_timeout" json:"request_timeout"`
+	// RestartAfter: a dead child process is started again after this long;
+	// default DefaultRestartAfter.
+	RestartAfter time.Duration `yaml:"restart_after" json:"restart_after"`
+	// SiteBShare is the percentage of devices routed to site b; default
+	// DefaultSiteBShare (0 is the default too; use 100 for all).
+	SiteBShare int `yaml:"site_b_share" json:"site_b_share"`
+	// Zone of the access domains; default DefaultZone.
+	Zone string `yaml:"zone" json:"zone"`
+	// Backend is the demo backends' cost per request.
+	Backend BackendConfig `yaml:"backend" json:"backend"`
+	// Failover is the demo app's failover setting.
+	Failover FailoverConfig `yaml:"failover" json:"failover"`
+	// Gateway switches gateway protections off (for chaos's FAIL tests).
+	Gateway GatewayConfig `yaml:"gateway" json:"gateway"`
+}
+
+// BackendConfig is a demo backend's cost per request.
+type BackendConfig struct {
+	// CPU spent per /api/trips request; /api/feed spends twice it.
+	// Default DefaultBackendCPU.
+	CPU time.Duration `yaml:"cpu" json:"cpu"`
+	// Latency waited per /api/trips request (a dependency); /api/feed
+	// waits twice it. Default DefaultBackendLatency.
+	Latency time.Duration `yaml:"latency" json:"latency"`
+}
+
+// FailoverConfig is the app side of seed 000 in the population.
+type FailoverConfig struct {
+	// Disabled: devices send every request to their primary domain (no
+	// failover.Transport). For chaos's FAIL-when-off tests.
+	Disabled bool `yaml:"disabled" json:"disabled"`
+	// RecoveryTimeout and RecoveryTimeoutStep: defaults
+	// DefaultRecoveryTimeout, DefaultRecoveryTimeoutStep.
+	RecoveryTimeout     time.Duration `yaml:"recovery_timeout" json:"recovery_timeout"`
+	RecoveryTimeoutStep time.Duration `yaml:"recovery_timeout_step" json:"recovery_timeout_step"`
+}
+
+// GatewayConfig switches gateway features off.
+type GatewayConfig struct {
+	// RetryDisabled: one attempt per request (retry.disabled).
+	RetryDisabled bool `yaml:"retry_disabled" json:"retry_disabled"`
+}
+
+func (c Config) withDefaults() Config {
+	c.Devices = cmp.Or(c.Devices, DefaultDevices)
+	c.Rate = cmp.Or(c.Rate, DefaultRate)
+	c.OneWay = cmp.Or(c.OneWay, DefaultOneWay)
+	c.RequestTimeout = cmp.Or(c.RequestTimeout, DefaultRequestTimeout)
+	c.RestartAfter = cmp.Or(c.RestartAfter, DefaultRestartAfter)
+	c.SiteBShare = cmp.Or(c.SiteBShare, DefaultSiteBShare)
+	c.Zone = cmp.Or(c.Zone, DefaultZone)
+	c.Backend.CPU = cmp.Or(c.Backend.CPU, DefaultBackendCPU)
+	c.Backend.Latency = cmp.Or(c.Backend.Latency, DefaultBackendLatency)
+	c.Failover.RecoveryTimeout = cmp.Or(c.Failover.RecoveryTimeout, DefaultRecoveryTimeout)
+	c.Failover.RecoveryTimeoutStep = cmp.Or(c.Failover.RecoveryTimeoutStep, DefaultRecoveryTimeoutStep)
+	return c
+}
+
+// Validate names the bad field.
+func (c *Config) Validate() error {
+	var errs []error
+	check := func(bad bool, field, problem string) {
+		if bad {
+			errs = append(errs, config.Field(field, "%s", problem))
+		}
+	}
+	check(c.Devices < 0 || c.Devices > 5000, "devices", "must be 0..5000")
+	check(c.Rate < 0 || c.Rate > 1000, "rate", "must be 0..1000 requests/s")
+	check(c.OneWay < 0 || c.OneWay > 5*time.Second, "one_way", "must be 0..5s")
+	check(c.Loss < 0 || c.Loss >= 1, "loss", "must be in [0, 1)")
+	check(c.RequestTimeout < 0, "request_timeout", "must not be negative")
+	check(c.RestartAfter < 0, "restart_after", "must not be negative")
+	check(c.SiteBShare < 0 || c.SiteBShare > 100, "site_b_share", "must be 0..100")
+	check(c.Backend.CPU < 0 || c.Backend.CPU > time.Second, "backend.cpu", "must be 0..1s")
+	check(c.Backend.Latency < 0 || c.Backend.Latency > 10*time.Second, "backend.latency", "must be 0..10s")
+	check(c.Failover.RecoveryTimeout < 0, "failover.recovery_timeout", "must not be negative")
+	check(c.Failover.RecoveryTimeoutStep < 0, "failover.recovery_timeout_step", "must not be negative")
+	return errors.Join(errs...)
+}

@@ -1,0 +1,545 @@
+package up
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/veerhq/veer/config"
+	"github.com/veerhq/veer/control"
+	"github.com/veerhq/veer/dnsserver"
+	"github.com/veerhq/veer/dnsserver/dnsstore"
+	"github.com/veerhq/veer/internal/localca"
+	"github.com/veerhq/veer/obs"
+	"github.com/veerhq/veer/store"
+)
+
+// The loopback addresses of the two sites' gateways: one port, two IPs, so
+// that the private DNS's A records alone say where a domain lives.
+const (
+	siteAIP = "127.0.0.2"
+	siteBIP = "127.0.0.3"
+)
+
+// Options are run-time wiring; the zero value works.
+type Options struct {
+	// DataDir keeps the CA, the control plane's store, configs, logs and
+	// the state file; empty: a temporary directory removed by Close.
+	DataDir string
+	// Exe is the veer binary the child processes run; default
+	// os.Executable().
+	Exe string
+	// ChildEnv is added to the children's environment (tests).
+	ChildEnv []string
+	// Logger; default a text logger on os.Stderr at warn level.
+	Logger *slog.Logger
+}
+
+// Proc is one child process in the state file.
+type Proc struct {
+	Pid   int      `json:"pid"`
+	Addrs []string `json:"addrs"`
+	Admin string   `json:"admin,omitempty"`
+}
+
+// State is the state file (DataDir/StateFile): what `veer chaos` needs to
+// find a running `veer up`.
+type State struct {
+	PID      int               `json:"pid"`
+	API      string            `json:"api"`
+	DataDir  string            `json:"data_dir"`
+	Temp     bool              `json:"temp"`
+	Control  string            `json:"control"`
+	Admin    string            `json:"admin"`
+	DNS      string            `json:"dns"`
+	Port     int               `json:"port"`
+	Token    string            `json:"gateway_admin_token"`
+	Gateways map[string]Proc   `json:"gateways"`
+	Backends map[string]Proc   `json:"backends"`
+	Domains  map[string]string `json:"domains"` // domain -> site
+}
+
+// StateFile is the state file's name in the data directory.
+const StateFile = "up.json"
+
+// System is a running `veer up`.
+type System struct {
+	cfg  Config
+	opts Options
+	log  *slog.Logger
+	temp bool
+	dir  string
+
+	stats *Stats
+	reg   *prometheus.Registry
+
+	mu       sync.Mutex
+	state    State
+	children []*child
+	gateways map[string]*child
+	backends map[string]*child
+	dns      *dnsserver.Server
+	ctrl     *control.Service
+	ctrlDone <-chan error
+	api      *http.Server
+	devices  []*device
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
+	closed   bool
+}
+
+// New validates cfg; Start runs the system.
+func New(cfg Config, opts Options) (*System, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	if opts.Exe == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, err
+		}
+		opts.Exe = exe
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}
+	return &System{cfg: cfg, opts: opts, log: log, stats: newStats(), reg: prometheus.NewRegistry(),
+		gateways: map[string]*child{}, backends: map[string]*child{}}, nil
+}
+
+// freePort returns a port free on TCP and UDP for every ip.
+func freePort(ips ...string) (int, error) {
+	for range 100 {
+		ln, err := net.Listen("tcp", net.JoinHostPort(ips[0], "0"))
+		if err != nil {
+			return 0, err
+		}
+		port := ln.Addr().(*net.TCPAddr).Port
+		var held []io.Closer
+		held = append(held, ln)
+		ok := true
+		for i, ip := range ips {
+			if i > 0 {
+				l, err := net.Listen("tcp", net.JoinHostPort(ip, strconv.Itoa(port)))
+				if err != nil {
+					ok = false
+					break
+				}
+				held = append(held, l)
+			}
+			pc, err := net.ListenPacket("udp", net.JoinHostPort(ip, strconv.Itoa(port)))
+			if err != nil {
+				ok = false
+				break
+			}
+			held = append(held, pc)
+		}
+		for _, h := range held {
+			h.Close()
+		}
+		if ok {
+			return port, nil
+		}
+	}
+	return 0, errors.New("up: no free port")
+}
+
+func freeAddr() (string, error) {
+	p, err := freePort("127.0.0.1")
+	if err != nil {
+		return "", err
+	}
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(p)), nil
+}
+
+// Start brings the system up and returns once the population is
+// bootstrapped and sending. On error everything started is stopped.
+func (s *System) Start(ctx context.Context) (err error) {
+	defer func() {
+		if err != nil {
+			s.Close()
+		}
+	}()
+	if s.opts.DataDir == "" {
+		if s.dir, err = os.MkdirTemp("", "veer-up-"); err != nil {
+			return err
+		}
+		s.temp = true
+	} else {
+		s.dir = s.opts.DataDir
+		if err = os.MkdirAll(s.dir, 0o700); err != nil {
+			return err
+		}
+	}
+	for _, d := range []string{"logs", "gateways", "devices"} {
+		if err = os.MkdirAll(filepath.Join(s.dir, d), 0o700); err != nil {
+			return err
+		}
+	}
+	ca, err := localca.Open(filepath.Join(s.dir, "ca"))
+	if err != nil {
+		return err
+	}
+	zone := s.cfg.Zone
+	dom := func(n string) string { return n + "." + zone }
+	s.state = State{PID: os.Getpid(), DataDir: s.dir, Temp: s.temp, Gateways: map[string]Proc{}, Backends: map[string]Proc{},
+		Domains: map[string]string{dom("a"): "a", dom("b"): "b"}}
+	tok := make([]byte, 16)
+	_, _ = rand.Read(tok)
+	s.state.Token = hex.EncodeToString(tok)
+
+	// backends: three clusters over two sites, one process per cluster
+	clusters := []struct{ name, site string }{{"a1", "a"}, {"a2", "a"}, {"b1", "b"}}
+	backendAddrs := map[string][]string{}
+	for _, c := range clusters {
+		var addrs []string
+		for range 2 {
+			a, err := freeAddr()
+			if err != nil {
+				return err
+			}
+			addrs = append(addrs, a)
+		}
+		backendAddrs[c.name] = addrs
+		ch := s.newChild("backend-"+c.name, "up", "backend", "--cluster", c.name, "--listen", strings.Join(addrs, ","),
+			"--cpu", s.cfg.Backend.CPU.String(), "--latency", s.cfg.Backend.Latency.String())
+		s.backends[c.name] = ch
+		if err := ch.start(); err != nil {
+			return err
+		}
+	}
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for _, c := range clusters {
+		if err := waitTCP(wctx, backendAddrs[c.name]...); err != nil {
+			return fmt.Errorf("backend %s: %w (log %s)", c.name, err, s.logPath("backend-"+c.name))
+		}
+	}
+
+	// gateways: one per site, child processes of the same binary
+	port, err := freePort(siteAIP, siteBIP)
+	if err != nil {
+		return fmt.Errorf("%w (are 127.0.0.2 and 127.0.0.3 on loopback?)", err)
+	}
+	s.state.Port = port
+	sites := []struct {
+		name, ip string
+		clusters []string
+	}{{"a", siteAIP, []string{"a1", "a2"}}, {"b", siteBIP, []string{"b1"}}}
+	gwAddrs := map[string][2]string{}
+	for _, site := range sites {
+		admin, err := freeAddr()
+		if err != nil {
+			return err
+		}
+		dir := filepath.Join(s.dir, "gateways", site.name)
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return err
+		}
+		cert, key := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
+		if err := ca.IssueFiles([]string{dom(site.name), dom("wap"), site.ip}, cert, key); err != nil {
+			return err
+		}
+		path := filepath.Join(dir, "gateway.yaml")
+		if err := os.WriteFile(path, []byte(s.gatewayYAML(site.ip, port, admin, dir, cert, key, site.clusters, backendAddrs)), 0o600); err != nil {
+			return err
+		}
+		ch := s.newChild("gateway-"+site.name, "gateway", "--config", path, "--log-format", "json")
+		s.gateways[site.name] = ch
+		gwAddrs[site.name] = [2]string{net.JoinHostPort(site.ip, strconv.Itoa(port)), admin}
+		if err := ch.start(); err != nil {
+			return err
+		}
+	}
+	for name, a := range gwAddrs {
+		if err := waitTCP(wctx, a[0], a[1]); err != nil {
+			return fmt.Errorf("gateway %s: %w (log %s)", name, err, s.logPath("gateway-"+name))
+		}
+	}
+	s.mu.Lock()
+	for name, a := range gwAddrs {
+		s.state.Gateways[name] = Proc{Addrs: []string{a[0]}, Admin: a[1]}
+	}
+	for name, a := range backendAddrs {
+		s.state.Backends[name] = Proc{Addrs: a}
+	}
+	s.mu.Unlock()
+
+	// private DNS, in-process: the access domains, health-checked
+	dnsAddr, err := freeAddr()
+	if err != nil {
+		return err
+	}
+	ctrlAddr, err := freeAddr()
+	if err != nil {
+		return err
+	}
+	dcfg := dnsserver.Config{Listen: dnsAddr, Health: dnsserver.HealthConfig{Interval: time.Second, Timeout: 500 * time.Millisecond}}
+	ps := strconv.Itoa(port)
+	ctrlIP, _, _ := net.SplitHostPort(ctrlAddr)
+	dcfg.Zones = []dnsserver.Zone{{
+		Origin:  zone + ".",
+		Records: []string{"ns1 A 127.0.0.1", "route 30 A " + ctrlIP},
+		Access: []dnsserver.Access{
+			{Name: "a", TTL: 10, Nodes: []dnsserver.Node{{Addr: siteAIP, Check: "tcp://" + siteAIP + ":" + ps}}},
+			{Name: "b", TTL: 10, Nodes: []dnsserver.Node{{Addr: siteBIP, Check: "tcp://" + siteBIP + ":" + ps}}},
+			{Name: "wap", TTL: 10, Nodes: []dnsserver.Node{{Addr: siteAIP, Check: "tcp://" + siteAIP + ":" + ps}, {Addr: siteBIP, Check: "tcp://" + siteBIP + ":" + ps}}},
+		},
+	}}
+	s.dns, err = dnsserver.New(dcfg, dnsserver.Options{Logger: s.log, Registerer: s.reg})
+	if err != nil {
+		return fmt.Errorf("dns: %w", err)
+	}
+	if err := s.dns.Start(); err != nil {
+		return fmt.Errorf("dns: %w", err)
+	}
+	s.state.DNS = dnsAddr
+
+	// control plane, in-process: embedded store, the routing table
+	cdir := filepath.Join(s.dir, "control")
+	if err := os.MkdirAll(cdir, 0o700); err != nil {
+		return err
+	}
+	ccert, ckey := filepath.Join(cdir, "public.crt"), filepath.Join(cdir, "public.key")
+	if err := ca.IssueFiles([]string{dom("route"), ctrlIP}, ccert, ckey); err != nil {
+		return err
+	}
+	adminAddr, err := freeAddr()
+	if err != nil {
+		return err
+	}
+	s.ctrl, err = control.New(control.Config{DataDir: cdir, Listen: ctrlAddr, AdminListen: adminAddr, CertFile: ccert, KeyFile: ckey},
+		control.Options{Logger: s.log, Registerer: s.reg, Documents: map[string]func([]byte) error{dnsstore.KeyZones: dnsstore.ValidateZones}})
+	if err != nil {
+		return fmt.Errorf("control: %w", err)
+	}
+	if _, err := s.ctrl.Store().Put(ctx, control.KeyTable, []byte(s.routingTable()), store.Write{Author: "veer up", Reason: "veer up's demo table"}); err != nil {
+		return fmt.Errorf("control: routing table: %w", err)
+	}
+	rctx, rcancel := context.WithCancel(context.Background())
+	s.cancel = rcancel
+	addrs, done := s.ctrl.Run(rctx)
+	s.ctrlDone = done
+	select {
+	case err := <-done:
+		s.ctrlDone = nil
+		return fmt.Errorf("control: %w", err)
+	case <-s.ctrl.Ready():
+	case <-wctx.Done():
+		return fmt.Errorf("control: not ready: %w", wctx.Err())
+	}
+	s.state.Control, s.state.Admin = addrs.Public, addrs.Admin
+	_, cport, _ := net.SplitHostPort(addrs.Public)
+
+	// the API that `veer chaos` and the terminal view read
+	if err := s.serveAPI(); err != nil {
+		return err
+	}
+
+	// the population
+	env := &deviceEnv{cfg: s.cfg, roots: ca.Pool(), dnsAddr: dnsAddr, gwPort: port,
+		routeURL:   "https://" + dom("route") + ":" + cport + "/v1/route",
+		publicKey:  control.PublicKeyString(s.ctrl.PublicKey()),
+		defaultDom: dom("wap"), defaultBk: []string{dom("b")},
+		sites:    map[string]string{dom("a"): "a", dom("b"): "b", dom("wap"): "wap"},
+		stateDir: filepath.Join(s.dir, "devices"), reg: s.reg, log: s.log, stats: s.stats}
+	devs := make([]*device, s.cfg.Devices)
+	errs := make([]error, s.cfg.Devices)
+	var bw sync.WaitGroup
+	sem := make(chan struct{}, 16)
+	for i := range devs {
+		bw.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer bw.Done()
+			defer func() { <-sem }()
+			devs[i], errs[i] = newDevice(wctx, env, i)
+		}()
+	}
+	bw.Wait()
+	for i, d := range devs {
+		if errs[i] != nil {
+			for _, d := range devs {
+				if d != nil {
+					d.close()
+				}
+			}
+			return fmt.Errorf("device %d: %w", i, errs[i])
+		}
+		s.devices = append(s.devices, d)
+	}
+	for _, d := range s.devices {
+		s.wg.Add(1)
+		go func() { defer s.wg.Done(); d.run(rctx, env) }()
+	}
+	return s.writeState()
+}
+
+func (s *System) logPath(name string) string { return filepath.Join(s.dir, "logs", name+".log") }
+
+func (s *System) newChild(name string, args ...string) *child {
+	c := &child{name: name, exe: s.opts.Exe, args: args, env: s.opts.ChildEnv, logPath: s.logPath(name),
+		restart: s.cfg.RestartAfter, log: s.log}
+	c.onStart = func() {
+		if err := s.writeState(); err != nil {
+			s.log.Warn("state file", "err", err)
+		}
+	}
+	s.children = append(s.children, c)
+	return c
+}
+
+// gatewayYAML is a site's gateway config: what a user writes (routes,
+// clusters, backends, a health path) plus shedding, breakers and the
+// trusted loopback network for the criticality header.
+func (s *System) gatewayYAML(ip string, port int, admin, dir, cert, key string, clusters []string, backends map[string][]string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "listen: {addr: %q, cert_file: %q, key_file: %q, shutdown_timeout: 2s}\n", net.JoinHostPort(ip, strconv.Itoa(port)), cert, key)
+	fmt.Fprintf(&b, "admin: {addr: %q, token: %q}\n", admin, s.state.Token)
+	fmt.Fprintf(&b, "data_dir: %q\n", dir)
+	var rc []string
+	for _, c := range clusters {
+		rc = append(rc, "{name: "+c+"}")
+	}
+	list := "[" + strings.Join(rc, ", ") + "]"
+	fmt.Fprintf(&b, "routes:\n  - {name: trips, path_prefix: %s, clusters: %s}\n  - {name: feed, path_prefix: %s, clusters: %s}\n  - {name: default, clusters: %s}\n",
+		PathTrips, list, PathFeed, list, list)
+	b.WriteString("clusters:\n")
+	for _, c := range clusters {
+		var bs []string
+		for _, a := range backends[c] {
+			bs = append(bs, fmt.Sprintf("{address: %q}", a))
+		}
+		fmt.Fprintf(&b, "  - {name: %s, backends: [%s], health: {path: %s, interval: 1s, timeout: 500ms}}\n", c, strings.Join(bs, ", "), BackendHealth)
+	}
+	if s.cfg.Gateway.RetryDisabled {
+		b.WriteString("retry: {disabled: true}\n")
+	}
+	b.WriteString("shed: {enabled: true}\nbreaker: {enabled: true}\ntrusted_networks: [127.0.0.0/8]\n")
+	return b.String()
+}
+
+// routingTable is the control plane's routing/table: one region
+// (loopback) on site a, a bucket rule moving SiteBShare % of devices to
+// site b; each site the other's sibling.
+func (s *System) routingTable() string {
+	z := s.cfg.Zone
+	return fmt.Sprintf(`default_domain: wap.%[1]s
+ttl_seconds: 3600
+salt: veer-up
+regions:
+  - {name: loopback, cidrs: [127.0.0.0/8], site: a}
+sites:
+  - {name: a, sibling: b, clusters: [{name: a, domain: a.%[1]s}]}
+  - {name: b, sibling: a, clusters: [{name: b, domain: b.%[1]s}]}
+rules:
+  - {name: share-b, bucket: {by: device, from: 0, to: %[2]d}, site: b}
+`, z, s.cfg.SiteBShare)
+}
+
+// Stats reads the population's counters and states.
+func (s *System) Stats() Snapshot {
+	snap := s.stats.snapshot()
+	snap.States = map[string]int{}
+	for _, d := range s.devices {
+		snap.States[d.group+"/"+d.state()]++
+	}
+	snap.Devices = len(s.devices)
+	return snap
+}
+
+// State is the current state file content.
+func (s *System) State() State {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.state
+	st.Gateways, st.Backends = map[string]Proc{}, map[string]Proc{}
+	for k, v := range s.state.Gateways {
+		v.Pid = s.gateways[k].Pid()
+		st.Gateways[k] = v
+	}
+	for k, v := range s.state.Backends {
+		v.Pid = s.backends[k].Pid()
+		st.Backends[k] = v
+	}
+	return st
+}
+
+func (s *System) writeState() error {
+	s.mu.Lock()
+	ready := s.state.API != ""
+	s.mu.Unlock()
+	if !ready {
+		return nil
+	}
+	return writeJSON(filepath.Join(s.dir, StateFile), s.State())
+}
+
+// DataDir is where the system keeps its files.
+func (s *System) DataDir() string { return s.dir }
+
+// Close stops the population, the services and every child process, and
+// removes a temporary data directory.
+func (s *System) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	s.mu.Unlock()
+	if s.cancel != nil {
+		s.cancel()
+	}
+	s.wg.Wait()
+	for _, d := range s.devices {
+		d.close()
+	}
+	var errs []error
+	if s.api != nil {
+		errs = append(errs, s.api.Close())
+	}
+	if s.ctrl != nil {
+		if s.ctrlDone != nil { // Run closes the service when its context ends
+			errs = append(errs, <-s.ctrlDone)
+		} else {
+			errs = append(errs, s.ctrl.Close())
+		}
+	}
+	if s.dns != nil {
+		errs = append(errs, s.dns.Close())
+	}
+	var cw sync.WaitGroup
+	for _, c := range s.children {
+		cw.Add(1)
+		go func() { defer cw.Done(); c.stop() }()
+	}
+	cw.Wait()
+	if s.dir != "" {
+		if s.temp {
+			errs = append(errs, os.RemoveAll(s.dir))
+		} else {
+			_ = os.Remove(filepath.Join(s.dir, StateFile))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+var _ = config.Field
+var _ = obs.Discard
