@@ -164,12 +164,18 @@ func (d *device) once(ctx context.Context, env *deviceEnv) {
 		}
 		return // stopping: not the system's failure
 	}
-	r, cluster := resultFail, ""
-	if err == nil {
+	r, cluster, reason := resultFail, "", ""
+	if err != nil {
+		reason = outcome.Classify(nil, err).Kind.String()
+	} else {
 		_, rerr := io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
 		resp.Body.Close()
 		cluster = resp.Header.Get(HeaderCluster)
 		o := outcome.Classify(resp, nil)
+		reason = fmt.Sprintf("%d %s", resp.StatusCode, o.Kind)
+		if h := resp.Header.Get("Veer-Outcome"); h != "" {
+			reason += " (Veer-Outcome " + h + ")"
+		}
 		switch {
 		case rerr != nil && !errors.Is(rerr, io.EOF):
 			r = resultFail
@@ -182,7 +188,7 @@ func (d *device) once(ctx context.Context, env *deviceEnv) {
 			domain = h
 		}
 	}
-	env.stats.record(d.group, strings.TrimSuffix(domain, fmt.Sprintf(":%d", env.gwPort)), cluster, tr.String(), r)
+	env.stats.record(d.group, strings.TrimSuffix(domain, fmt.Sprintf(":%d", env.gwPort)), cluster, tr.String(), reason, r)
 }
 
 func (d *device) close() {

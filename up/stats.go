@@ -59,10 +59,11 @@ type Stats struct {
 	domains  map[string]*Counts // by the domain the request went to
 	clusters map[string]int64   // OK answers by backend cluster
 	tiers    map[string]*Counts
+	reasons  map[string]int64 // shed and failed requests by "status outcome" or error kind
 }
 
 func newStats() *Stats {
-	return &Stats{groups: map[string]*Counts{}, domains: map[string]*Counts{}, clusters: map[string]int64{}, tiers: map[string]*Counts{}}
+	return &Stats{groups: map[string]*Counts{}, domains: map[string]*Counts{}, clusters: map[string]int64{}, tiers: map[string]*Counts{}, reasons: map[string]int64{}}
 }
 
 func bump(m map[string]*Counts, k string, r result) {
@@ -74,10 +75,13 @@ func bump(m map[string]*Counts, k string, r result) {
 	c.add(r)
 }
 
-func (s *Stats) record(group, domain, cluster, tier string, r result) {
+func (s *Stats) record(group, domain, cluster, tier, reason string, r result) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.all.add(r)
+	if r != resultOK {
+		s.reasons[reason]++
+	}
 	bump(s.groups, group, r)
 	bump(s.domains, domain, r)
 	bump(s.tiers, tier, r)
@@ -94,10 +98,18 @@ type Snapshot struct {
 	Domains  map[string]Counts `json:"domains"`
 	Clusters map[string]int64  `json:"clusters"`
 	Tiers    map[string]Counts `json:"tiers"`
+	// Reasons counts shed and failed requests by "status kind" (e.g.
+	// "503 overloaded") or, without a response, the error's kind.
+	Reasons map[string]int64 `json:"reasons"`
 	// States counts devices by failover state, per group ("a/PRIMARY").
 	States map[string]int `json:"states"`
 	// Devices is how many devices run (bootstrapped).
 	Devices int `json:"devices"`
+	// Started is when the population started sending.
+	Started time.Time `json:"started"`
+	// RequestTimeout bounds one app request: a request in flight when a
+	// fault is detected ends within it.
+	RequestTimeout time.Duration `json:"request_timeout"`
 }
 
 func flat(m map[string]*Counts) map[string]Counts {
@@ -112,7 +124,7 @@ func (s *Stats) snapshot() Snapshot {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return Snapshot{Time: time.Now(), All: s.all, Groups: flat(s.groups), Domains: flat(s.domains),
-		Clusters: maps.Clone(s.clusters), Tiers: flat(s.tiers)}
+		Clusters: maps.Clone(s.clusters), Tiers: flat(s.tiers), Reasons: maps.Clone(s.reasons)}
 }
 
 // InState is how many devices of group are in state (e.g. "a", "BACKUP").

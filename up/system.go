@@ -100,6 +100,7 @@ type System struct {
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
 	closed   bool
+	started  time.Time
 }
 
 // New validates cfg; Start runs the system.
@@ -384,6 +385,7 @@ func (s *System) Start(ctx context.Context) (err error) {
 		}
 		s.devices = append(s.devices, d)
 	}
+	s.started = time.Now()
 	for _, d := range s.devices {
 		s.wg.Add(1)
 		go func() { defer s.wg.Done(); d.run(rctx, env) }()
@@ -426,7 +428,9 @@ func (s *System) gatewayYAML(ip string, port int, admin, dir, cert, key string, 
 		for _, a := range backends[c] {
 			bs = append(bs, fmt.Sprintf("{address: %q}", a))
 		}
-		fmt.Fprintf(&b, "  - {name: %s, backends: [%s], health: {path: %s, interval: 1s, timeout: 500ms}}\n", c, strings.Join(bs, ", "), BackendHealth)
+		iv := s.cfg.Gateway.HealthInterval
+		fmt.Fprintf(&b, "  - {name: %s, backends: [%s], health: {path: %s, interval: %s, timeout: %s, fall: %d}}\n",
+			c, strings.Join(bs, ", "), BackendHealth, iv, min(iv, time.Second), s.cfg.Gateway.HealthFall)
 	}
 	if s.cfg.Gateway.RetryDisabled {
 		b.WriteString("retry: {disabled: true}\n")
@@ -461,6 +465,7 @@ func (s *System) Stats() Snapshot {
 		snap.States[d.group+"/"+d.state()]++
 	}
 	snap.Devices = len(s.devices)
+	snap.Started, snap.RequestTimeout = s.started, s.cfg.RequestTimeout
 	return snap
 }
 

@@ -22,10 +22,11 @@ type gatewayView struct {
 	ejections float64
 	rejected  map[string]float64 // guard -> count
 	retries   float64
+	giveups   map[string]float64 // reason -> retries not made
 }
 
 func readGateway(ctx context.Context, admin string) gatewayView {
-	v := gatewayView{breakers: map[string]float64{}, usable: map[string][2]int{}, rejected: map[string]float64{}}
+	v := gatewayView{breakers: map[string]float64{}, usable: map[string][2]int{}, rejected: map[string]float64{}, giveups: map[string]float64{}}
 	ctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+admin+"/metrics", nil)
@@ -72,6 +73,9 @@ func readGateway(ctx context.Context, admin string) gatewayView {
 	for _, m := range fams["veer_gateway_retries_total"].GetMetric() {
 		v.retries += val(m)
 	}
+	for _, m := range fams["veer_retry_giveups_total"].GetMetric() {
+		v.giveups[label(m, "reason")] += val(m)
+	}
 	for _, m := range fams["veer_gateway_guard_rejected_total"].GetMetric() {
 		v.rejected[label(m, "guard")] += val(m)
 	}
@@ -111,6 +115,15 @@ func (s *System) Render(ctx context.Context, cur, prev Snapshot) string {
 		fmt.Fprintf(&b, " %s ok %d shed %d fail %d;", k, c.OK, c.Shed, c.Fail)
 	}
 	b.WriteString("\n")
+	if len(cur.Reasons) > 0 {
+		b.WriteString("  not ok:       ")
+		for _, k := range sortedKeys(cur.Reasons) {
+			if n := cur.Reasons[k] - prev.Reasons[k]; n > 0 {
+				fmt.Fprintf(&b, " %s: %d;", k, n)
+			}
+		}
+		b.WriteString("\n")
+	}
 	st := s.State()
 	for _, name := range sortedKeys(st.Gateways) {
 		g := st.Gateways[name]
@@ -125,6 +138,9 @@ func (s *System) Render(ctx context.Context, cur, prev Snapshot) string {
 			fmt.Fprintf(&b, " %s %d/%d usable, breaker %s;", c, u[0], u[1], breakerNames[v.breakers[c]])
 		}
 		fmt.Fprintf(&b, " retries %.0f, ejections %.0f", v.retries, v.ejections)
+		for _, k := range sortedKeys(v.giveups) {
+			fmt.Fprintf(&b, ", no retry (%s) %.0f", k, v.giveups[k])
+		}
 		for _, k := range sortedKeys(v.rejected) {
 			fmt.Fprintf(&b, ", %s-rejected %.0f", k, v.rejected[k])
 		}

@@ -1,0 +1,427 @@
+package up
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// ChaosConfig times the scenarios; the zero value works.
+type ChaosConfig struct {
+	// Window is how long a scenario measures the success rate; default
+	// DefaultWindow.
+	Window time.Duration `yaml:"window" json:"window"`
+	// Detect bounds the wait for the population to react (BACKUP);
+	// default DefaultDetect.
+	Detect time.Duration `yaml:"detect" json:"detect"`
+	// Recover bounds the wait for the return after the fault ends;
+	// default DefaultRecover.
+	Recover time.Duration `yaml:"recover" json:"recover"`
+	// Settle bounds the wait for a steady system before a scenario;
+	// default DefaultSettle.
+	Settle time.Duration `yaml:"settle" json:"settle"`
+}
+
+// Defaults of ChaosConfig.
+const (
+	DefaultWindow  = 10 * time.Second
+	DefaultDetect  = 30 * time.Second
+	DefaultRecover = 60 * time.Second
+	DefaultSettle  = 60 * time.Second
+	// reactShare of a group's devices in a state counts as "the clients
+	// moved": all of them, so that "after detection" is after every
+	// device's detection.
+	reactShare = 1.0
+	pollEvery  = 200 * time.Millisecond
+	warmUp     = 10 * time.Second
+)
+
+func (c ChaosConfig) withDefaults() ChaosConfig {
+	c.Window = cmp.Or(c.Window, DefaultWindow)
+	c.Detect = cmp.Or(c.Detect, DefaultDetect)
+	c.Recover = cmp.Or(c.Recover, DefaultRecover)
+	c.Settle = cmp.Or(c.Settle, DefaultSettle)
+	return c
+}
+
+// Scenario is one seed's failure played for real.
+type Scenario struct {
+	Name    string
+	Seed    string
+	Fault   string
+	Promise string
+	run     func(ctx context.Context, c *Chaos, r *Result) error
+}
+
+// Result is a scenario's verdict with the measured figure.
+type Result struct {
+	Name      string   `json:"name"`
+	Seed      string   `json:"seed"`
+	Promise   string   `json:"promise"`
+	Mechanism string   `json:"mechanism"`
+	Measured  []string `json:"measured"`
+	Pass      bool     `json:"pass"`
+	// Success is the success rate the verdict was judged on.
+	Success float64 `json:"success"`
+	Err     string  `json:"error,omitempty"`
+}
+
+func (r *Result) measure(format string, args ...any) {
+	r.Measured = append(r.Measured, fmt.Sprintf(format, args...))
+}
+
+func (r Result) String() string {
+	v := "FAIL"
+	if r.Pass {
+		v = "PASS"
+	}
+	s := fmt.Sprintf("%s %s (seed %s)\n  promise:   %s\n  mechanism: %s\n  measured:  %s\n", v, r.Name, r.Seed, r.Promise, r.Mechanism, strings.Join(r.Measured, "; "))
+	if r.Err != "" {
+		s += "  error:     " + r.Err + "\n"
+	}
+	return s
+}
+
+// Scenarios lists every scenario in the order "run all" plays them.
+func Scenarios() []Scenario {
+	return []Scenario{
+		{Name: "cluster-kill", Seed: "003", Fault: "SIGKILL of cluster a1's backend process (both its backends)",
+			Promise: ">= 99.9% of requests succeed through the kill (cross-cluster retry to a2)", run: runClusterKill},
+		{Name: "primary-blackhole", Seed: "000", Fault: "site a's gateway frozen (SIGSTOP): connections complete in the kernel, nothing answers",
+			Promise: "site a's clients reach BACKUP, >= 99% success after detection, back to primary after recovery", run: runBlackhole},
+		{Name: "gateway-kill", Seed: "000", Fault: "SIGKILL of site a's gateway mid-load (restarted by veer up after restart_after)",
+			Promise: "site a's clients fail over to BACKUP, >= 99% success after detection, back to primary once it returns", run: runGatewayKill},
+	}
+}
+
+// Lookup finds a scenario by name.
+func Lookup(name string) (Scenario, bool) {
+	for _, s := range Scenarios() {
+		if s.Name == name {
+			return s, true
+		}
+	}
+	return Scenario{}, false
+}
+
+// Chaos runs scenarios against a running `veer up` through its API.
+type Chaos struct {
+	api    string
+	cfg    ChaosConfig
+	client *http.Client
+	out    io.Writer
+}
+
+// NewChaos talks to the `veer up` whose API is at api ("127.0.0.1:port").
+// Progress lines go to out (nil: none).
+func NewChaos(api string, cfg ChaosConfig, out io.Writer) *Chaos {
+	if out == nil {
+		out = io.Discard
+	}
+	return &Chaos{api: api, cfg: cfg.withDefaults(), client: &http.Client{Timeout: 3 * time.Second}, out: out}
+}
+
+func (c *Chaos) get(ctx context.Context, path string, v any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+c.api+path, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := c.client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: %s", path, resp.Status)
+	}
+	return json.NewDecoder(io.LimitReader(resp.Body, 16<<20)).Decode(v)
+}
+
+func (c *Chaos) stats(ctx context.Context) (Snapshot, error) {
+	var s Snapshot
+	return s, c.get(ctx, "/v1/stats", &s)
+}
+
+func (c *Chaos) state(ctx context.Context) (State, error) {
+	var s State
+	return s, c.get(ctx, "/v1/state", &s)
+}
+
+// Run plays one scenario and returns its verdict; an error that kept it
+// from judging is a FAIL with Err set.
+func (c *Chaos) Run(ctx context.Context, sc Scenario) Result {
+	r := Result{Name: sc.Name, Seed: sc.Seed, Promise: sc.Promise, Mechanism: sc.Fault}
+	if err := c.settle(ctx); err != nil {
+		r.Err = "not steady before the fault: " + err.Error()
+		return r
+	}
+	if err := sc.run(ctx, c, &r); err != nil {
+		r.Pass = false
+		r.Err = err.Error()
+	}
+	return r
+}
+
+// settle waits until every child runs and no device is away from its
+// primary.
+func (c *Chaos) settle(ctx context.Context) error {
+	return c.until(ctx, c.cfg.Settle, func(st State, s Snapshot) bool {
+		for _, p := range st.Gateways {
+			if p.Pid == 0 {
+				return false
+			}
+		}
+		for _, p := range st.Backends {
+			if p.Pid == 0 {
+				return false
+			}
+		}
+		for k, n := range s.States {
+			if n > 0 && !strings.HasSuffix(k, "/primary") && !strings.HasSuffix(k, "/OFF") {
+				return false
+			}
+		}
+		// the gateways' retry budgets (20 % of the last 10 s of
+		// requests) hold enough: a scenario right after the start would
+		// meet a budget of 3 retries
+		return s.Devices > 0 && time.Since(s.Started) >= warmUp
+	})
+}
+
+// until polls state and stats until ok or the timeout.
+func (c *Chaos) until(ctx context.Context, timeout time.Duration, ok func(State, Snapshot) bool) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	t := time.NewTicker(pollEvery)
+	defer t.Stop()
+	for {
+		st, err1 := c.state(ctx)
+		s, err2 := c.stats(ctx)
+		if err1 == nil && err2 == nil && ok(st, s) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			if err := errors.Join(err1, err2); err != nil {
+				return fmt.Errorf("%w (last: %v)", ctx.Err(), err)
+			}
+			return fmt.Errorf("not within %v", timeout)
+		case <-t.C:
+		}
+	}
+}
+
+// window measures group's requests (all groups when "") over Window.
+func (c *Chaos) window(ctx context.Context, group string) (Counts, error) {
+	pick := func(s Snapshot) Counts {
+		if group == "" {
+			return s.All
+		}
+		return s.Groups[group]
+	}
+	s1, err := c.stats(ctx)
+	if err != nil {
+		return Counts{}, err
+	}
+	if err := sleepCtx(ctx, c.cfg.Window); err != nil {
+		return Counts{}, err
+	}
+	s2, err := c.stats(ctx)
+	if err != nil {
+		return Counts{}, err
+	}
+	return pick(s2).Sub(pick(s1)), nil
+}
+
+func signal(pid int, sig syscall.Signal) error {
+	if pid <= 0 {
+		return fmt.Errorf("no process to signal (pid %d)", pid)
+	}
+	return syscall.Kill(pid, sig)
+}
+
+// failoverOn says whether the group's devices run failover at all.
+func failoverOn(s Snapshot, group string) bool { return s.InState(group, "OFF") == 0 }
+
+// reachState waits until reactShare of group is in state; it returns how
+// long that took, or false when failover is off (nothing to wait for).
+func (c *Chaos) reachState(ctx context.Context, group, state string, timeout time.Duration) (time.Duration, bool, error) {
+	start := time.Now()
+	var n int
+	err := c.until(ctx, timeout, func(_ State, s Snapshot) bool {
+		n = s.GroupSize(group)
+		return !failoverOn(s, group) || float64(s.InState(group, state)) >= reactShare*float64(n)
+	})
+	if err != nil {
+		return time.Since(start), true, fmt.Errorf("%s devices did not reach %s: %w", group, state, err)
+	}
+	s, err := c.stats(ctx)
+	if err != nil {
+		return 0, true, err
+	}
+	return time.Since(start), failoverOn(s, group), nil
+}
+
+func runClusterKill(ctx context.Context, c *Chaos, r *Result) error {
+	st, err := c.state(ctx)
+	if err != nil {
+		return err
+	}
+	pid := st.Backends["a1"].Pid
+	r.Mechanism = fmt.Sprintf("SIGKILL of cluster a1's backend process (pid %d, backends %s)", pid, strings.Join(st.Backends["a1"].Addrs, ","))
+	s1, err := c.stats(ctx)
+	if err != nil {
+		return err
+	}
+	g1 := readGateway(ctx, st.Gateways["a"].Admin)
+	fmt.Fprintf(c.out, "chaos: cluster-kill: SIGKILL pid %d\n", pid)
+	if err := signal(pid, syscall.SIGKILL); err != nil {
+		return err
+	}
+	cnt, err := c.window(ctx, "a")
+	if err != nil {
+		return err
+	}
+	s2, err := c.stats(ctx)
+	if err != nil {
+		return err
+	}
+	r.Success = cnt.Success()
+	moved := s2.Clusters["a2"] - s1.Clusters["a2"]
+	r.measure("%.2f%% success (%d of %d, %d shed) for site a's clients over %v after the kill", 100*r.Success, cnt.OK, cnt.OK+cnt.Fail, cnt.Shed, c.cfg.Window)
+	r.measure("cluster a2 served %d answers in that time", moved)
+	if why := reasonsDelta(s1, s2); why != "" {
+		r.measure("not ok: %s", why)
+	}
+	g2 := readGateway(ctx, st.Gateways["a"].Admin)
+	r.measure("gateway a: %.0f retries", g2.retries-g1.retries)
+	for _, k := range sortedKeys(g2.giveups) {
+		if n := g2.giveups[k] - g1.giveups[k]; n > 0 {
+			r.measure("%.0f requests not retried (%s)", n, k)
+		}
+	}
+	r.Pass = r.Success >= 0.999 && cnt.OK > 0 && moved > 0
+	return nil
+}
+
+// runFrozenOrKilled is the blackhole and the gateway kill: the fault on
+// site a's gateway, BACKUP, the window, the end of the fault, PRIMARY.
+func runFrozenOrKilled(ctx context.Context, c *Chaos, r *Result, kill bool) error {
+	st, err := c.state(ctx)
+	if err != nil {
+		return err
+	}
+	gw := st.Gateways["a"]
+	pid := gw.Pid
+	before, err := c.stats(ctx)
+	if err != nil {
+		return err
+	}
+	n := before.GroupSize("a")
+	if n == 0 {
+		return errors.New("no device on site a")
+	}
+	if kill {
+		r.Mechanism = fmt.Sprintf("SIGKILL of site a's gateway (pid %d, %s); veer up restarts it after restart_after", pid, strings.Join(gw.Addrs, ","))
+		fmt.Fprintf(c.out, "chaos: gateway-kill: SIGKILL pid %d\n", pid)
+		if err := signal(pid, syscall.SIGKILL); err != nil {
+			return err
+		}
+	} else {
+		r.Mechanism = fmt.Sprintf("SIGSTOP of site a's gateway (pid %d, %s): handshakes complete in the kernel's backlog, no byte comes back (no nftables here: a userspace blackhole)", pid, strings.Join(gw.Addrs, ","))
+		fmt.Fprintf(c.out, "chaos: primary-blackhole: SIGSTOP pid %d\n", pid)
+		if err := signal(pid, syscall.SIGSTOP); err != nil {
+			return err
+		}
+		defer signal(pid, syscall.SIGCONT) //nolint:errcheck // also on an early return
+	}
+	took, on, err := c.reachState(ctx, "a", "backup", c.cfg.Detect)
+	if err != nil {
+		return err
+	}
+	if on {
+		r.measure("%d of site a's devices in BACKUP %.1fs after the fault", n, took.Seconds())
+	} else {
+		r.measure("failover off: measuring from the fault")
+	}
+	// requests in flight at detection were sent to the faulty primary;
+	// the window starts when they have ended (one request timeout)
+	if on {
+		if err := sleepCtx(ctx, before.RequestTimeout); err != nil {
+			return err
+		}
+	}
+	w1, err := c.stats(ctx)
+	if err != nil {
+		return err
+	}
+	cnt, err := c.window(ctx, "a")
+	if err != nil {
+		return err
+	}
+	w2, err := c.stats(ctx)
+	if err != nil {
+		return err
+	}
+	r.Success = cnt.Success()
+	r.measure("%.2f%% success (%d of %d, %d shed) over %v from one request timeout (%v) after detection", 100*r.Success, cnt.OK, cnt.OK+cnt.Fail, cnt.Shed, c.cfg.Window, before.RequestTimeout)
+	if why := reasonsDelta(w1, w2); why != "" {
+		r.measure("not ok: %s", why)
+	}
+	end := time.Now()
+	if !kill {
+		if err := signal(pid, syscall.SIGCONT); err != nil {
+			return err
+		}
+	}
+	back := !on
+	if on {
+		if err := c.until(ctx, c.cfg.Recover, func(st State, s Snapshot) bool {
+			return st.Gateways["a"].Pid != 0 && float64(s.InState("a", "primary")) >= reactShare*float64(n)
+		}); err != nil {
+			r.measure("not back on primary within %v of the fault's end", c.cfg.Recover)
+		} else {
+			back = true
+			r.measure("back on primary %.1fs after the fault ended", time.Since(end).Seconds())
+		}
+	}
+	r.Pass = on && back && r.Success >= 0.99 && cnt.OK > 0
+	return nil
+}
+
+func runBlackhole(ctx context.Context, c *Chaos, r *Result) error {
+	return runFrozenOrKilled(ctx, c, r, false)
+}
+
+func runGatewayKill(ctx context.Context, c *Chaos, r *Result) error {
+	return runFrozenOrKilled(ctx, c, r, true)
+}
+
+// reasonsDelta lists the shed and failed requests between two readings.
+func reasonsDelta(a, b Snapshot) string {
+	var parts []string
+	for _, k := range sortedKeys(b.Reasons) {
+		if n := b.Reasons[k] - a.Reasons[k]; n > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", n, k))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
