@@ -346,17 +346,17 @@ func runFrozenOrKilled(ctx context.Context, c *Chaos, r *Result, kill bool) erro
 	if err != nil {
 		return err
 	}
+	after := "after detection"
 	if on {
-		r.measure("%d of site a's devices in BACKUP %.1fs after the fault", n, took.Seconds())
+		r.measure("all %d of site a's devices in BACKUP %.1fs after the fault", n, took.Seconds())
 	} else {
-		r.measure("failover off: measuring from the fault")
+		after = "after the fault"
+		r.measure("failover off: nothing to detect")
 	}
 	// requests in flight at detection were sent to the faulty primary;
 	// the window starts when they have ended (one request timeout)
-	if on {
-		if err := sleepCtx(ctx, before.RequestTimeout); err != nil {
-			return err
-		}
+	if err := sleepCtx(ctx, before.RequestTimeout); err != nil {
+		return err
 	}
 	w1, err := c.stats(ctx)
 	if err != nil {
@@ -371,7 +371,7 @@ func runFrozenOrKilled(ctx context.Context, c *Chaos, r *Result, kill bool) erro
 		return err
 	}
 	r.Success = cnt.Success()
-	r.measure("%.2f%% success (%d of %d, %d shed) over %v from one request timeout (%v) after detection", 100*r.Success, cnt.OK, cnt.OK+cnt.Fail, cnt.Shed, c.cfg.Window, before.RequestTimeout)
+	r.measure("%.2f%% success (%d of %d, %d shed) over %v from one request timeout (%v) %s", 100*r.Success, cnt.OK, cnt.OK+cnt.Fail, cnt.Shed, c.cfg.Window, before.RequestTimeout, after)
 	if why := reasonsDelta(w1, w2); why != "" {
 		r.measure("not ok: %s", why)
 	}
@@ -380,6 +380,15 @@ func runFrozenOrKilled(ctx context.Context, c *Chaos, r *Result, kill bool) erro
 		if err := signal(pid, syscall.SIGCONT); err != nil {
 			return err
 		}
+	} else if on {
+		// the fault ends when veer up has restarted the gateway
+		if err := c.until(ctx, c.cfg.Recover, func(st State, _ Snapshot) bool {
+			p := st.Gateways["a"].Pid
+			return p != 0 && p != pid
+		}); err != nil {
+			return fmt.Errorf("gateway a not restarted: %w", err)
+		}
+		end = time.Now()
 	}
 	back := !on
 	if on {
@@ -389,7 +398,7 @@ func runFrozenOrKilled(ctx context.Context, c *Chaos, r *Result, kill bool) erro
 			r.measure("not back on primary within %v of the fault's end", c.cfg.Recover)
 		} else {
 			back = true
-			r.measure("back on primary %.1fs after the fault ended", time.Since(end).Seconds())
+			r.measure("back on primary %.1fs after the fault ended (%s)", time.Since(end).Seconds(), map[bool]string{true: "gateway restarted", false: "SIGCONT"}[kill])
 		}
 	}
 	r.Pass = on && back && r.Success >= 0.99 && cnt.OK > 0

@@ -28,6 +28,11 @@ import (
 const mainEnv = "VEER_TEST_MAIN_ARGS"
 
 func TestMain(m *testing.M) {
+	if os.Getenv(envChild) != "" { // a child process of veer up (up_test.go)
+		os.Args[0] = "veer"
+		main()
+		os.Exit(0)
+	}
 	if args := os.Getenv(mainEnv); args != "" {
 		os.Args = append([]string{"veer"}, strings.Fields(args)...)
 		main()

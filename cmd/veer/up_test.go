@@ -1,0 +1,205 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/veerhq/veer/up"
+)
+
+// upChild runs the test binary as `veer up ARGS` (TestMain turns it into
+// veer when envChild is set; the children it starts inherit that).
+func upChild(t *testing.T, tmp string, args ...string) (*exec.Cmd, <-chan string) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], append([]string{"up"}, args...)...)
+	cmd.Env = append(os.Environ(), envChild+"=1", "TMPDIR="+tmp)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	lines := make(chan string, 4096)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	return cmd, lines
+}
+
+// waitLine returns the first line matching re, failing after d.
+func waitLine(t *testing.T, lines <-chan string, re *regexp.Regexp, d time.Duration) []string {
+	t.Helper()
+	deadline := time.NewTimer(d)
+	defer deadline.Stop()
+	for {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				t.Fatalf("veer up exited before printing %v", re)
+			}
+			if m := re.FindStringSubmatch(l); m != nil {
+				return m
+			}
+		case <-deadline.C:
+			t.Fatalf("no line matching %v within %v", re, d)
+		}
+	}
+}
+
+// `veer up` as a process: steady traffic within 10 s of start; SIGINT
+// stops it with no child process, open port or temporary directory left.
+func TestUpServesThenStopsCleanlyOnSIGINT(t *testing.T) {
+	tmp := t.TempDir()
+	start := time.Now()
+	cmd, lines := upChild(t, tmp, "--devices", "6", "--every", "1s")
+	m := waitLine(t, lines, regexp.MustCompile(`^veer up: started in .*; data (\S+) \(state (\S+)\)`), 30*time.Second)
+	dataDir, statePath := m[1], m[2]
+	if !strings.HasPrefix(dataDir, tmp) {
+		t.Fatalf("data dir %s not under TMPDIR %s", dataDir, tmp)
+	}
+	// a frame whose interval had requests, all of them successful
+	waitLine(t, lines, regexp.MustCompile(`^veer up .* devices 6 +[1-9][0-9]* req/s +success 100\.00%`), 10*time.Second-time.Since(start)+2*time.Second)
+	if d := time.Since(start); d > 12*time.Second { // 10 s plus the test binary's start
+		t.Fatalf("steady traffic %v after start", d)
+	}
+	raw, err := os.ReadFile(statePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st up.State
+	if err := json.Unmarshal(raw, &st); err != nil {
+		t.Fatal(err)
+	}
+	var pids []int
+	addrs := []string{st.API, st.Control, st.Admin, st.DNS}
+	for _, p := range st.Gateways {
+		pids = append(pids, p.Pid)
+		addrs = append(addrs, append(p.Addrs, p.Admin)...)
+	}
+	for _, p := range st.Backends {
+		pids = append(pids, p.Pid)
+		addrs = append(addrs, p.Addrs...)
+	}
+	if len(pids) != 5 {
+		t.Fatalf("state names %d child processes, want 5 (2 gateways, 3 clusters): %+v", len(pids), st)
+	}
+	for _, pid := range pids {
+		if pid <= 0 || syscall.Kill(pid, 0) != nil {
+			t.Fatalf("child pid %d not running", pid)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(tmp, "veer-up.current")); err != nil {
+		t.Fatalf("no pointer file for veer chaos: %v", err)
+	}
+
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	waited := make(chan error, 1)
+	go func() { waited <- cmd.Wait() }()
+	select {
+	case err := <-waited:
+		if err != nil {
+			t.Fatalf("veer up exited with %v after SIGINT", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("veer up still running 30 s after SIGINT")
+	}
+	for _, pid := range pids {
+		if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+			t.Errorf("child pid %d still exists after veer up stopped (kill 0: %v)", pid, err)
+		}
+	}
+	for _, a := range addrs {
+		if c, err := net.DialTimeout("tcp", a, time.Second); err == nil {
+			c.Close()
+			t.Errorf("%s still accepts after veer up stopped", a)
+		}
+	}
+	if _, err := os.Stat(dataDir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("temporary data dir %s left behind (%v)", dataDir, err)
+	}
+	if _, err := os.Stat(filepath.Join(tmp, "veer-up.current")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("pointer file left behind (%v)", err)
+	}
+}
+
+// startSystem runs a veer up in this process whose children are this
+// test binary acting as veer.
+func startSystem(t *testing.T, cfg up.Config) *up.System {
+	t.Helper()
+	sys, err := up.New(cfg, up.Options{Exe: os.Args[0], ChildEnv: []string{envChild + "=1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := sys.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := sys.Close(); err != nil {
+			t.Errorf("close: %v", err)
+		}
+	})
+	return sys
+}
+
+var testChaos = up.ChaosConfig{Window: 4 * time.Second, Detect: 30 * time.Second, Recover: 45 * time.Second}
+
+// The three first scenarios end to end against a real veer up: each PASSes.
+func TestChaosScenariosPass(t *testing.T) {
+	sys := startSystem(t, up.Config{Devices: 20, RestartAfter: 6 * time.Second})
+	c := up.NewChaos(sys.State().API, testChaos, testWriter{t})
+	for _, sc := range up.Scenarios() {
+		r := c.Run(t.Context(), sc)
+		t.Log(r.String())
+		if !r.Pass {
+			t.Errorf("%s: FAIL with its protection on", sc.Name)
+		}
+	}
+}
+
+// Each scenario FAILs when the protection it checks is switched off
+// (failover off for the gateway faults, cross-cluster retry off for the
+// cluster kill), so that its PASS means something.
+func TestChaosScenariosFailWithProtectionOff(t *testing.T) {
+	sys := startSystem(t, up.Config{Devices: 20, RestartAfter: 6 * time.Second,
+		Failover: up.FailoverConfig{Disabled: true}, Gateway: up.GatewayConfig{RetryDisabled: true}})
+	c := up.NewChaos(sys.State().API, testChaos, testWriter{t})
+	for _, sc := range up.Scenarios() {
+		r := c.Run(t.Context(), sc)
+		t.Log(r.String())
+		if r.Pass {
+			t.Errorf("%s: PASS with its protection off", sc.Name)
+		}
+		if r.Err != "" {
+			t.Errorf("%s: did not judge: %s", sc.Name, r.Err)
+		}
+	}
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
