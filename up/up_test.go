@@ -187,3 +187,34 @@ func TestScenarios(t *testing.T) {
 		t.Fatalf("reasonsDelta %q", got)
 	}
 }
+
+func TestProcUsageOfSelf(t *testing.T) {
+	u, err := procUsage(os.Getpid())
+	if err != nil {
+		t.Fatalf("veer up reads /proc (Linux): %v", err)
+	}
+	if u.rss <= 0 || u.cpu < 0 {
+		t.Fatalf("usage %+v", u)
+	}
+}
+
+func FuzzProcStatFields(f *testing.F) {
+	f.Add([]byte("1 (veer) S 0 0 0 0 -1 0 0 0 0 0 12 3 0 0 20 0 1 0 1 1000 250 0"))
+	f.Add([]byte("7 (a (b) c) R 1 1 1 0 -1 4194560 100 0 0 0 5 6 0 0 20 0 8 0 42 7000 99"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		_, _ = parseStat(string(data)) // must not panic
+
+	})
+}
+
+func TestParseStat(t *testing.T) {
+	u, err := parseStat("7 (a (b) c) R 1 1 1 0 -1 4194560 100 0 0 0 5 6 0 0 20 0 8 0 42 7000 99")
+	if err != nil || u.cpu != 110*time.Millisecond || u.rss != 99*int64(os.Getpagesize()) {
+		t.Fatalf("%+v %v", u, err)
+	}
+	for _, bad := range []string{"", "1 veer S", "1 (x) S 1 2", "1 (x) S 0 0 0 0 -1 0 0 0 0 0 x 3 0 0 20 0 1 0 1 1000 250"} {
+		if _, err := parseStat(bad); err == nil {
+			t.Errorf("%q: want an error", bad)
+		}
+	}
+}

@@ -163,6 +163,7 @@ func (s *System) Watch(ctx context.Context, w io.Writer, tty bool, every time.Du
 	t := time.NewTicker(every)
 	defer t.Stop()
 	prev := s.Stats()
+	pu, pt := s.systemUsage(), time.Now()
 	for {
 		select {
 		case <-ctx.Done():
@@ -170,8 +171,10 @@ func (s *System) Watch(ctx context.Context, w io.Writer, tty bool, every time.Du
 		case <-t.C:
 		}
 		cur := s.Stats()
-		frame := s.Render(ctx, cur, prev)
-		prev = cur
+		u, now := s.systemUsage(), time.Now()
+		frame := s.Render(ctx, cur, prev) + fmt.Sprintf("  system:        CPU %.0f%% of one core, RSS %.0f MiB (veer up and its %d children)\n",
+			100*float64(u.cpu-pu.cpu)/float64(now.Sub(pt)), float64(u.rss)/(1<<20), len(s.children))
+		prev, pu, pt = cur, u, now
 		if tty {
 			fmt.Fprint(w, "\x1b[H\x1b[2J"+frame)
 		} else {

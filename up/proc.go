@@ -1,0 +1,72 @@
+package up
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// usage is the CPU time and resident memory of a set of processes, read
+// from /proc (Linux); zero elsewhere.
+type usage struct {
+	cpu time.Duration // user + system
+	rss int64         // bytes
+}
+
+// userHZ is the unit of /proc/PID/stat's times (USER_HZ, 100 on Linux).
+const userHZ = 100
+
+func procUsage(pid int) (usage, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return usage{}, err
+	}
+	u, err := parseStat(string(b))
+	if err != nil {
+		return usage{}, fmt.Errorf("/proc/%d/stat: %w", pid, err)
+	}
+	return u, nil
+}
+
+// parseStat reads utime, stime and rss from a /proc/PID/stat line.
+func parseStat(s string) (usage, error) {
+	// the command may hold spaces and parentheses: fields start after the
+	// last ')'
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return usage{}, errors.New("no ')'")
+	}
+	f := strings.Fields(s[i+1:])
+	// f[0] is field 3 (state); utime is field 14, stime 15, rss 24
+	if len(f) < 22 {
+		return usage{}, fmt.Errorf("%d fields", len(f)+2)
+	}
+	ut, err1 := strconv.ParseInt(f[11], 10, 64)
+	st, err2 := strconv.ParseInt(f[12], 10, 64)
+	rss, err3 := strconv.ParseInt(f[21], 10, 64)
+	if err1 != nil || err2 != nil || err3 != nil {
+		return usage{}, errors.New("bad numbers")
+	}
+	return usage{cpu: time.Duration(ut+st) * time.Second / userHZ, rss: rss * int64(os.Getpagesize())}, nil
+}
+
+// systemUsage sums this process and the running children.
+func (s *System) systemUsage() usage {
+	var total usage
+	pids := []int{os.Getpid()}
+	for _, c := range s.children {
+		if p := c.Pid(); p > 0 {
+			pids = append(pids, p)
+		}
+	}
+	for _, p := range pids {
+		if u, err := procUsage(p); err == nil {
+			total.cpu += u.cpu
+			total.rss += u.rss
+		}
+	}
+	return total
+}
