@@ -14,6 +14,7 @@ import (
 type usage struct {
 	cpu time.Duration // user + system
 	rss int64         // bytes
+	pss int64         // proportional set size: shared pages split between their users
 }
 
 // userHZ is the unit of /proc/PID/stat's times (USER_HZ, 100 on Linux).
@@ -28,7 +29,26 @@ func procUsage(pid int) (usage, error) {
 	if err != nil {
 		return usage{}, fmt.Errorf("/proc/%d/stat: %w", pid, err)
 	}
+	if r, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps_rollup", pid)); err == nil {
+		u.pss = parsePss(string(r))
+	}
 	return u, nil
+}
+
+// parsePss reads the "Pss:" line (kB) of /proc/PID/smaps_rollup; 0 when
+// absent.
+func parsePss(s string) int64 {
+	for line := range strings.Lines(s) {
+		if rest, ok := strings.CutPrefix(line, "Pss:"); ok {
+			f := strings.Fields(rest)
+			if len(f) > 0 {
+				if kb, err := strconv.ParseInt(f[0], 10, 64); err == nil && kb >= 0 {
+					return kb << 10
+				}
+			}
+		}
+	}
+	return 0
 }
 
 // parseStat reads utime, stime and rss from a /proc/PID/stat line.
@@ -66,6 +86,7 @@ func (s *System) systemUsage() usage {
 		if u, err := procUsage(p); err == nil {
 			total.cpu += u.cpu
 			total.rss += u.rss
+			total.pss += u.pss
 		}
 	}
 	return total

@@ -218,3 +218,14 @@ func TestParseStat(t *testing.T) {
 		}
 	}
 }
+
+func TestParsePss(t *testing.T) {
+	if got := parsePss("Rss:  100 kB\nPss:   42 kB\nShared_Clean: 1 kB\n"); got != 42<<10 {
+		t.Fatalf("pss %d", got)
+	}
+	for _, bad := range []string{"", "Pss:", "Pss: x kB", "Pss: -3 kB"} {
+		if got := parsePss(bad); got != 0 {
+			t.Errorf("%q: %d, want 0", bad, got)
+		}
+	}
+}
