@@ -58,3 +58,35 @@ func TestPathOneRelayPerTarget(t *testing.T) {
 		t.Fatalf("Dial after Close: %v, want ErrClosed", err)
 	}
 }
+
+// A relayed connection that both sides closed is forgotten.
+func TestProxyForgetsClosedConnections(t *testing.T) {
+	p, err := New(echo(t), Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	for range 5 {
+		c, err := p.Dial(context.Background(), "tcp", p.Addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Write([]byte("x"))
+		buf := make([]byte, 1)
+		if _, err := io.ReadFull(c, buf); err != nil {
+			t.Fatal(err)
+		}
+		c.Close()
+	}
+	// the relay forgets each pair once both directions have ended
+	for i := range 5 {
+		select {
+		case <-p.forgot:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("pair %d still held 10 s after its client closed (%d open)", i, p.open())
+		}
+	}
+	if n := p.open(); n != 0 {
+		t.Fatalf("%d relayed connections still held", n)
+	}
+}

@@ -52,7 +52,8 @@ type Proxy struct {
 	mu     sync.Mutex
 	rng    *rand.Rand
 	flows  map[string]*net.UDPConn
-	conns  []net.Conn
+	conns  map[net.Conn]struct{} // open relayed connections, both sides
+	forgot chan struct{}         // one token per forgotten pair (tests; never blocks)
 	closed bool
 	wg     sync.WaitGroup
 }
@@ -77,7 +78,7 @@ func New(target string, cfg Config) (*Proxy, error) {
 		return nil, err
 	}
 	p := &Proxy{cfg: cfg, target: target, pc: pc, ln: ln, addr: ln.Addr().String(),
-		rng: rand.New(rand.NewPCG(cfg.Seed, 1)), flows: map[string]*net.UDPConn{}}
+		rng: rand.New(rand.NewPCG(cfg.Seed, 1)), flows: map[string]*net.UDPConn{}, conns: map[net.Conn]struct{}{}, forgot: make(chan struct{}, 64)}
 	p.wg.Add(2)
 	go p.udpLoop()
 	go p.tcpLoop()
@@ -92,13 +93,13 @@ func (p *Proxy) Close() error {
 	p.mu.Lock()
 	p.closed = true
 	flows, conns := p.flows, p.conns
-	p.flows, p.conns = map[string]*net.UDPConn{}, nil
+	p.flows, p.conns = map[string]*net.UDPConn{}, map[net.Conn]struct{}{}
 	p.mu.Unlock()
 	err := errors.Join(p.pc.Close(), p.ln.Close())
 	for _, f := range flows {
 		f.Close()
 	}
-	for _, c := range conns {
+	for c := range conns {
 		c.Close()
 	}
 	p.wg.Wait()
@@ -215,11 +216,29 @@ func (p *Proxy) tcpLoop() {
 			u.Close()
 			return
 		}
-		p.conns = append(p.conns, c, u)
+		p.conns[c], p.conns[u] = struct{}{}, struct{}{}
 		p.mu.Unlock()
-		p.wg.Add(2)
-		go p.pipe(c, u)
-		go p.pipe(u, c)
+		p.wg.Add(1)
+		go func() {
+			// both directions, then forget the pair: a long-lived proxy
+			// (a device of veer up) sees many connections come and go
+			defer p.wg.Done()
+			var both sync.WaitGroup
+			both.Add(2)
+			go func() { defer both.Done(); p.pipe(c, u) }()
+			go func() { defer both.Done(); p.pipe(u, c) }()
+			both.Wait()
+			c.Close()
+			u.Close()
+			p.mu.Lock()
+			delete(p.conns, c)
+			delete(p.conns, u)
+			p.mu.Unlock()
+			select {
+			case p.forgot <- struct{}{}:
+			default:
+			}
+		}()
 	}
 }
 
@@ -231,7 +250,6 @@ type chunk struct {
 // pipe relays src to dst, each chunk OneWay later (RTO later when lost),
 // in order.
 func (p *Proxy) pipe(src, dst net.Conn) {
-	defer p.wg.Done()
 	q := make(chan chunk, 1024)
 	done := make(chan struct{})
 	go func() {
@@ -271,4 +289,11 @@ func (p *Proxy) pipe(src, dst net.Conn) {
 	}
 	close(q)
 	<-done
+}
+
+// open is how many relayed connections (both sides counted) are held.
+func (p *Proxy) open() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.conns)
 }
