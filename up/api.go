@@ -13,8 +13,10 @@ import (
 	"github.com/veerhq/veer/internal/atomicfile"
 )
 
-// The API of a running `veer up` (loopback, read-only): GET /v1/stats (a
-// Snapshot) and GET /v1/state (the State). `veer chaos` reads them.
+// The API of a running `veer up` (loopback): GET /v1/stats (a Snapshot)
+// and GET /v1/state (the State), which `veer chaos` reads; POST
+// /v1/fault/public-dns?mode=hijack|normal and POST /v1/network-changed,
+// which it uses for the faults no signal can make.
 func (s *System) serveAPI() error {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -23,6 +25,26 @@ func (s *System) serveAPI() error {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/stats", func(w http.ResponseWriter, _ *http.Request) { writeJSONResponse(w, s.Stats()) })
 	mux.HandleFunc("GET /v1/state", func(w http.ResponseWriter, _ *http.Request) { writeJSONResponse(w, s.State()) })
+	// faults that have no process to signal: the public resolver turns
+	// hijacker (or back), and the population changes networks
+	mux.HandleFunc("POST /v1/fault/public-dns", func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Query().Get("mode") {
+		case "hijack":
+			s.public.hijack.Store(true)
+		case "normal":
+			s.public.hijack.Store(false)
+		default:
+			http.Error(w, "mode: hijack or normal", http.StatusBadRequest)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	})
+	mux.HandleFunc("POST /v1/network-changed", func(w http.ResponseWriter, _ *http.Request) {
+		for _, d := range s.devices {
+			d.networkChanged()
+		}
+		w.WriteHeader(http.StatusNoContent)
+	})
 	s.api = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = s.api.Serve(ln) }()
 	s.mu.Lock()

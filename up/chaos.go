@@ -96,6 +96,8 @@ func Scenarios() []Scenario {
 			Promise: ">= 99.9% of requests succeed through the kill (cross-cluster retry to a2)", run: runClusterKill},
 		{Name: "primary-blackhole", Seed: "000", Fault: "site a's gateway frozen (SIGSTOP): connections complete in the kernel, nothing answers",
 			Promise: "site a's clients reach BACKUP, >= 99% success after detection, back to primary after recovery", run: runBlackhole},
+		{Name: "dns-outage", Seed: "002", Fault: "SIGKILL of the private DNS process, the public resolver hijacking every name, then every device changes network",
+			Promise: ">= 99% of requests succeed (the last-mile chain refuses hijacked answers and serves the last good one stale)", run: runDNSOutage},
 		{Name: "gateway-kill", Seed: "000", Fault: "SIGKILL of site a's gateway mid-load (restarted by veer up after restart_after)",
 			Promise: "site a's clients fail over to BACKUP, >= 99% success after detection, back to primary once it returns", run: runGatewayKill},
 	}
@@ -182,6 +184,9 @@ func (c *Chaos) settle(ctx context.Context) error {
 			if p.Pid == 0 {
 				return false
 			}
+		}
+		if st.DNSPid == 0 {
+			return false
 		}
 		for k, n := range s.States {
 			if n > 0 && !strings.HasSuffix(k, "/primary") && !strings.HasSuffix(k, "/OFF") {
@@ -433,4 +438,73 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 	case <-t.C:
 		return nil
 	}
+}
+
+func (c *Chaos) post(ctx context.Context, path string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+c.api+path, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := c.client.Do(req)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("POST %s: %s", path, resp.Status)
+	}
+	return nil
+}
+
+// dnsTTL is the longest TTL the devices cache an access domain's answer
+// for (the private DNS's 10 s, lastmile's system_ttl 10 s).
+const dnsTTL = 10 * time.Second
+
+func runDNSOutage(ctx context.Context, c *Chaos, r *Result) error {
+	st, err := c.state(ctx)
+	if err != nil {
+		return err
+	}
+	pid := st.DNSPid
+	r.Mechanism = fmt.Sprintf("SIGKILL of the private DNS process (pid %d, %s); the public resolver (%s) answers %s for every name (veer up's API); after one DNS TTL (%v) every device changes network (POST /v1/network-changed: routes and connections dropped), so each re-runs the chain with its cache expired",
+		pid, st.DNS, st.Public, hijackAddr, dnsTTL)
+	fmt.Fprintf(c.out, "chaos: dns-outage: SIGKILL pid %d, public resolver hijacking\n", pid)
+	if err := signal(pid, syscall.SIGKILL); err != nil {
+		return err
+	}
+	if err := c.post(ctx, "/v1/fault/public-dns?mode=hijack"); err != nil {
+		return err
+	}
+	defer c.post(context.WithoutCancel(ctx), "/v1/fault/public-dns?mode=normal") //nolint:errcheck // also on an early return
+	if err := sleepCtx(ctx, dnsTTL+time.Second); err != nil {
+		return err
+	}
+	if err := c.post(ctx, "/v1/network-changed"); err != nil {
+		return err
+	}
+	w1, err := c.stats(ctx)
+	if err != nil {
+		return err
+	}
+	cnt, err := c.window(ctx, "")
+	if err != nil {
+		return err
+	}
+	w2, err := c.stats(ctx)
+	if err != nil {
+		return err
+	}
+	r.Success = cnt.Success()
+	r.measure("%.2f%% success (%d of %d, %d shed) of all devices over %v from the network change", 100*r.Success, cnt.OK, cnt.OK+cnt.Fail, cnt.Shed, c.cfg.Window)
+	if why := reasonsDelta(w1, w2); why != "" {
+		r.measure("not ok: %s", why)
+	}
+	if err := c.post(ctx, "/v1/fault/public-dns?mode=normal"); err != nil {
+		return err
+	}
+	if err := c.until(ctx, c.cfg.Recover, func(st State, _ Snapshot) bool { return st.DNSPid != 0 && st.DNSPid != pid }); err != nil {
+		r.measure("private DNS not restarted within %v", c.cfg.Recover)
+	}
+	r.Pass = r.Success >= 0.99 && cnt.OK > 0
+	return nil
 }

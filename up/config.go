@@ -39,6 +39,9 @@ const (
 	// docs/chaos.md: with the gateway's 2s x 3 it runs out).
 	DefaultHealthInterval = 500 * time.Millisecond
 	DefaultHealthFall     = 2
+	// DefaultDNSTimeout bounds one step of a device's resolver chain
+	// (loopback DNS answers in microseconds; a dead one costs this).
+	DefaultDNSTimeout = 500 * time.Millisecond
 	// DefaultZone is the zone of the access domains.
 	DefaultZone = "veer.test"
 )
@@ -69,6 +72,8 @@ type Config struct {
 	Backend BackendConfig `yaml:"backend" json:"backend"`
 	// Failover is the demo app's failover setting.
 	Failover FailoverConfig `yaml:"failover" json:"failover"`
+	// LastMile is the devices' last-mile chain.
+	LastMile LastMileConfig `yaml:"lastmile" json:"lastmile"`
 	// Gateway switches gateway protections off (for chaos's FAIL tests).
 	Gateway GatewayConfig `yaml:"gateway" json:"gateway"`
 }
@@ -94,6 +99,15 @@ type FailoverConfig struct {
 	RecoveryTimeoutStep time.Duration `yaml:"recovery_timeout_step" json:"recovery_timeout_step"`
 }
 
+// LastMileConfig is the devices' resolver chain.
+type LastMileConfig struct {
+	// DNSTimeout bounds one resolver step; default DefaultDNSTimeout.
+	DNSTimeout time.Duration `yaml:"dns_timeout" json:"dns_timeout"`
+	// Unprotected: no hijack check (expected ranges) and no serve-stale.
+	// For chaos's FAIL-when-off tests.
+	Unprotected bool `yaml:"unprotected" json:"unprotected"`
+}
+
 // GatewayConfig switches gateway features off.
 type GatewayConfig struct {
 	// RetryDisabled: one attempt per request (retry.disabled).
@@ -114,6 +128,7 @@ func (c Config) withDefaults() Config {
 	c.Zone = cmp.Or(c.Zone, DefaultZone)
 	c.Backend.CPU = cmp.Or(c.Backend.CPU, DefaultBackendCPU)
 	c.Backend.Latency = cmp.Or(c.Backend.Latency, DefaultBackendLatency)
+	c.LastMile.DNSTimeout = cmp.Or(c.LastMile.DNSTimeout, DefaultDNSTimeout)
 	c.Gateway.HealthInterval = cmp.Or(c.Gateway.HealthInterval, DefaultHealthInterval)
 	c.Gateway.HealthFall = cmp.Or(c.Gateway.HealthFall, DefaultHealthFall)
 	c.Failover.RecoveryTimeout = cmp.Or(c.Failover.RecoveryTimeout, DefaultRecoveryTimeout)
@@ -140,6 +155,7 @@ func (c *Config) Validate() error {
 	check(c.Backend.Latency < 0 || c.Backend.Latency > 10*time.Second, "backend.latency", "must be 0..10s")
 	check(c.Failover.RecoveryTimeout < 0, "failover.recovery_timeout", "must not be negative")
 	check(c.Failover.RecoveryTimeoutStep < 0, "failover.recovery_timeout_step", "must not be negative")
+	check(c.LastMile.DNSTimeout < 0, "lastmile.dns_timeout", "must not be negative")
 	check(c.Gateway.HealthInterval < 0, "gateway.health_interval", "must not be negative")
 	check(c.Gateway.HealthFall < 0, "gateway.health_fall", "must not be negative")
 	return errors.Join(errs...)

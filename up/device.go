@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -42,6 +43,7 @@ type deviceEnv struct {
 	cfg        Config
 	roots      *x509.CertPool
 	dnsAddr    string
+	publicDNS  string
 	gwPort     int
 	routeURL   string
 	publicKey  string
@@ -63,15 +65,35 @@ func newDevice(ctx context.Context, env *deviceEnv, i int) (*device, error) {
 		d.path.Close()
 		return nil, err
 	}
+	public, err := d.path.Via(env.publicDNS)
+	if err != nil {
+		d.path.Close()
+		return nil, err
+	}
+	dcfg := lastmile.DNSConfig{
+		// seed 002: the public resolver first, then the private DNS (UDP,
+		// then UDP and TCP raced); answers for the zone outside the
+		// gateways' addresses are hijacked; the last good answer serves
+		// stale when every source fails
+		Order:          []lastmile.ResolverStep{lastmile.StepSystem, lastmile.StepPrivateUDP, lastmile.StepPrivateRace},
+		PrivateServers: []string{dns},
+		Timeout:        cfg.LastMile.DNSTimeout,
+		SystemTTL:      10 * time.Second,
+		Expected:       map[string][]string{cfg.Zone: {"127.0.0.0/30"}}, // 127.0.0.1-3: control, site a, site b
+	}
+	if cfg.LastMile.Unprotected {
+		dcfg.Expected, dcfg.MaxStale = nil, -1
+	}
 	lm, err := lastmile.New(lastmile.Config{
 		Steps: []lastmile.RouteStep{lastmile.StepDirect},
 		Port:  env.gwPort,
-		DNS: lastmile.DNSConfig{
-			Order:          []lastmile.ResolverStep{lastmile.StepPrivateUDP, lastmile.StepPrivateRace},
-			PrivateServers: []string{dns},
-		},
-		Race: lastmile.RaceConfig{DisableH3: true}, // UDP would bypass the device's netem path
-	}, lastmile.Options{RootCAs: env.roots, DialContext: d.path.Dial, Registerer: env.reg, Logger: env.log})
+		DNS:   dcfg,
+		Race:  lastmile.RaceConfig{DisableH3: true}, // UDP would bypass the device's netem path
+	}, lastmile.Options{RootCAs: env.roots, DialContext: d.path.Dial, Registerer: env.reg, Logger: env.log,
+		SystemResolver: &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
+			var nd net.Dialer
+			return nd.DialContext(ctx, network, public)
+		}}})
 	if err != nil {
 		d.path.Close()
 		return nil, err
@@ -199,4 +221,14 @@ func (d *device) close() {
 		d.lm.Close()
 	}
 	d.path.Close()
+}
+
+// networkChanged tells the SDK the device moved to another network: routes
+// and pooled connections are dropped, the next request runs the chain.
+func (d *device) networkChanged() {
+	if d.ft != nil {
+		d.ft.NetworkChanged()
+		return
+	}
+	d.lm.NetworkChanged()
 }

@@ -21,7 +21,6 @@ import (
 
 	"github.com/veerhq/veer/config"
 	"github.com/veerhq/veer/control"
-	"github.com/veerhq/veer/dnsserver"
 	"github.com/veerhq/veer/dnsserver/dnsstore"
 	"github.com/veerhq/veer/internal/localca"
 	"github.com/veerhq/veer/obs"
@@ -66,6 +65,8 @@ type State struct {
 	Control  string            `json:"control"`
 	Admin    string            `json:"admin"`
 	DNS      string            `json:"dns"`
+	DNSPid   int               `json:"dns_pid"`
+	Public   string            `json:"public_dns"`
 	Port     int               `json:"port"`
 	Token    string            `json:"gateway_admin_token"`
 	Gateways map[string]Proc   `json:"gateways"`
@@ -92,7 +93,8 @@ type System struct {
 	children []*child
 	gateways map[string]*child
 	backends map[string]*child
-	dns      *dnsserver.Server
+	dnsChild *child
+	public   *publicDNS
 	ctrl     *control.Service
 	ctrlDone <-chan error
 	api      *http.Server
@@ -291,24 +293,40 @@ func (s *System) Start(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	dcfg := dnsserver.Config{Listen: dnsAddr, Health: dnsserver.HealthConfig{Interval: time.Second, Timeout: 500 * time.Millisecond}}
 	ps := strconv.Itoa(port)
 	ctrlIP, _, _ := net.SplitHostPort(ctrlAddr)
-	dcfg.Zones = []dnsserver.Zone{{
-		Origin:  zone + ".",
-		Records: []string{"ns1 A 127.0.0.1", "route 30 A " + ctrlIP},
-		Access: []dnsserver.Access{
-			{Name: "a", TTL: 10, Nodes: []dnsserver.Node{{Addr: siteAIP, Check: "tcp://" + siteAIP + ":" + ps}}},
-			{Name: "b", TTL: 10, Nodes: []dnsserver.Node{{Addr: siteBIP, Check: "tcp://" + siteBIP + ":" + ps}}},
-			{Name: "wap", TTL: 10, Nodes: []dnsserver.Node{{Addr: siteAIP, Check: "tcp://" + siteAIP + ":" + ps}, {Addr: siteBIP, Check: "tcp://" + siteBIP + ":" + ps}}},
-		},
-	}}
-	s.dns, err = dnsserver.New(dcfg, dnsserver.Options{Logger: s.log, Registerer: s.reg})
-	if err != nil {
-		return fmt.Errorf("dns: %w", err)
+	ddir := filepath.Join(s.dir, "dns")
+	if err := os.MkdirAll(ddir, 0o700); err != nil {
+		return err
 	}
-	if err := s.dns.Start(); err != nil {
-		return fmt.Errorf("dns: %w", err)
+	dnsPath := filepath.Join(ddir, "dns.yaml")
+	node := func(ip string) string { return fmt.Sprintf("{addr: %s, check: \"tcp://%s:%s\"}", ip, ip, ps) }
+	dnsYAML := fmt.Sprintf(`listen: %q
+health: {interval: 1s, timeout: 500ms}
+zones:
+  - origin: %s.
+    records: ["ns1 A 127.0.0.1", "route 30 A %s"]
+    access:
+      - {name: a, ttl: 10, nodes: [%s]}
+      - {name: b, ttl: 10, nodes: [%s]}
+      - {name: wap, ttl: 10, nodes: [%s, %s]}
+`, dnsAddr, zone, ctrlIP, node(siteAIP), node(siteBIP), node(siteAIP), node(siteBIP))
+	if err := os.WriteFile(dnsPath, []byte(dnsYAML), 0o600); err != nil {
+		return err
+	}
+	s.dnsChild = s.newChild("dns", "dns", "--config", dnsPath, "--log-format", "json")
+	if err := s.dnsChild.start(); err != nil {
+		return err
+	}
+	if err := waitTCP(wctx, dnsAddr); err != nil {
+		return fmt.Errorf("dns: %w (log %s)", err, s.logPath("dns"))
+	}
+	// the devices' public resolver (seed 002's first step), which chaos
+	// can turn into a hijacker
+	s.public, err = startPublicDNS(map[string][]string{
+		dom("a") + ".": {siteAIP}, dom("b") + ".": {siteBIP}, dom("wap") + ".": {siteAIP, siteBIP}, dom("route") + ".": {ctrlIP}})
+	if err != nil {
+		return err
 	}
 	s.state.DNS = dnsAddr
 
@@ -354,7 +372,7 @@ func (s *System) Start(ctx context.Context) (err error) {
 	}
 
 	// the population
-	env := &deviceEnv{cfg: s.cfg, roots: ca.Pool(), dnsAddr: dnsAddr, gwPort: port,
+	env := &deviceEnv{cfg: s.cfg, roots: ca.Pool(), dnsAddr: dnsAddr, publicDNS: s.public.addr, gwPort: port,
 		routeURL:   "https://" + dom("route") + ":" + cport + "/v1/route",
 		publicKey:  control.PublicKeyString(s.ctrl.PublicKey()),
 		defaultDom: dom("wap"), defaultBk: []string{dom("b")},
@@ -483,6 +501,12 @@ func (s *System) State() State {
 		v.Pid = s.backends[k].Pid()
 		st.Backends[k] = v
 	}
+	if s.dnsChild != nil {
+		st.DNSPid = s.dnsChild.Pid()
+	}
+	if s.public != nil {
+		st.Public = s.public.addr
+	}
 	return st
 }
 
@@ -527,8 +551,8 @@ func (s *System) Close() error {
 			errs = append(errs, s.ctrl.Close())
 		}
 	}
-	if s.dns != nil {
-		errs = append(errs, s.dns.Close())
+	if s.public != nil {
+		s.public.close()
 	}
 	var cw sync.WaitGroup
 	for _, c := range s.children {

@@ -139,7 +139,9 @@ func (s *System) Render(ctx context.Context, cur, prev Snapshot) string {
 		}
 		fmt.Fprintf(&b, " retries %.0f, ejections %.0f", v.retries, v.ejections)
 		for _, k := range sortedKeys(v.giveups) {
-			fmt.Fprintf(&b, ", no retry (%s) %.0f", k, v.giveups[k])
+			if v.giveups[k] > 0 {
+				fmt.Fprintf(&b, ", no retry (%s) %.0f", k, v.giveups[k])
+			}
 		}
 		for _, k := range sortedKeys(v.rejected) {
 			fmt.Fprintf(&b, ", %s-rejected %.0f", k, v.rejected[k])

@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/veerhq/veer/config"
 	"github.com/veerhq/veer/obs"
 	"github.com/veerhq/veer/up"
 )
@@ -22,6 +23,7 @@ func newChaosCmd() *cobra.Command {
 		dataDir string
 		cc      up.ChaosConfig
 		devices int
+		cfgFile string
 	)
 	cmd := &cobra.Command{
 		Use:   "chaos",
@@ -64,12 +66,22 @@ scenario fails. docs/chaos.md lists the scenarios.`,
 				}
 				scs = append(scs, s)
 			}
-			return runChaos(cmd.Context(), cmd.OutOrStdout(), dataDir, devices, cc, scs)
+			var cfg up.Config
+			if cfgFile != "" {
+				if err := config.Load(cfgFile, &cfg); err != nil {
+					return err
+				}
+			}
+			if devices > 0 {
+				cfg.Devices = devices
+			}
+			return runChaos(cmd.Context(), cmd.OutOrStdout(), dataDir, cfg, cc, scs)
 		},
 	}
 	f := run.Flags()
 	f.StringVar(&dataDir, "data", "", "data directory of the veer up to break (default: the one running without --data)")
 	f.IntVar(&devices, "devices", 0, "population of the veer up started when none runs")
+	f.StringVar(&cfgFile, "config", "", "config file of the veer up started when none runs (docs/up.md)")
 	f.DurationVar(&cc.Window, "window", 0, "measuring window (default 10s)")
 	f.DurationVar(&cc.Detect, "detect", 0, "longest wait for the clients to react (default 30s)")
 	f.DurationVar(&cc.Recover, "recover", 0, "longest wait for the return after the fault (default 60s)")
@@ -80,7 +92,7 @@ scenario fails. docs/chaos.md lists the scenarios.`,
 // errScenarioFailed makes the exit status 1 after every verdict printed.
 var errScenarioFailed = errors.New("chaos: a scenario failed")
 
-func runChaos(ctx context.Context, out io.Writer, dataDir string, devices int, cc up.ChaosConfig, scs []up.Scenario) error {
+func runChaos(ctx context.Context, out io.Writer, dataDir string, cfg up.Config, cc up.ChaosConfig, scs []up.Scenario) error {
 	dir := dataDir
 	if dir == "" {
 		if b, err := os.ReadFile(upPointer()); err == nil {
@@ -105,7 +117,7 @@ func runChaos(ctx context.Context, out io.Writer, dataDir string, devices int, c
 		if err != nil {
 			return err
 		}
-		sys, err := up.New(up.Config{Devices: devices}, up.Options{Logger: log, ChildEnv: childEnv()})
+		sys, err := up.New(cfg, up.Options{Logger: log, ChildEnv: childEnv()})
 		if err != nil {
 			return err
 		}

@@ -165,8 +165,9 @@ func startSystem(t *testing.T, cfg up.Config) *up.System {
 
 var testChaos = up.ChaosConfig{Window: 4 * time.Second, Detect: 30 * time.Second, Recover: 45 * time.Second}
 
-// The three first scenarios end to end against a real veer up: each PASSes.
+// Every scenario end to end against a real veer up: each PASSes.
 func TestChaosScenariosPass(t *testing.T) {
+	t.Parallel() // beside the FAIL-when-off run: each waits on timers most of the time
 	sys := startSystem(t, up.Config{Devices: 20, RestartAfter: 6 * time.Second})
 	c := up.NewChaos(sys.State().API, testChaos, testWriter{t})
 	for _, sc := range up.Scenarios() {
@@ -180,10 +181,13 @@ func TestChaosScenariosPass(t *testing.T) {
 
 // Each scenario FAILs when the protection it checks is switched off
 // (failover off for the gateway faults, cross-cluster retry off for the
-// cluster kill), so that its PASS means something.
+// cluster kill, the last mile's hijack check and serve-stale off for the
+// DNS outage), so that its PASS means something.
 func TestChaosScenariosFailWithProtectionOff(t *testing.T) {
+	t.Parallel()
 	sys := startSystem(t, up.Config{Devices: 20, RestartAfter: 6 * time.Second,
-		Failover: up.FailoverConfig{Disabled: true}, Gateway: up.GatewayConfig{RetryDisabled: true}})
+		Failover: up.FailoverConfig{Disabled: true}, Gateway: up.GatewayConfig{RetryDisabled: true},
+		LastMile: up.LastMileConfig{Unprotected: true}})
 	c := up.NewChaos(sys.State().API, testChaos, testWriter{t})
 	for _, sc := range up.Scenarios() {
 		r := c.Run(t.Context(), sc)
