@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"path/filepath"
 	"time"
@@ -45,6 +46,8 @@ func (s *System) serveAPI() error {
 		}
 		w.WriteHeader(http.StatusNoContent)
 	})
+	mux.HandleFunc("GET /debug/pprof/", pprof.Index) // heap, goroutine, ... of the veer up process
+	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
 	s.api = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = s.api.Serve(ln) }()
 	s.mu.Lock()

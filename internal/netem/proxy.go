@@ -140,7 +140,7 @@ func (p *Proxy) Dial(ctx context.Context, network, addr string) (net.Conn, error
 
 func (p *Proxy) udpLoop() {
 	defer p.wg.Done()
-	buf := make([]byte, 64<<10)
+	buf := make([]byte, udpBuf)
 	for {
 		n, from, err := p.pc.ReadFrom(buf)
 		if err != nil {
@@ -178,7 +178,7 @@ func (p *Proxy) flow(from net.Addr) *net.UDPConn {
 	p.wg.Add(1)
 	go func() {
 		defer p.wg.Done()
-		buf := make([]byte, 64<<10)
+		buf := make([]byte, udpBuf)
 		for {
 			n, err := up.Read(buf)
 			if errors.Is(err, net.ErrClosed) {
@@ -250,7 +250,7 @@ type chunk struct {
 // pipe relays src to dst, each chunk OneWay later (RTO later when lost),
 // in order.
 func (p *Proxy) pipe(src, dst net.Conn) {
-	q := make(chan chunk, 1024)
+	q := make(chan chunk, 256)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -268,7 +268,7 @@ func (p *Proxy) pipe(src, dst net.Conn) {
 			_ = tc.CloseWrite()
 		}
 	}()
-	buf := make([]byte, 32<<10)
+	buf := make([]byte, tcpBuf)
 	var last time.Time
 	for {
 		n, err := src.Read(buf)
@@ -297,3 +297,11 @@ func (p *Proxy) open() int {
 	defer p.mu.Unlock()
 	return len(p.conns)
 }
+
+// Buffer sizes: a datagram larger than udpBuf is truncated (DNS over UDP
+// is at most 1232 bytes with EDNS0, QUIC packets 1500); a TCP read takes at
+// most tcpBuf. veer up runs two relays per device, so they stay small.
+const (
+	udpBuf = 16 << 10
+	tcpBuf = 16 << 10
+)
