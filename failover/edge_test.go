@@ -198,9 +198,15 @@ func TestGatewayAnswersDecideFailover(t *testing.T) {
 		write func(w http.ResponseWriter)
 		moves bool
 	}{
-		{"every backend refused (502)", func(w http.ResponseWriter) { outcome.WriteHTTP(w, outcome.Of(outcome.ConnectRefused), "upstream connect_refused") }, true},
-		{"every backend frozen (504)", func(w http.ResponseWriter) { outcome.WriteHTTP(w, outcome.Of(outcome.ResponseTimeout), "upstream response_timeout") }, true},
-		{"no healthy cluster (503)", func(w http.ResponseWriter) { outcome.WriteHTTP(w, outcome.Of(outcome.UpstreamUnavailable), "no upstream") }, true},
+		{"every backend refused (502)", func(w http.ResponseWriter) {
+			outcome.WriteHTTP(w, outcome.Of(outcome.ConnectRefused), "upstream connect_refused")
+		}, true},
+		{"every backend frozen (504)", func(w http.ResponseWriter) {
+			outcome.WriteHTTP(w, outcome.Of(outcome.ResponseTimeout), "upstream response_timeout")
+		}, true},
+		{"no healthy cluster (503)", func(w http.ResponseWriter) {
+			outcome.WriteHTTP(w, outcome.Of(outcome.UpstreamUnavailable), "no upstream")
+		}, true},
 		{"shed (503)", func(w http.ResponseWriter) { outcome.WriteHTTP(w, outcome.Of(outcome.Overloaded), "overload") }, false},
 		{"limited (429)", func(w http.ResponseWriter) { outcome.WriteHTTP(w, outcome.Of(outcome.Limited), "limit tenant") }, false},
 		{"the application's 500", func(w http.ResponseWriter) { w.WriteHeader(http.StatusInternalServerError) }, false},

@@ -67,12 +67,12 @@ type Transport struct {
 	inflight []bool // a canary to domain i is in flight
 	// warnedPath[i]: the misconfigured canary path was logged for domain i.
 	warnedPath []atomic.Bool
-	closed   bool
-	pseq     uint64     // sequence of persistence decisions
-	pending  persistJob // the decision of the current policy call
-	ctx      context.Context
-	cancel   context.CancelFunc
-	wg       sync.WaitGroup // canaries, timer callbacks and store writes
+	closed     bool
+	pseq       uint64     // sequence of persistence decisions
+	pending    persistJob // the decision of the current policy call
+	ctx        context.Context
+	cancel     context.CancelFunc
+	wg         sync.WaitGroup // canaries, timer callbacks and store writes
 
 	network string    // the last SetNetwork
 	histGen uint64    // the policy's history generation last taken for the store
