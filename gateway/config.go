@@ -5,10 +5,10 @@ import (
 
 	"github.com/veerhq/veer/breaker"
 	"github.com/veerhq/veer/cache"
-	"github.com/veerhq/veer/slo"
 	"github.com/veerhq/veer/limit"
 	"github.com/veerhq/veer/retry"
 	"github.com/veerhq/veer/shed"
+	"github.com/veerhq/veer/slo"
 )
 
 // Defaults of Config fields, applied by withDefaults to zero fields.
