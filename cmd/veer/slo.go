@@ -50,3 +50,26 @@ VeerSLOBurnTicket (1d/2h at 3x, 3d/6h at 1x). Check it with
 	cmd.Flags().StringVar(&path, "config", "", "gateway config file (YAML)")
 	return cmd
 }
+
+// newDashboardCmd is `veer gateway dashboard`.
+func newDashboardCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "dashboard",
+		Short: "Print a Grafana dashboard (JSON) of the gateway's key paths",
+		Long: `dashboard prints a Grafana dashboard model for veer gateway's metrics: requests
+by route, failures by outcome kind, p99 latency, shed by tier, limited by
+dimension, guard refusals, breaker and ejection states, retries, and the SLO
+burn rate of 'veer gateway slo-rules'. Import it in Grafana and pick the
+Prometheus data source.`,
+		Example: `  veer gateway dashboard > veer-gateway.json`,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			b, err := slo.Dashboard("veer gateway", slo.GatewayPanels)
+			if err != nil {
+				return err
+			}
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "%s\n", b)
+			return err
+		},
+	}
+}
