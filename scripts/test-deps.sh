@@ -21,6 +21,7 @@ declare -A pkgs=(
   [curl]=curl
   [slowhttptest]=slowhttptest
   [systemd-analyze]=systemd
+  [promtool]=prometheus
 )
 for cmd in "${!pkgs[@]}"; do
   command -v "$cmd" >/dev/null 2>&1 || need+=("${pkgs[$cmd]}")
@@ -46,4 +47,4 @@ apt-get update -qq
 apt-get install -y -qq -o DPkg::Lock::Timeout=300 --no-install-recommends "${need[@]}" >/dev/null
 # Tests start their own instances on random loopback ports: stop the ones
 # the packages started.
-for s in nginx haproxy; do service "$s" stop >/dev/null 2>&1 || true; done
+for s in nginx haproxy prometheus; do service "$s" stop >/dev/null 2>&1 || true; done
