@@ -6,20 +6,21 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"runtime"
 	"sync"
 	"time"
 )
 
 // Paths the demo backends serve. /api/trips is the critical core flow,
-// /api/feed a sheddable feature, HealthPath the gateway's active check.
+// /api/feed a sheddable feature, /healthz the gateway's active check. The
+// clients' canaries ask the gateway's own outcome.HealthPath, which the
+// gateway answers itself (issue 27), so the backends need not.
 const (
-	PathTrips      = "/api/trips"
-	PathFeed       = "/api/feed"
-	BackendHealth  = "/healthz"
-	HeaderCluster  = "Veer-Demo-Cluster"
-	headerBackend  = "Veer-Demo-Backend"
-	canaryPathSeed = "/health" // failover's canary path before outcome.HealthPath lands
-	wellKnown      = "/.well-known/veer/health"
+	PathTrips     = "/api/trips"
+	PathFeed      = "/api/feed"
+	BackendHealth = "/healthz"
+	HeaderCluster = "Veer-Demo-Cluster"
+	headerBackend = "Veer-Demo-Backend"
 )
 
 // BackendHandler is a demo backend of cluster: real CPU (a spin) and a
@@ -29,8 +30,6 @@ func BackendHandler(cluster, name string, cfg BackendConfig) http.Handler {
 	mux := http.NewServeMux()
 	ok := func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) }
 	mux.HandleFunc(BackendHealth, ok)
-	mux.HandleFunc(canaryPathSeed, ok)
-	mux.HandleFunc(wellKnown, ok)
 	work := func(cpu, wait time.Duration) http.HandlerFunc {
 		return func(w http.ResponseWriter, r *http.Request) {
 			spin(cpu)
@@ -62,10 +61,8 @@ func spin(d time.Duration) {
 			x = x*6364136223846793005 + 1442695040888963407
 		}
 	}
-	sink = x
+	runtime.KeepAlive(x)
 }
-
-var sink uint64
 
 // ServeBackends serves one cluster's backends, one listener per address,
 // until ctx ends (`veer up backend`, a child process of `veer up`, so that

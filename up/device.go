@@ -116,12 +116,8 @@ func newDevice(ctx context.Context, env *deviceEnv, i int) (*device, error) {
 	d.group = env.sites[res.Primary]
 	next := http.RoundTripper(lm)
 	if !cfg.Failover.Disabled {
-		backups := res.Backups
-		if len(backups) == 0 { // until routing always returns one (issue 27)
-			backups = env.defaultBk
-		}
 		d.ft, err = failover.NewTransport(failover.Config{
-			Primary: res.Primary, Backups: backups,
+			Primary: res.Primary, Backups: res.Backups, // routing always gives one (issue 27)
 			RecoveryTimeout:     cfg.Failover.RecoveryTimeout,
 			RecoveryTimeoutStep: cfg.Failover.RecoveryTimeoutStep,
 			CanaryTimeout:       cfg.RequestTimeout,
@@ -195,7 +191,7 @@ func (d *device) once(ctx context.Context, env *deviceEnv) {
 		cluster = resp.Header.Get(HeaderCluster)
 		o := outcome.Classify(resp, nil)
 		reason = fmt.Sprintf("%d %s", resp.StatusCode, o.Kind)
-		if h := resp.Header.Get("Veer-Outcome"); h != "" {
+		if h := resp.Header.Get(outcome.HeaderOutcome); h != "" {
 			reason += " (Veer-Outcome " + h + ")"
 		}
 		switch {

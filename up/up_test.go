@@ -104,7 +104,7 @@ func TestCounts(t *testing.T) {
 func TestBackendHandler(t *testing.T) {
 	srv := httptest.NewServer(BackendHandler("a1", "a1-1", BackendConfig{CPU: time.Microsecond, Latency: time.Microsecond}))
 	defer srv.Close()
-	for path, want := range map[string]int{PathTrips: 200, PathFeed: 200, BackendHealth: 200, wellKnown: 200, canaryPathSeed: 200, "/nope": 404} {
+	for path, want := range map[string]int{PathTrips: 200, PathFeed: 200, BackendHealth: 200, "/nope": 404} {
 		resp, err := http.Get(srv.URL + path)
 		if err != nil {
 			t.Fatal(err)
