@@ -27,6 +27,10 @@ type ChaosConfig struct {
 	// Settle bounds the wait for a steady system before a scenario;
 	// default DefaultSettle.
 	Settle time.Duration `yaml:"settle" json:"settle"`
+	// WarmUp is the traffic a system must have served before the first
+	// fault (the gateways' retry budgets fill over 10 s); default
+	// DefaultWarmUp.
+	WarmUp time.Duration `yaml:"warm_up" json:"warm_up"`
 }
 
 // Defaults of ChaosConfig.
@@ -35,12 +39,12 @@ const (
 	DefaultDetect  = 30 * time.Second
 	DefaultRecover = 60 * time.Second
 	DefaultSettle  = 60 * time.Second
+	DefaultWarmUp  = 10 * time.Second
 	// reactShare of a group's devices in a state counts as "the clients
 	// moved": all of them, so that "after detection" is after every
 	// device's detection.
 	reactShare = 1.0
 	pollEvery  = 200 * time.Millisecond
-	warmUp     = 10 * time.Second
 )
 
 func (c ChaosConfig) withDefaults() ChaosConfig {
@@ -48,6 +52,7 @@ func (c ChaosConfig) withDefaults() ChaosConfig {
 	c.Detect = cmp.Or(c.Detect, DefaultDetect)
 	c.Recover = cmp.Or(c.Recover, DefaultRecover)
 	c.Settle = cmp.Or(c.Settle, DefaultSettle)
+	c.WarmUp = cmp.Or(c.WarmUp, DefaultWarmUp)
 	return c
 }
 
@@ -196,7 +201,7 @@ func (c *Chaos) settle(ctx context.Context) error {
 		// the gateways' retry budgets (20 % of the last 10 s of
 		// requests) hold enough: a scenario right after the start would
 		// meet a budget of 3 retries
-		return s.Devices > 0 && time.Since(s.Started) >= warmUp
+		return s.Devices > 0 && time.Since(s.Started) >= c.cfg.WarmUp
 	})
 }
 

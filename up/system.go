@@ -103,6 +103,7 @@ type System struct {
 	wg       sync.WaitGroup
 	closed   bool
 	started  time.Time
+	picked   map[int]bool // ports handed out by freeAddr
 }
 
 // New validates cfg; Start runs the system.
@@ -123,7 +124,7 @@ func New(cfg Config, opts Options) (*System, error) {
 		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
 	return &System{cfg: cfg, opts: opts, log: log, stats: newStats(), reg: prometheus.NewRegistry(),
-		gateways: map[string]*child{}, backends: map[string]*child{}}, nil
+		gateways: map[string]*child{}, backends: map[string]*child{}, picked: map[int]bool{}}, nil
 }
 
 // freePort returns a port free on TCP and UDP for every ip.
@@ -163,12 +164,21 @@ func freePort(ips ...string) (int, error) {
 	return 0, errors.New("up: no free port")
 }
 
-func freeAddr() (string, error) {
-	p, err := freePort("127.0.0.1")
-	if err != nil {
-		return "", err
+// freeAddr returns a loopback address free now and not handed out
+// before by this System (the kernel may offer a port again once its probe
+// listener is closed; a child binds it only later).
+func (s *System) freeAddr() (string, error) {
+	for range 100 {
+		p, err := freePort("127.0.0.1")
+		if err != nil {
+			return "", err
+		}
+		if !s.picked[p] {
+			s.picked[p] = true
+			return net.JoinHostPort("127.0.0.1", strconv.Itoa(p)), nil
+		}
 	}
-	return net.JoinHostPort("127.0.0.1", strconv.Itoa(p)), nil
+	return "", errors.New("up: no free port")
 }
 
 // Start brings the system up and returns once the population is
@@ -213,7 +223,7 @@ func (s *System) Start(ctx context.Context) (err error) {
 	for _, c := range clusters {
 		var addrs []string
 		for range 2 {
-			a, err := freeAddr()
+			a, err := s.freeAddr()
 			if err != nil {
 				return err
 			}
@@ -247,7 +257,7 @@ func (s *System) Start(ctx context.Context) (err error) {
 	}{{"a", siteAIP, []string{"a1", "a2"}}, {"b", siteBIP, []string{"b1"}}}
 	gwAddrs := map[string][2]string{}
 	for _, site := range sites {
-		admin, err := freeAddr()
+		admin, err := s.freeAddr()
 		if err != nil {
 			return err
 		}
@@ -285,14 +295,11 @@ func (s *System) Start(ctx context.Context) (err error) {
 	s.mu.Unlock()
 
 	// private DNS, in-process: the access domains, health-checked
-	dnsAddr, err := freeAddr()
+	dnsAddr, err := s.freeAddr()
 	if err != nil {
 		return err
 	}
-	ctrlAddr, err := freeAddr()
-	if err != nil {
-		return err
-	}
+	ctrlAddr := "127.0.0.1:0" // in-process: Run reports the bound port
 	ps := strconv.Itoa(port)
 	ctrlIP, _, _ := net.SplitHostPort(ctrlAddr)
 	ddir := filepath.Join(s.dir, "dns")
@@ -339,10 +346,7 @@ zones:
 	if err := ca.IssueFiles([]string{dom("route"), ctrlIP}, ccert, ckey); err != nil {
 		return err
 	}
-	adminAddr, err := freeAddr()
-	if err != nil {
-		return err
-	}
+	adminAddr := "127.0.0.1:0"
 	s.ctrl, err = control.New(control.Config{DataDir: cdir, Listen: ctrlAddr, AdminListen: adminAddr, CertFile: ccert, KeyFile: ckey},
 		control.Options{Logger: s.log, Registerer: s.reg, Documents: map[string]func([]byte) error{dnsstore.KeyZones: dnsstore.ValidateZones}})
 	if err != nil {

@@ -163,12 +163,11 @@ func startSystem(t *testing.T, cfg up.Config) *up.System {
 	return sys
 }
 
-var testChaos = up.ChaosConfig{Window: 4 * time.Second, Detect: 30 * time.Second, Recover: 45 * time.Second}
+var testChaos = up.ChaosConfig{Window: 3 * time.Second, Detect: 30 * time.Second, Recover: 45 * time.Second}
 
 // Every scenario end to end against a real veer up: each PASSes.
 func TestChaosScenariosPass(t *testing.T) {
-	t.Parallel() // beside the FAIL-when-off run: each waits on timers most of the time
-	sys := startSystem(t, up.Config{Devices: 20, RestartAfter: 6 * time.Second})
+	sys := startSystem(t, up.Config{Devices: 12, RestartAfter: 6 * time.Second})
 	c := up.NewChaos(sys.State().API, testChaos, testWriter{t})
 	for _, sc := range up.Scenarios() {
 		r := c.Run(t.Context(), sc)
@@ -184,11 +183,12 @@ func TestChaosScenariosPass(t *testing.T) {
 // cluster kill, the last mile's hijack check and serve-stale off for the
 // DNS outage), so that its PASS means something.
 func TestChaosScenariosFailWithProtectionOff(t *testing.T) {
-	t.Parallel()
-	sys := startSystem(t, up.Config{Devices: 20, RestartAfter: 6 * time.Second,
+	sys := startSystem(t, up.Config{Devices: 12, RestartAfter: 6 * time.Second,
 		Failover: up.FailoverConfig{Disabled: true}, Gateway: up.GatewayConfig{RetryDisabled: true},
 		LastMile: up.LastMileConfig{Unprotected: true}})
-	c := up.NewChaos(sys.State().API, testChaos, testWriter{t})
+	cc := testChaos
+	cc.WarmUp = time.Second // no retry budget to fill: retries are off
+	c := up.NewChaos(sys.State().API, cc, testWriter{t})
 	for _, sc := range up.Scenarios() {
 		r := c.Run(t.Context(), sc)
 		t.Log(r.String())
