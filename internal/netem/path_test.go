@@ -90,3 +90,38 @@ func TestProxyForgetsClosedConnections(t *testing.T) {
 		t.Fatalf("%d relayed connections still held", n)
 	}
 }
+
+// A UDP flow (one client source port, as a DNS client uses per query) is
+// closed after FlowIdle without traffic; a later datagram from the same
+// address opens a new one.
+func TestProxyClosesIdleUDPFlows(t *testing.T) {
+	p, err := New(echo(t), Config{FlowIdle: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	u, err := net.Dial("udp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer u.Close()
+	buf := make([]byte, 8)
+	for round := range 2 {
+		u.SetReadDeadline(time.Now().Add(5 * time.Second))
+		u.Write([]byte("ping"))
+		if n, err := u.Read(buf); err != nil || string(buf[:n]) != "ping" {
+			t.Fatalf("round %d: %q, %v", round, buf[:n], err)
+		}
+		select {
+		case <-p.idled:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("round %d: idle flow not closed", round)
+		}
+		p.mu.Lock()
+		n := len(p.flows)
+		p.mu.Unlock()
+		if n != 0 {
+			t.Fatalf("round %d: %d flows held after idling", round, n)
+		}
+	}
+}

@@ -17,11 +17,14 @@
 package netem
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"math/rand/v2"
 	"net"
+	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -33,6 +36,9 @@ type Config struct {
 	Loss float64
 	// Seed seeds the loss draws.
 	Seed uint64
+	// FlowIdle closes a UDP flow (one client address) after this long
+	// without a datagram either way; default DefaultFlowIdle.
+	FlowIdle time.Duration
 }
 
 // tcpRTOMin is Linux's minimum retransmission timeout.
@@ -51,9 +57,11 @@ type Proxy struct {
 
 	mu     sync.Mutex
 	rng    *rand.Rand
-	flows  map[string]*net.UDPConn
+	flows  map[string]*flow
 	conns  map[net.Conn]struct{} // open relayed connections, both sides
-	forgot chan struct{}         // one token per forgotten pair (tests; never blocks)
+	idle   time.Duration
+	forgot chan struct{} // one token per forgotten pair (tests; never blocks)
+	idled  chan struct{} // one token per idle UDP flow closed (tests; never blocks)
 	closed bool
 	wg     sync.WaitGroup
 }
@@ -77,8 +85,8 @@ func New(target string, cfg Config) (*Proxy, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Proxy{cfg: cfg, target: target, pc: pc, ln: ln, addr: ln.Addr().String(),
-		rng: rand.New(rand.NewPCG(cfg.Seed, 1)), flows: map[string]*net.UDPConn{}, conns: map[net.Conn]struct{}{}, forgot: make(chan struct{}, 64)}
+	p := &Proxy{cfg: cfg, target: target, idle: cmp.Or(cfg.FlowIdle, DefaultFlowIdle), pc: pc, ln: ln, addr: ln.Addr().String(),
+		rng: rand.New(rand.NewPCG(cfg.Seed, 1)), flows: map[string]*flow{}, conns: map[net.Conn]struct{}{}, forgot: make(chan struct{}, 64), idled: make(chan struct{}, 64)}
 	p.wg.Add(2)
 	go p.udpLoop()
 	go p.tcpLoop()
@@ -93,11 +101,11 @@ func (p *Proxy) Close() error {
 	p.mu.Lock()
 	p.closed = true
 	flows, conns := p.flows, p.conns
-	p.flows, p.conns = map[string]*net.UDPConn{}, map[net.Conn]struct{}{}
+	p.flows, p.conns = map[string]*flow{}, map[net.Conn]struct{}{}
 	p.mu.Unlock()
 	err := errors.Join(p.pc.Close(), p.ln.Close())
 	for _, f := range flows {
-		f.Close()
+		f.up.Close()
 	}
 	for c := range conns {
 		c.Close()
@@ -146,25 +154,39 @@ func (p *Proxy) udpLoop() {
 		if err != nil {
 			return
 		}
-		up := p.flow(from)
-		if up == nil || p.lost() {
+		f := p.flow(from)
+		if f == nil || p.lost() {
 			continue
 		}
+		f.last.Store(time.Now().UnixNano())
+		up := f.up
 		data := append([]byte(nil), buf[:n]...)
 		time.AfterFunc(p.cfg.OneWay, func() { _, _ = up.Write(data) })
 	}
 }
 
+// flow is one client address's upstream socket.
+type flow struct {
+	up   *net.UDPConn
+	last atomic.Int64 // unix ns of the last datagram either way
+}
+
+// DefaultFlowIdle: a UDP flow without a datagram either way for this long
+// is closed (a DNS client uses a new source port per query: without it
+// every query would leave a socket and a goroutine behind).
+const DefaultFlowIdle = 30 * time.Second
+
 // flow returns the upstream socket of a client address, starting its
 // reply relay.
-func (p *Proxy) flow(from net.Addr) *net.UDPConn {
+func (p *Proxy) flow(from net.Addr) *flow {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
 		return nil
 	}
-	if up := p.flows[from.String()]; up != nil {
-		return up
+	key := from.String()
+	if f := p.flows[key]; f != nil {
+		return f
 	}
 	ra, err := net.ResolveUDPAddr("udp", p.target)
 	if err != nil {
@@ -174,19 +196,36 @@ func (p *Proxy) flow(from net.Addr) *net.UDPConn {
 	if err != nil {
 		return nil
 	}
-	p.flows[from.String()] = up
+	f := &flow{up: up}
+	f.last.Store(time.Now().UnixNano())
+	p.flows[key] = f
 	p.wg.Add(1)
 	go func() {
 		defer p.wg.Done()
 		buf := make([]byte, udpBuf)
 		for {
+			_ = up.SetReadDeadline(time.Unix(0, f.last.Load()).Add(p.idle))
 			n, err := up.Read(buf)
 			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				if time.Since(time.Unix(0, f.last.Load())) < p.idle {
+					continue // the client sent meanwhile
+				}
+				p.mu.Lock()
+				if p.flows[key] == f {
+					delete(p.flows, key)
+				}
+				p.mu.Unlock()
+				up.Close()
+				p.flowClosed()
 				return
 			}
 			if err != nil {
 				continue // an ICMP error from the target: keep relaying
 			}
+			f.last.Store(time.Now().UnixNano())
 			if p.lost() {
 				continue
 			}
@@ -194,7 +233,15 @@ func (p *Proxy) flow(from net.Addr) *net.UDPConn {
 			time.AfterFunc(p.cfg.OneWay, func() { _, _ = p.pc.WriteTo(data, from) })
 		}
 	}()
-	return up
+	return f
+}
+
+// flowClosed is a test hook's signal; it never blocks.
+func (p *Proxy) flowClosed() {
+	select {
+	case p.idled <- struct{}{}:
+	default:
+	}
 }
 
 func (p *Proxy) tcpLoop() {
