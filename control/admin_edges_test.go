@@ -1,13 +1,19 @@
 package control_test
 
 import (
+	"crypto/ed25519"
 	"encoding/json"
 	"errors"
+	"io"
+	"net/http"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/veerhq/veer/clock"
 	"github.com/veerhq/veer/config"
 	"github.com/veerhq/veer/control"
+	"github.com/veerhq/veer/routing"
 )
 
 // TestAdminBearerScheme: the scheme is case-insensitive (RFC 9110 §11.1),
@@ -226,3 +232,42 @@ func TestDocumentErrorForms(t *testing.T) {
 	}
 }
 
+// TestRouteAnswerBoundToDeviceAndTime: POST /v1/route signs issued_at (the
+// service's clock), expires_at (ttl_seconds later) and the device ID's
+// SHA-256; the body verifies for that device only and until it expires.
+func TestRouteAnswerBoundToDeviceAndTime(t *testing.T) {
+	clk := clock.NewManual(time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC))
+	e := start(t, control.Config{}, control.Options{Clock: clk})
+	e.waitVersion(e.put(control.KeyTable, table()))
+	keys := []ed25519.PublicKey{e.svc.PublicKey()}
+	post := func(device string) []byte {
+		r, err := http.Post("http://"+e.addrs.Plain+"/v1/route", "application/json", strings.NewReader(`{"device_id":"`+device+`"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Body.Close()
+		b, _ := io.ReadAll(r.Body)
+		if r.StatusCode != 200 {
+			t.Fatalf("%d %s", r.StatusCode, b)
+		}
+		return b
+	}
+	body := post("vip-1")
+	a, err := routing.VerifyFor(body, keys, "vip-1", clk.Now())
+	if err != nil {
+		t.Fatalf("%v: %s", err, body)
+	}
+	if a.IssuedAt != clk.Now().Unix() || a.ExpiresAt != a.IssuedAt+600 || a.DeviceSHA256 != routing.DeviceHash("vip-1") || a.Primary != "b1.example.com" {
+		t.Fatalf("answer %+v", a)
+	}
+	if _, err := routing.VerifyFor(body, keys, "vip-2", clk.Now()); !errors.Is(err, routing.ErrOtherDevice) {
+		t.Fatalf("vip-1's answer for vip-2: %v", err)
+	}
+	if _, err := routing.VerifyFor(body, keys, "vip-1", clk.Now().Add(600*time.Second+routing.MaxClockSkew)); !errors.Is(err, routing.ErrExpired) {
+		t.Fatalf("vip-1's answer after expiry: %v", err)
+	}
+	clk.Advance(time.Minute)
+	if a2, err := routing.VerifyFor(post("vip-1"), keys, "vip-1", clk.Now()); err != nil || a2.IssuedAt != a.IssuedAt+60 {
+		t.Fatalf("a minute later: %+v %v", a2, err)
+	}
+}
