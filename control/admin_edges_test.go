@@ -271,3 +271,22 @@ func TestRouteAnswerBoundToDeviceAndTime(t *testing.T) {
 		t.Fatalf("a minute later: %+v %v", a2, err)
 	}
 }
+
+func TestConfigAdminURLAndTokenFile(t *testing.T) {
+	cases := []struct {
+		cfg         control.Config
+		url, tokens string
+	}{
+		{control.Config{}, "http://127.0.0.1:7444", "veer-data/admin.token"},
+		{control.Config{DataDir: "/var/lib/veer", AdminListen: "10.0.0.1:9000"}, "http://10.0.0.1:9000", "/var/lib/veer/admin.token"},
+		{control.Config{AdminListen: "0.0.0.0:7444", AdminTokenFile: "/etc/veer/admin.token"}, "http://127.0.0.1:7444", "/etc/veer/admin.token"},
+		{control.Config{AdminListen: ":7000"}, "http://127.0.0.1:7000", "veer-data/admin.token"},
+		{control.Config{AdminListen: "[::]:7000"}, "http://[::1]:7000", "veer-data/admin.token"},
+		{control.Config{AdminListen: "localhost:7000"}, "http://localhost:7000", "veer-data/admin.token"},
+	}
+	for _, c := range cases {
+		if u, f := c.cfg.AdminURL(), c.cfg.TokenFile(); u != c.url || f != c.tokens {
+			t.Errorf("%+v: %s %s, want %s %s", c.cfg, u, f, c.url, c.tokens)
+		}
+	}
+}

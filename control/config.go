@@ -113,6 +113,30 @@ func (c *Config) Validate() error {
 	return nil
 }
 
+// AdminURL is the admin API's URL for a client on the same machine (the
+// `veer control` CLI with --config): http:// and admin_listen (default
+// DefaultAdminListen), an unspecified host (empty, 0.0.0.0, ::) asked on
+// loopback.
+func (c Config) AdminURL() string {
+	c = c.withDefaults()
+	host, port, err := net.SplitHostPort(c.AdminListen)
+	if err != nil {
+		return "http://" + c.AdminListen
+	}
+	if ip, err := netip.ParseAddr(host); host == "" || err == nil && ip.IsUnspecified() {
+		host = "127.0.0.1"
+		if err == nil && ip.Is6() && !ip.Is4In6() {
+			host = "::1"
+		}
+	}
+	return "http://" + net.JoinHostPort(host, port)
+}
+
+// TokenFile is the admin token's file: admin_token_file, default
+// data_dir/admin.token (relative paths from the current directory, as the
+// service reads them).
+func (c Config) TokenFile() string { return c.withDefaults().AdminTokenFile }
+
 func (c Config) withDefaults() Config {
 	if c.DataDir == "" {
 		c.DataDir = DefaultDataDir
