@@ -43,7 +43,9 @@ The config file is watched: a valid change (zones, access nodes, regions,
 limits) is applied without dropping a query; an invalid one is logged with
 its file:line and the old config keeps serving. SIGHUP re-reads it at once.
 Listener fields cannot change while running. --data FILE serves the zones
-and regions of a separate, watched file instead. A control_store section
+and regions of a separate, watched file instead. regions_file: FILE takes
+the regions from veer control's routing table file (the one "veer control
+put routing/table FILE" stores), re-read with the config. A control_store section
 (etcd endpoints) serves the zones (document dns/zones) and access nodes
 (access/nodes, the scheduling API's) of the control plane's store instead,
 followed as they change; an invalid document keeps the last good data. docs/dns.md documents every field; examples/dns.yaml
@@ -68,6 +70,12 @@ is a start.`,
 			var srv *dnsserver.Server
 			data := &dnsData{}
 			w, err := watch.File(cfgPath, watch.Options{Name: "dns", Logger: log, Registerer: reg}, func(f dnsFile) error {
+				if err := f.loadRegionsFile(cfgPath); err != nil {
+					return err
+				}
+				if f.RegionsFile != "" && dataPath != "" {
+					return errors.New("dns: --data and the config's regions_file both set: pick one source of regions")
+				}
 				if srv == nil {
 					var err error
 					srv, err = dnsserver.New(f.Config, dnsserver.Options{Logger: log, Registerer: reg})
@@ -158,6 +166,9 @@ is a start.`,
 func checkDNS(out io.Writer, path string) error {
 	var f dnsFile
 	if err := config.Load(path, &f); err != nil {
+		return err
+	}
+	if err := f.loadRegionsFile(path); err != nil {
 		return err
 	}
 	c := f.Config
