@@ -13,6 +13,7 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/veerhq/veer/control"
+	"github.com/veerhq/veer/dnsserver"
 )
 
 // routingTable is a veer control routing table file: 127.0.0.0/8 is in
@@ -107,4 +108,35 @@ func TestDNSRegionsFileErrors(t *testing.T) {
 			t.Errorf("%s: %v, want %q", c.name, err, c.want)
 		}
 	}
+}
+
+// FuzzTableRegions: every routing table veer control accepts gives region
+// rows the DNS accepts, one per CIDR, named by its region.
+func FuzzTableRegions(f *testing.F) {
+	f.Add([]byte(routingTable))
+	f.Add([]byte("default_domain: w.example.com\nregions: [{name: r, cidrs: ['::/0', 0.0.0.0/0]}]\n"))
+	f.Add([]byte("default_domain: w.example.com\nregions: [{name: r, cidrs: [10.0.0.1/8]}]\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		v, err := control.ValidateDocument(control.KeyTable, b)
+		if err != nil {
+			return
+		}
+		tb := v.(*control.Table)
+		rows := tableRegions(tb)
+		n := 0
+		for _, r := range tb.Regions {
+			for _, c := range r.CIDRs {
+				if rows[n].CIDR != c || rows[n].Region != r.Name {
+					t.Fatalf("row %d: %+v, want %s %s", n, rows[n], c, r.Name)
+				}
+				n++
+			}
+		}
+		if n != len(rows) {
+			t.Fatalf("%d rows for %d CIDRs", len(rows), n)
+		}
+		if err := (dnsserver.Data{Regions: rows}).Validate(); err != nil {
+			t.Fatalf("control accepts %q, the DNS refuses its regions: %v", b, err)
+		}
+	})
 }
