@@ -149,7 +149,8 @@ func (b *base) overlay(st *State, em *Emergency, version int64, key ed25519.Priv
 			s.sites[i].eff = sib
 		}
 	}
-	s.defaultAnswer = s.sign(routing.Answer{Primary: t.DefaultDomain, Backups: []string{}, TTLSeconds: b.ttl, Rule: "default", Version: version})
+	s.defaultDomain = t.DefaultDomain
+	s.defaultAnswer = s.sign(routing.Answer{Primary: t.DefaultDomain, Backups: s.withLastResort(t.DefaultDomain, nil), TTLSeconds: b.ttl, Rule: "default", Version: version})
 	s.emRegion = make([]*cOverride, len(t.Regions))
 	if em != nil {
 		if em.Global != nil {
@@ -167,7 +168,7 @@ func (b *base) overlay(st *State, em *Emergency, version int64, key ed25519.Priv
 
 func (s *Snapshot) compileOverride(label string, o Override) *cOverride {
 	if o.Primary != "" {
-		return &cOverride{site: -1, answer: s.sign(routing.Answer{Primary: o.Primary, Backups: slices.Clone(o.Backups),
+		return &cOverride{site: -1, answer: s.sign(routing.Answer{Primary: o.Primary, Backups: s.withLastResort(o.Primary, slices.Clone(o.Backups)),
 			TTLSeconds: s.ttl, Rule: label, Version: s.version})}
 	}
 	i, ok := s.siteIdx[o.Site]

@@ -23,10 +23,14 @@ type Snapshot struct {
 	labels        []string                 // base labels, then the overrides'
 	answers       []atomic.Pointer[signed] // (label*len(sites)+site)*maxClusters+cluster
 	defaultAnswer *signed
+	defaultDomain string
 	key           ed25519.PrivateKey
 	keyOnce       sync.Once
 	keyID         string // routing.KeyID of key's public half
 }
+
+// maxBackups bounds an answer's backups.
+const maxBackups = 16
 
 type regionPrefix struct {
 	p      netip.Prefix
@@ -235,10 +239,36 @@ func (s *Snapshot) build(label string, site, c int) *signed {
 			}
 		}
 	}
-	if len(a.Backups) > 16 {
-		a.Backups = a.Backups[:16]
+	if len(a.Backups) == 0 && cs.sibling >= 0 && cs.sibling != site {
+		// Nothing else is up: the sibling's domains whatever their state (a
+		// site marked down may be back before the next table), so that a
+		// client always has a domain to fail over to.
+		a.Backups = append(a.Backups, s.sites[cs.sibling].domains...)
 	}
+	a.Backups = s.withLastResort(a.Primary, a.Backups)
 	return s.sign(a)
+}
+
+// withLastResort caps backups at maxBackups and, when they are empty, makes
+// the default domain the one backup (unless it is the primary: then each
+// site's first domain), so that an answer always carries a backup: a client's
+// failover.Config needs one, and the answer without it is exactly the one a
+// site outage produces.
+func (s *Snapshot) withLastResort(primary string, backups []string) []string {
+	if len(backups) == 0 && primary != s.defaultDomain {
+		backups = append(backups, s.defaultDomain)
+	}
+	if len(backups) == 0 {
+		for i := range s.sites {
+			if d := s.sites[i].domains; len(d) > 0 && d[0] != primary && !slices.Contains(backups, d[0]) {
+				backups = append(backups, d[0])
+			}
+		}
+	}
+	if backups == nil {
+		backups = []string{} // "backups": [] rather than null on the wire
+	}
+	return backups[:min(len(backups), maxBackups)]
 }
 
 // sign prepares a for signing (routing.Prepare encodes it once); the

@@ -249,3 +249,56 @@ func TestClientAddr(t *testing.T) {
 		}
 	}
 }
+
+// TestAnswersAlwaysCarryABackup: the answers of a site outage are the ones a
+// client needs a backup in most (issue 27: "backups": [] there made
+// failover.NewTransport refuse the README's client). With one cluster a
+// site, nothing else is up when a site is down.
+func TestAnswersAlwaysCarryABackup(t *testing.T) {
+	oneEach := &Table{
+		DefaultDomain: "wap.example.com",
+		Regions:       []Region{{Name: "east", CIDRs: []string{"10.0.0.0/8"}, Site: "a"}},
+		Sites: []Site{
+			{Name: "a", Sibling: "b", Clusters: []Cluster{{"a1", "a1.example.com"}}},
+			{Name: "b", Sibling: "a", Clusters: []Cluster{{"b1", "b1.example.com"}}},
+		},
+	}
+	lonely := &Table{
+		DefaultDomain: "wap.example.com",
+		Regions:       []Region{{Name: "east", CIDRs: []string{"10.0.0.0/8"}, Site: "a"}},
+		Sites:         []Site{{Name: "a", Clusters: []Cluster{{"a1", "a1.example.com"}}}},
+	}
+	steps := []struct {
+		name    string
+		tb      *Table
+		st      State
+		em      Emergency
+		primary string
+		backups []string
+	}{
+		{"all up: the sibling", oneEach, State{}, Emergency{}, "a1.example.com", []string{"b1.example.com"}},
+		{"site down: the down site, whatever its state", oneEach, State{SitesDown: []string{"a"}}, Emergency{}, "b1.example.com", []string{"a1.example.com"}},
+		{"cluster down: same", oneEach, State{ClustersDown: []string{"a/a1"}}, Emergency{}, "b1.example.com", []string{"a1.example.com"}},
+		{"every site down: each site's first domain", oneEach, State{SitesDown: []string{"a", "b"}}, Emergency{}, "wap.example.com", []string{"a1.example.com", "b1.example.com"}},
+		{"no sibling: the default domain", lonely, State{}, Emergency{}, "a1.example.com", []string{"wap.example.com"}},
+		{"no sibling, site down", lonely, State{SitesDown: []string{"a"}}, Emergency{}, "wap.example.com", []string{"a1.example.com"}},
+		{"override without backups", oneEach, State{}, Emergency{Global: &Override{Primary: "sorry.example.com"}}, "sorry.example.com", []string{"wap.example.com"}},
+		{"override keeps its backups", oneEach, State{}, Emergency{Global: &Override{Primary: "sorry.example.com", Backups: []string{"b1.example.com"}}}, "sorry.example.com", []string{"b1.example.com"}},
+		{"override to a site that is down", oneEach, State{SitesDown: []string{"b"}}, Emergency{Global: &Override{Site: "b"}}, "a1.example.com", []string{"b1.example.com"}},
+	}
+	key := testKey(t)
+	for _, st := range steps {
+		if err := st.tb.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		s := Compile(st.tb, &st.st, &st.em, 1, key)
+		a := s.Decide(east, "dev-1", "")
+		if a.Primary != st.primary || fmt.Sprint(a.Backups) != fmt.Sprint(st.backups) {
+			t.Errorf("%s: %s %v, want %s %v", st.name, a.Primary, a.Backups, st.primary, st.backups)
+		}
+		got, err := routing.VerifyFor(s.Body(east, "dev-1", "", time.Unix(1e9, 0)), []ed25519.PublicKey{s.PublicKey()}, "dev-1", time.Unix(1e9, 0))
+		if err != nil || fmt.Sprint(got.Backups) != fmt.Sprint(st.backups) {
+			t.Errorf("%s: signed body %+v %v", st.name, got, err)
+		}
+	}
+}

@@ -31,15 +31,30 @@ func (t *Transport) runCanary(d int) {
 	defer t.wg.Done()
 	o := t.probe(d)
 	at := t.clk.Now()
+	bad := misconfigured(o.Status)
+	if bad {
+		t.m.misconfigured[d].Inc()
+		if !t.warnedPath[d].Swap(true) {
+			t.log.Warn("failover: the canary path is not a health endpoint of this domain: every canary to it fails, so failover to it can never succeed",
+				"domain", t.hosts[d], "path", t.cfg.CanaryPath, "status", o.Status,
+				"fix", "canary_path: a path the domain answers 200 on while it can serve; veer gateway answers "+DefaultCanaryPath+" itself")
+		}
+	}
 	t.stepNotify(func(time.Time) Action {
 		t.inflight[d] = false
 		t.m.canary(d, o.OK())
 		return t.policy.CanaryDone(at, d, o)
 	}, func(time.Time) {
 		if t.cfg.OnCanary != nil {
-			t.cfg.OnCanary(t.hosts[d], Canary{At: at, OK: o.OK(), Kind: o.Kind})
+			t.cfg.OnCanary(t.hosts[d], Canary{At: at, OK: o.OK(), Kind: o.Kind, Status: o.Status, Misconfigured: bad})
 		}
 	})
+}
+
+// misconfigured reports whether a canary's status says the path is wrong
+// rather than the domain down: not found, or behind authentication.
+func misconfigured(status int) bool {
+	return status == http.StatusNotFound || status == http.StatusUnauthorized || status == http.StatusForbidden
 }
 
 // probe sends one canary to domain d through the wrapped round tripper and

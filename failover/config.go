@@ -17,7 +17,10 @@ import (
 
 // Defaults of the zero-valued Config fields.
 const (
-	DefaultCanaryPath          = "/health"
+	// DefaultCanaryPath is the path a veer gateway answers itself for its
+	// clients (outcome.HealthPath): "this gateway has a healthy upstream for
+	// this host", whatever the backends serve.
+	DefaultCanaryPath          = outcome.HealthPath
 	DefaultFailureThreshold    = 3
 	DefaultFailureWindow       = 10 * time.Second
 	DefaultFailureTimeout      = 30 * time.Second
@@ -63,7 +66,11 @@ type Config struct {
 	// and "threshold".
 	Policy string `yaml:"policy" json:"policy"`
 
-	// CanaryPath is the health endpoint canaries request. Default "/health".
+	// CanaryPath is the health endpoint canaries request. Default
+	// DefaultCanaryPath (outcome.HealthPath, which veer gateway answers
+	// itself). A canary answered 401, 403 or 404 is logged (once a domain)
+	// and counted in veer_failover_canary_misconfigured_total: such a path
+	// makes every canary fail, so failover can never succeed.
 	CanaryPath string `yaml:"canary_path" json:"canary_path"`
 	// CanaryScheme forces the canaries' scheme ("http" or "https"). Default
 	// "": the scheme of the most recent regular request, https before any.
@@ -177,6 +184,11 @@ type Canary struct {
 	At   time.Time
 	OK   bool
 	Kind outcome.Kind
+	// Status is the HTTP status of the canary's answer, 0 when none came.
+	Status int
+	// Misconfigured: the answer was 401, 403 or 404, so the canary path is
+	// not a health endpoint this domain serves (see Config.CanaryPath).
+	Misconfigured bool
 }
 
 // withDefaults returns c with zero fields set to their defaults.

@@ -39,7 +39,7 @@ func checkContract(t *testing.T, name string, p Policy, n int, data []byte) map[
 				d = arg
 			}
 			stale = d != domain || k == outcome.ClientCanceled
-			reachable = !k.Network()
+			reachable = !k.Unreachable()
 			a = p.Report(now, d, outcome.Of(k))
 		case 3:
 			if data[i+1]%2 == 0 && lastAsked != None {

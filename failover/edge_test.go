@@ -11,6 +11,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/veerhq/veer/internal/metrictest"
+	"github.com/veerhq/veer/outcome"
 )
 
 // deadOriginEdge is an edge proxy (net/http/httputil's ReverseProxy) in
@@ -180,4 +184,92 @@ func TestHistoryTransport(t *testing.T) {
 	r2 := newRig(t, l, path, veer)
 	r2.tr.SetNetwork("cell/C4/lte")
 	r2.ev.want(t, Primary, Failover, ReasonHistory, "primary.test")
+}
+
+// TestGatewayAnswersDecideFailover: with the default configuration (no
+// FailureStatuses), a veer gateway's "nothing behind me can serve" (a 5xx
+// whose Veer-Outcome names a network kind or upstream_unavailable, written
+// by outcome.WriteHTTP) moves traffic to the backup like a dead connection;
+// a shed 503, a 429 and an application's own 5xx never do (issue 27,
+// defect 3).
+func TestGatewayAnswersDecideFailover(t *testing.T) {
+	steps := []struct {
+		name  string
+		write func(w http.ResponseWriter)
+		moves bool
+	}{
+		{"every backend refused (502)", func(w http.ResponseWriter) {
+			outcome.WriteHTTP(w, outcome.Of(outcome.ConnectRefused), "upstream connect_refused")
+		}, true},
+		{"every backend frozen (504)", func(w http.ResponseWriter) {
+			outcome.WriteHTTP(w, outcome.Of(outcome.ResponseTimeout), "upstream response_timeout")
+		}, true},
+		{"no healthy cluster (503)", func(w http.ResponseWriter) {
+			outcome.WriteHTTP(w, outcome.Of(outcome.UpstreamUnavailable), "no upstream")
+		}, true},
+		{"shed (503)", func(w http.ResponseWriter) { outcome.WriteHTTP(w, outcome.Of(outcome.Overloaded), "overload") }, false},
+		{"limited (429)", func(w http.ResponseWriter) { outcome.WriteHTTP(w, outcome.Of(outcome.Limited), "limit tenant") }, false},
+		{"the application's 500", func(w http.ResponseWriter) { w.WriteHeader(http.StatusInternalServerError) }, false},
+		{"the application's 503", func(w http.ResponseWriter) { w.WriteHeader(http.StatusServiceUnavailable) }, false},
+	}
+	for _, st := range steps {
+		l := newLab(t, "primary.test", "dc1.test")
+		l.upWith("primary.test", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { st.write(w) }))
+		r := newRig(t, l, filepath.Join(t.TempDir(), "f.json"), func(c *Config) {
+			c.Policy = "" // the default, veer
+			c.Backups = []string{"dc1.test"}
+		})
+		for range 3 {
+			resp, err := r.c.Get("http://primary.test/v1")
+			if err != nil {
+				t.Fatalf("%s: %v", st.name, err)
+			}
+			resp.Body.Close()
+		}
+		if !st.moves {
+			r.ev.none(t)
+			r.wantState(t, Primary, "primary.test")
+			continue
+		}
+		r.ev.want(t, Primary, Failover, ReasonFailures, "primary.test")
+		r.can.want(t, "dc1.test ok", "primary.test fail")
+		r.ev.want(t, Failover, Backup, ReasonCanarySuccess, "dc1.test")
+		mustGet(t, r.c, "http://primary.test/v1", "dc1.test")
+	}
+}
+
+// TestCanaryPathMisconfigured: a backup that answers 404 on the canary path
+// (backends without the path, behind a proxy that relays it) makes every
+// canary fail, so failover silently never happens (issue 27, defect 2):
+// the Transport counts each such canary and logs the cause once.
+func TestCanaryPathMisconfigured(t *testing.T) {
+	l := newLab(t, "primary.test", "dc1.test")
+	l.upWith("dc1.test", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get(CanaryHeader) != "" {
+			http.NotFound(w, r)
+			return
+		}
+		io.WriteString(w, "dc1.test")
+	}))
+	r := newRig(t, l, filepath.Join(t.TempDir(), "f.json"), func(c *Config) { c.Backups = []string{"dc1.test"} })
+	l.down("primary.test")
+	for range 3 {
+		mustFail(t, r.c, "http://primary.test/a")
+	}
+	r.ev.want(t, Primary, Failover, ReasonFailures, "primary.test")
+	r.can.want(t, "dc1.test fail")
+	r.clk.Advance(time.Minute) // more rounds of canaries, each answered 404
+	r.can.want(t, "dc1.test fail")
+	if n := metrictest.Sum(t, r.reg, "veer_failover_canary_misconfigured_total", map[string]string{"domain": "backup_1"}); n < 2 {
+		t.Fatalf("misconfigured canaries counted %v, want >= 2", n)
+	}
+	var warned int
+	for _, w := range r.logs.warnings() {
+		if strings.Contains(w, "canary path is not a health endpoint") {
+			warned++
+		}
+	}
+	if warned != 1 {
+		t.Fatalf("%d warnings about the canary path, want exactly 1: %q", warned, r.logs.warnings())
+	}
 }

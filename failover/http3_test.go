@@ -121,7 +121,7 @@ func TestHTTP3(t *testing.T) {
 	r.ev.want(t, Failover, Backup, ReasonCanarySuccess, "dc1.test")
 	mustGet(t, r.c, "https://primary.test/b", "dc1.test")
 	if got, want := l.servers["dc1.test"].seen(), []seen{
-		{host: "dc1.test", path: "/health", canary: "1", sni: "dc1.test", proto: 3},
+		{host: "dc1.test", path: DefaultCanaryPath, canary: "1", sni: "dc1.test", proto: 3},
 		{host: "dc1.test", path: "/b", sni: "dc1.test", proto: 3},
 	}; !slices.Equal(got, want) {
 		t.Fatalf("dc1 saw %+v, want %+v", got, want)

@@ -21,6 +21,8 @@ type metrics struct {
 	requests    []prometheus.Counter // by domain index
 	canaryOK    []prometheus.Counter
 	canaryFail  []prometheus.Counter
+	// misconfigured counts canaries answered 401, 403 or 404.
+	misconfigured []prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer, domains int) *metrics {
@@ -40,12 +42,17 @@ func newMetrics(reg prometheus.Registerer, domains int) *metrics {
 		Name: "veer_failover_canaries_total",
 		Help: "Canary requests, by domain role and result.",
 	}, []string{"domain", "result"}))
+	misconfigured := obs.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "veer_failover_canary_misconfigured_total",
+		Help: "Canaries answered 401, 403 or 404, by domain role: the canary path is not a health endpoint of that domain, so its canaries can never succeed.",
+	}, []string{"domain"}))
 	m := &metrics{state: state, transitions: transitions}
 	for d := range domains {
 		role := roleOf(d)
 		m.requests = append(m.requests, requests.WithLabelValues(role))
 		m.canaryOK = append(m.canaryOK, canaries.WithLabelValues(role, "success"))
 		m.canaryFail = append(m.canaryFail, canaries.WithLabelValues(role, "failure"))
+		m.misconfigured = append(m.misconfigured, misconfigured.WithLabelValues(role))
 	}
 	return m
 }

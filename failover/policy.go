@@ -21,9 +21,10 @@ const (
 // Contract: a Policy never reads a clock, starts a goroutine, sleeps or does
 // I/O; every method takes the current time and returns at once. Methods are
 // not safe for concurrent use: the shell serialises calls (the Transport with
-// a mutex, the simulator by running on one goroutine). Outcomes that are not
-// network failures (outcome.Kind.Network() == false) never count as
-// failures. The same Policy values drive the real Transport and the
+// a mutex, the simulator by running on one goroutine). Outcomes that do not
+// say the domain could not serve (outcome.Kind.Unreachable() == false: a
+// network failure, or a gateway's UpstreamUnavailable) never count as
+// failures, unless Config.FailureStatuses lists their status. The same Policy values drive the real Transport and the
 // simulator.
 type Policy interface {
 	// Start initialises the policy at now. restored is the backup domain
@@ -198,9 +199,12 @@ func (s *statusSet) has(code int) bool {
 }
 
 // failure reports whether a regular request's outcome counts as a failure of
-// its domain: a network outcome, or a status listed in FailureStatuses.
+// its domain: a network outcome, a gateway's answer that nothing behind it
+// can serve (outcome.UpstreamUnavailable, read from its Veer-Outcome
+// header), or a status listed in FailureStatuses. A shed 503, a 429 and an
+// application's own 5xx never count by default.
 func (s *statusSet) failure(o outcome.Outcome) bool {
-	return o.Kind.Network() || o.Status != 0 && o.Kind != outcome.ClientCanceled && s.has(o.Status)
+	return o.Kind.Unreachable() || o.Status != 0 && o.Kind != outcome.ClientCanceled && s.has(o.Status)
 }
 
 var (

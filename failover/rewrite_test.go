@@ -49,7 +49,7 @@ func TestRewrite(t *testing.T) {
 	r.ev.want(t, Primary, Backup, ReasonRestored, "dc1.test")
 	r.ev.want(t, Backup, Recovery, ReasonRecoveryTimer, "dc1.test")
 	r.ev.want(t, Recovery, Primary, ReasonRecoverySuccess, "primary.test")
-	if got, want := l.server("primary.test").canaries(), []seen{{host: "primary.test", path: "/health", canary: "1", proto: 1}}; !slices.Equal(got, want) {
+	if got, want := l.server("primary.test").canaries(), []seen{{host: "primary.test", path: DefaultCanaryPath, canary: "1", proto: 1}}; !slices.Equal(got, want) {
 		t.Fatalf("primary saw canaries %+v, want %+v", got, want)
 	}
 }

@@ -36,7 +36,11 @@ import (
 // The response headers are classified when they arrive; an error while the
 // caller reads the body (a connection reset mid-body, a timeout) is
 // classified when it happens and reported as a failure of that request.
-// Responses whose status is in Config.FailureStatuses count as failures.
+// Responses a veer gateway marked as "nothing behind me can serve" (a 5xx
+// whose Veer-Outcome header names a network kind or upstream_unavailable:
+// outcome.UpstreamUnavailable) count as failures of the domain, as do
+// responses whose status is in Config.FailureStatuses; a shed 503, a 429
+// and an application's own 5xx do not.
 type Transport struct {
 	next    http.RoundTripper
 	ownNext *http.Transport // the default next, closed by Close
@@ -61,12 +65,14 @@ type Transport struct {
 	timer    clock.Timer
 	wakeAt   time.Time
 	inflight []bool // a canary to domain i is in flight
-	closed   bool
-	pseq     uint64     // sequence of persistence decisions
-	pending  persistJob // the decision of the current policy call
-	ctx      context.Context
-	cancel   context.CancelFunc
-	wg       sync.WaitGroup // canaries, timer callbacks and store writes
+	// warnedPath[i]: the misconfigured canary path was logged for domain i.
+	warnedPath []atomic.Bool
+	closed     bool
+	pseq       uint64     // sequence of persistence decisions
+	pending    persistJob // the decision of the current policy call
+	ctx        context.Context
+	cancel     context.CancelFunc
+	wg         sync.WaitGroup // canaries, timer callbacks and store writes
 
 	network string    // the last SetNetwork
 	histGen uint64    // the policy's history generation last taken for the store
@@ -139,6 +145,7 @@ func NewTransport(cfg Config, next http.RoundTripper) (*Transport, error) {
 	pu := &url.URL{Host: cfg.Primary}
 	t.primaryName, t.primaryPort = pu.Hostname(), pu.Port()
 	t.inflight = make([]bool, len(t.hosts))
+	t.warnedPath = make([]atomic.Bool, len(t.hosts))
 	t.snaps = make([]snapshot, len(t.hosts)*4*2)
 	for d := range t.hosts {
 		for s := range 4 {
@@ -236,7 +243,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	t.m.requests[s.domain].Inc()
 	resp, err := t.next.RoundTrip(out)
-	if err == nil && !s.reportSuccess && !t.fail.has(resp.StatusCode) {
+	if err == nil && !s.reportSuccess && !t.fail.has(resp.StatusCode) && (resp.StatusCode < 500 || resp.Header.Get(outcome.HeaderOutcome) == "") {
 		// Steady state: a response changes nothing, but its body may
 		// still fail.
 		return t.watchBody(resp, s.domain, false, outcome.Outcome{}), err

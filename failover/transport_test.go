@@ -116,7 +116,7 @@ func TestPrimaryDownBackupRecovery(t *testing.T) {
 	if want := []seen{{host: "dc2.test", path: "/b", proto: 1}}; !slices.Equal(regular, want) {
 		t.Fatalf("dc2 saw regular requests %+v, want %+v", regular, want)
 	}
-	if got, want := l.server("dc2.test").canaries(), []seen{{host: "dc2.test", path: "/health", canary: "1", proto: 1}}; !slices.Equal(got, want) {
+	if got, want := l.server("dc2.test").canaries(), []seen{{host: "dc2.test", path: DefaultCanaryPath, canary: "1", proto: 1}}; !slices.Equal(got, want) {
 		t.Fatalf("dc2 saw canaries %+v, want %+v", got, want)
 	}
 	if saved, err := FileStore(r.path).Load(); saved != "dc2.test" || err != nil {
@@ -382,7 +382,7 @@ func TestTLS(t *testing.T) {
 	r.ev.want(t, Failover, Backup, ReasonCanarySuccess, "dc1.test")
 	mustGet(t, r.c, "https://primary.test/b", "dc1.test")
 	if got, want := l.server("dc1.test").seen(), []seen{
-		{host: "dc1.test", path: "/health", canary: "1", sni: "dc1.test", proto: 2},
+		{host: "dc1.test", path: DefaultCanaryPath, canary: "1", sni: "dc1.test", proto: 2},
 		{host: "dc1.test", path: "/b", sni: "dc1.test", proto: 2},
 	}; !slices.Equal(got, want) {
 		t.Fatalf("dc1 saw %+v, want %+v", got, want)

@@ -8,6 +8,7 @@ import (
 	"github.com/veerhq/veer/limit"
 	"github.com/veerhq/veer/retry"
 	"github.com/veerhq/veer/shed"
+	"github.com/veerhq/veer/slo"
 )
 
 // Defaults of Config fields, applied by withDefaults to zero fields.
@@ -165,6 +166,10 @@ type Route struct {
 	// StaleOnError keeps successful GET answers and serves them when every
 	// attempt fails (e.g. a token endpoint, max_stale 24h). Off when nil.
 	StaleOnError *cache.Config `yaml:"stale_on_error" json:"stale_on_error"`
+	// SLO is the route's service-level objective (availability, latency):
+	// `veer gateway slo-rules` turns it into Prometheus recording rules and
+	// burn-rate alerts over the gateway's metrics. Off when nil.
+	SLO *slo.Objective `yaml:"slo" json:"slo"`
 }
 
 // RouteCluster is a cluster named by a route.

@@ -58,6 +58,10 @@ type clusterMetrics struct {
 	breaker prometheus.Gauge
 }
 
+// DurationBuckets are the boundaries, in seconds, of
+// veer_gateway_request_duration_seconds; a route's slo.latency must be one.
+var DurationBuckets = []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}
+
 func newMetrics(reg prometheus.Registerer) *metrics {
 	return &metrics{
 		requests: obs.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -65,7 +69,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"route", "kind"})),
 		duration: obs.Register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "veer_gateway_request_duration_seconds", Help: "Time from request to response headers, by route.",
-			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
+			Buckets: DurationBuckets,
 		}, []string{"route"})),
 		attempts: obs.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "veer_gateway_upstream_attempts_total", Help: "Attempts sent upstream, by cluster, backend and outcome kind.",

@@ -28,6 +28,10 @@ func (g *Gateway) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	x := &exchange{rec: recorder{ResponseWriter: w}, st: reqState{snap: t}} // one allocation for both
 	rec, st := &x.rec, &x.st
 	defer g.finish(rec, r, st, start)
+	if r.URL.Path == outcome.HealthPath {
+		g.serveClientHealth(rec, r, t, st)
+		return
+	}
 	rt := t.match(r.Host, r.URL.Path)
 	if rt == nil {
 		http.Error(rec, "no route", http.StatusNotFound)
@@ -176,6 +180,7 @@ func newReverseProxy(g *Gateway) *httputil.ReverseProxy {
 			} else if r.Context().Err() != nil {
 				o = outcome.Of(outcome.ClientCanceled)
 			}
+			o = wireOutcome(o)
 			if st := stateFrom(r.Context()); st != nil {
 				st.kind = o.Kind
 			}

@@ -190,6 +190,9 @@ func (r *Route) validate(clusters map[string]bool) error {
 		sc := *r.StaleOnError
 		errs = append(errs, config.In("stale_on_error", sc.Validate()))
 	}
+	if r.SLO != nil {
+		errs = append(errs, config.In("slo", r.SLO.Validate(DurationBuckets)))
+	}
 	return errors.Join(errs...)
 }
 

@@ -57,10 +57,26 @@ func ClassifyAt(resp *http.Response, err error, now time.Time) Outcome {
 		return Outcome{Kind: NetworkOther, Err: errors.New("outcome: nil response and nil error")}
 	}
 	o := Outcome{Kind: FromHTTPStatus(resp.StatusCode), Status: resp.StatusCode}
-	if o.Kind == Overloaded || o.Kind == Limited {
+	if resp.StatusCode >= 500 && upstreamDown(resp.Header) {
+		o.Kind = UpstreamUnavailable
+	}
+	if o.Kind == Overloaded || o.Kind == Limited || o.Kind == UpstreamUnavailable {
 		o.RetryAfter, _ = ParseRetryAfter(resp.Header.Get("Retry-After"), now)
 	}
 	return o
+}
+
+// upstreamDown reports whether a gateway's 5xx says it reached nothing
+// behind it: HeaderOutcome names a network kind or UpstreamUnavailable. A
+// header naming overloaded (shed) or nothing (the application's own 5xx)
+// is not.
+func upstreamDown(h http.Header) bool {
+	v := h["Veer-Outcome"]
+	if len(v) == 0 {
+		return false
+	}
+	k, err := ParseKind(v[0])
+	return err == nil && k.Unreachable()
 }
 
 // FromHTTPStatus maps a status code from a reachable server to a Kind.

@@ -51,6 +51,13 @@ const (
 	// ClientCanceled: the caller gave up (context canceled) before a result.
 	ClientCanceled
 
+	// UpstreamUnavailable: a gateway answered, but nothing behind it could
+	// serve (every backend dead, frozen, drained or behind an open breaker).
+	// On the wire it is a 5xx with the HeaderOutcome header naming this kind
+	// or a network kind; Classify reads it back. Unlike Overloaded ("I shed
+	// you") it is a failure of the domain: see Unreachable.
+	UpstreamUnavailable
+
 	numKinds
 )
 
@@ -72,6 +79,8 @@ var kindNames = [numKinds]string{
 	ServerError:      "server_error",
 	ClientError:      "client_error",
 	ClientCanceled:   "client_canceled",
+
+	UpstreamUnavailable: "upstream_unavailable",
 }
 
 // String returns the snake_case name used in metrics and logs.
@@ -104,6 +113,13 @@ func Kinds() []Kind {
 // Network reports whether k is a network failure: the server may not have
 // been reached, or it was reached but its answer never arrived.
 func (k Kind) Network() bool { return k >= DNSNotFound && k <= NetworkOther }
+
+// Unreachable reports whether k says the domain could not serve the
+// request: a network failure on the way to it, or a gateway there that could
+// reach nothing behind it (UpstreamUnavailable). Shedding (Overloaded),
+// limits (Limited) and an application's own errors are not: the domain is
+// up and answering. Client failover counts exactly these kinds.
+func (k Kind) Unreachable() bool { return k.Network() || k == UpstreamUnavailable }
 
 // DNS reports whether k is a name-resolution failure.
 func (k Kind) DNS() bool { return k >= DNSNotFound && k <= DNSServerFailure }

@@ -30,6 +30,19 @@ const (
 	grpcUnauthenticated    = 16
 )
 
+// HeaderOutcome names the response header in which WriteHTTP states the
+// rejection's kind (Kind.String()), so that a client can tell a gateway's
+// "nothing behind me can serve" (a network kind or UpstreamUnavailable) from
+// "I shed you" (overloaded) and from an application's own 5xx (no header).
+const HeaderOutcome = "Veer-Outcome"
+
+// HealthPath is the well-known path a veer gateway answers itself, for the
+// request's Host: 200 when the route for that host has a healthy upstream,
+// a 503 written by WriteHTTP (UpstreamUnavailable) when none, 404 when no
+// route matches. Client canaries ask it by default (failover), so that
+// failover does not depend on what the backends serve.
+const HealthPath = "/.well-known/veer/health"
+
 // FromGRPCCode maps a gRPC status code (google.golang.org/grpc/codes.Code
 // converted to uint32) to a Kind. Unavailable is Overloaded (the server shed
 // the call), ResourceExhausted is Limited, DeadlineExceeded is
@@ -60,7 +73,7 @@ func GRPCCode(k Kind) uint32 {
 	switch k {
 	case Success:
 		return grpcOK
-	case Overloaded:
+	case Overloaded, UpstreamUnavailable:
 		return grpcUnavailable
 	case Limited:
 		return grpcResourceExhausted
@@ -85,7 +98,7 @@ func HTTPStatus(k Kind) int {
 	switch {
 	case k == Success:
 		return http.StatusOK
-	case k == Overloaded:
+	case k == Overloaded || k == UpstreamUnavailable:
 		return http.StatusServiceUnavailable
 	case k == Limited:
 		return http.StatusTooManyRequests
@@ -109,9 +122,11 @@ type Rejection struct {
 	RetryAfterSeconds int    `json:"retry_after_seconds,omitempty"`
 }
 
-// WriteHTTP writes the wire form of a rejection: the status for o.Kind, a
-// Retry-After header (whole seconds, rounded up, at least 1) when o carries a
-// delay or is Overloaded/Limited, and a small JSON body naming the reason.
+// WriteHTTP writes the wire form of a rejection: the status for o.Kind, the
+// HeaderOutcome header naming o.Kind, a Retry-After header (whole seconds,
+// rounded up, at least 1) when o carries a delay or is
+// Overloaded/Limited/UpstreamUnavailable, and a small JSON body naming the
+// reason.
 // This is the one place where outcomes become HTTP responses; the shedding
 // and limiting middlewares and the gateway all call it.
 func WriteHTTP(w http.ResponseWriter, o Outcome, reason string) {
@@ -120,13 +135,15 @@ func WriteHTTP(w http.ResponseWriter, o Outcome, reason string) {
 		status = o.Status
 	}
 	body := Rejection{Error: o.Kind.String(), Reason: reason}
-	if o.RetryAfter > 0 || o.Kind == Overloaded || o.Kind == Limited {
+	if o.RetryAfter > 0 || o.Kind == Overloaded || o.Kind == Limited || o.Kind == UpstreamUnavailable {
 		secs := RetryAfterSeconds(o.RetryAfter)
 		body.RetryAfterSeconds = secs
 		w.Header().Set("Retry-After", strconv.Itoa(secs))
 	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("X-Content-Type-Options", "nosniff")
+	h := w.Header()
+	h.Set(HeaderOutcome, o.Kind.String())
+	h.Set("Content-Type", "application/json")
+	h.Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(body)
 }

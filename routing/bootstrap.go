@@ -62,6 +62,7 @@ func Bootstrap(ctx context.Context, cfg Config, req Request, opts Options) (Resu
 				log.Warn("routing: cannot persist the answer", "file", cfg.StateFile, "err", werr)
 			}
 		}
+		a.Backups = backupsFor(a.Primary, a.Backups, cfg)
 		return Result{Answer: a, Source: SourceService}, nil
 	}
 	log.Warn("routing: service unavailable, falling back", "err", err)
@@ -71,10 +72,32 @@ func Bootstrap(ctx context.Context, cfg Config, req Request, opts Options) (Resu
 		case perr != nil:
 			log.Warn("routing: ignoring the persisted answer", "file", cfg.StateFile, "err", perr)
 		case clk.Now().Before(p.received.Add(time.Duration(p.answer.TTLSeconds) * time.Second)):
+			p.answer.Backups = backupsFor(p.answer.Primary, p.answer.Backups, cfg)
 			return Result{Answer: p.answer, Source: SourcePersisted, Err: err}, nil
 		}
 	}
-	return Result{Answer: Answer{Primary: cfg.DefaultDomain, Backups: slices.Clone(cfg.DefaultBackups), Rule: "fallback"}, Source: SourceDefault, Err: err}, nil
+	return Result{Answer: Answer{Primary: cfg.DefaultDomain, Backups: backupsFor(cfg.DefaultDomain, nil, cfg), Rule: "fallback"}, Source: SourceDefault, Err: err}, nil
+}
+
+// backupsFor keeps an answer's backups; when it has none (an older service,
+// a table without a second site), the configured default backups stand in,
+// never the primary, and when those are empty too the default domain: a
+// Result always carries a backup for failover.Config when the config allows
+// one (DefaultDomain is its only domain otherwise).
+func backupsFor(primary string, backups []string, cfg Config) []string {
+	if len(backups) > 0 {
+		return backups
+	}
+	out := []string{}
+	for _, d := range cfg.DefaultBackups {
+		if d != primary && !slices.Contains(out, d) {
+			out = append(out, d)
+		}
+	}
+	if len(out) == 0 && primary != cfg.DefaultDomain {
+		out = append(out, cfg.DefaultDomain)
+	}
+	return out
 }
 
 func ask(ctx context.Context, cfg Config, req Request, client *http.Client, keys []ed25519.PublicKey) ([]byte, Answer, error) {

@@ -200,3 +200,35 @@ func closedURL(t *testing.T) string {
 	l.Close()
 	return "http://" + addr + "/v1/route"
 }
+
+// TestBootstrapAlwaysLeavesABackup: an answer without backups (what a site
+// outage produced before control always named one, issue 27) gets the
+// configured default backups, never the primary, else the default domain,
+// so that failover.NewTransport accepts the Result.
+func TestBootstrapAlwaysLeavesABackup(t *testing.T) {
+	priv, pub := key(t)
+	steps := []struct {
+		name     string
+		answer   routing.Answer
+		defaults []string
+		want     []string
+	}{
+		{"service's backups kept", routing.Answer{Primary: "a1.example.com", Backups: []string{"b1.example.com"}}, []string{"dc2.example.com"}, []string{"b1.example.com"}},
+		{"none: default backups", routing.Answer{Primary: "a1.example.com", Backups: []string{}}, []string{"dc2.example.com", "dc3.example.com"}, []string{"dc2.example.com", "dc3.example.com"}},
+		{"none: default backups but the primary", routing.Answer{Primary: "dc2.example.com"}, []string{"dc2.example.com", "dc3.example.com"}, []string{"dc3.example.com"}},
+		{"primary is the only default backup: the default domain", routing.Answer{Primary: "dc2.example.com"}, []string{"dc2.example.com"}, []string{"wap.example.com"}},
+		{"no default backups: the default domain", routing.Answer{Primary: "a1.example.com"}, nil, []string{"wap.example.com"}},
+	}
+	for _, st := range steps {
+		st.answer.TTLSeconds, st.answer.Rule, st.answer.Version = 60, "region:east", 1
+		srv := service(t, signer(t, priv, st.answer, nil, nil))
+		cfg := routing.Config{URL: srv.URL, PublicKeys: []string{pub}, DefaultDomain: "wap.example.com", DefaultBackups: st.defaults}
+		res, err := routing.Bootstrap(context.Background(), cfg, routing.Request{DeviceID: "d1"}, routing.Options{})
+		if err != nil || res.Source != routing.SourceService {
+			t.Fatalf("%s: %v %s", st.name, err, res.Source)
+		}
+		if !slices.Equal(res.Backups, st.want) {
+			t.Errorf("%s: backups %v, want %v", st.name, res.Backups, st.want)
+		}
+	}
+}

@@ -26,9 +26,11 @@ type Config struct {
 	// DefaultDomain is used when neither the service nor a persisted answer
 	// is available (required).
 	DefaultDomain string `json:"default_domain" yaml:"default_domain"`
-	// DefaultBackups go with DefaultDomain in the fallback answer, so that
-	// the app can still build a failover.Config (which needs a backup);
-	// empty: none.
+	// DefaultBackups go with DefaultDomain in the fallback answer, and stand
+	// in for the backups of an answer that names none, so that a Result holds
+	// a backup for failover.Config whatever the service said. Name at least
+	// one: without it, the fallback answer's only domain is DefaultDomain
+	// and failover.NewTransport refuses a Config without a backup.
 	DefaultBackups []string `json:"default_backups,omitempty" yaml:"default_backups,omitempty"`
 	// StateFile persists the last verified answer; empty: none.
 	StateFile string `json:"state_file,omitempty" yaml:"state_file,omitempty"`

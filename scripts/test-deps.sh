@@ -20,6 +20,7 @@ declare -A pkgs=(
   [h2load]=nghttp2-client
   [curl]=curl
   [slowhttptest]=slowhttptest
+  [promtool]=prometheus
 )
 for cmd in "${!pkgs[@]}"; do
   command -v "$cmd" >/dev/null 2>&1 || need+=("${pkgs[$cmd]}")
@@ -45,4 +46,4 @@ apt-get update -qq
 apt-get install -y -qq -o DPkg::Lock::Timeout=300 --no-install-recommends "${need[@]}" >/dev/null
 # Tests start their own instances on random loopback ports: stop the ones
 # the packages started.
-for s in nginx haproxy; do service "$s" stop >/dev/null 2>&1 || true; done
+for s in nginx haproxy prometheus; do service "$s" stop >/dev/null 2>&1 || true; done

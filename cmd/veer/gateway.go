@@ -77,6 +77,7 @@ invalid document is logged and counted and the last good config stays.`,
 	cmd.Flags().StringVar(&path, "config", "", "gateway config file (YAML)")
 	cmd.Flags().StringVar(&check, "check", "", "validate this config file and exit (status 1 and file:line: field: why when invalid)")
 	cmd.Flags().StringVar(&logFormat, "log-format", "json", "log format: json or text")
+	cmd.AddCommand(newSLORulesCmd(), newDashboardCmd())
 	return cmd
 }
 

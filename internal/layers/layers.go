@@ -40,6 +40,8 @@ var Table = map[string]int{
 	"retry":    2,
 	"cache":    2,
 	"routing":  2,
+	"release":  2,
+	"slo":      2,
 	// L3 services
 	"gateway":   3,
 	"control":   3,

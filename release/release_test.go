@@ -1,0 +1,258 @@
+package release
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/veerhq/veer/config"
+)
+
+func TestPlanValidateNamesField(t *testing.T) {
+	ok := Plan{Route: "api", From: "v1", To: "v2"}
+	rows := []struct {
+		name  string
+		edit  func(*Plan)
+		field string
+	}{
+		{"no route", func(p *Plan) { p.Route = "" }, "route"},
+		{"no from", func(p *Plan) { p.From = "" }, "from"},
+		{"same cluster", func(p *Plan) { p.To = "v1" }, "to"},
+		{"rings not increasing", func(p *Plan) { p.Rings = []float64{10, 5, 100} }, "rings[1]"},
+		{"last ring not 100", func(p *Plan) { p.Rings = []float64{10, 50} }, "rings[1]"},
+		{"ring over 100", func(p *Plan) { p.Rings = []float64{150} }, "rings[0]"},
+		{"blue-green with rings", func(p *Plan) { p.BlueGreen, p.Rings = true, []float64{100} }, "blue_green"},
+		{"repeated canary", func(p *Plan) { p.CanaryTenants = []string{"a", "a"} }, "canary_tenants[1]"},
+		{"negative hold", func(p *Plan) { p.Hold = -time.Second }, "hold"},
+		{"error rate 1", func(p *Plan) { p.SLO.MaxErrorRate = 1 }, "slo.max_error_rate"},
+		{"alpha 0.5", func(p *Plan) { p.SLO.Alpha = 0.5 }, "slo.alpha"},
+	}
+	if err := ok.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rows {
+		p := ok
+		r.edit(&p)
+		err := p.Validate()
+		if !slices.Contains(config.Fields(err), r.field) {
+			t.Errorf("%s: %v, want field %s", r.name, err, r.field)
+		}
+	}
+	var fe *config.FieldError
+	if err := (&Plan{}).Validate(); !errors.As(err, &fe) {
+		t.Fatalf("empty plan: %v", err)
+	}
+}
+
+// TestAssignSteps: canary tenants first, then rings by slot; a tenant never
+// goes back to A while the rollout advances, and widening a ring moves
+// exactly the tenants of the added slots.
+func TestAssignSteps(t *testing.T) {
+	p := Plan{Route: "api", From: "v1", To: "v2", CanaryTenants: []string{"acme"}}
+	if p.Steps() != 5 {
+		t.Fatalf("steps %d, want canary + 4 rings", p.Steps())
+	}
+	onB := make([]int, p.Steps())
+	for i := range 20000 {
+		tenant := fmt.Sprint("t", i)
+		prev := A
+		for step := range p.Steps() {
+			v := Assign(p, step, "api", tenant)
+			if prev == B && v == A {
+				t.Fatalf("%s went back to A at step %d", tenant, step)
+			}
+			if v == B {
+				onB[step]++
+			}
+			prev = v
+		}
+		if Assign(p, -1, "api", tenant) != A {
+			t.Fatalf("%s on B after an abort", tenant)
+		}
+	}
+	if Assign(p, 0, "api", "acme") != B || Assign(p, -1, "api", "acme") != A {
+		t.Fatal("the canary tenant")
+	}
+	want := []float64{0, 1, 10, 50, 100}
+	for step, n := range onB {
+		got := 100 * float64(n) / 20000
+		if d := got - want[step]; d > 1 || d < -1 {
+			t.Errorf("step %d: %.2f %% of tenants on B, want %v %%", step, got, want[step])
+		}
+	}
+	bg := Plan{Route: "api", From: "v1", To: "v2", BlueGreen: true}
+	if bg.Steps() != 1 || Assign(bg, 0, "api", "anyone") != B {
+		t.Fatal("blue-green is one step with everyone on B")
+	}
+}
+
+// TestJudgeSteps: the sequential test aborts a bad version on little
+// evidence, promotes a healthy one after the minimum sample, and decides at
+// the hold.
+func TestJudgeSteps(t *testing.T) {
+	p := Plan{Route: "api", From: "v1", To: "v2"}
+	a := Counts{Requests: 100000, Errors: 200, Slow: 1000} // 0.2 % errors, 1 % slow
+	rows := []struct {
+		name    string
+		b       Counts
+		elapsed time.Duration
+		want    Decision
+	}{
+		{"no traffic yet", Counts{}, 0, Continue},
+		{"healthy, too few samples", Counts{Requests: 150}, time.Minute, Continue},
+		{"healthy, enough", Counts{Requests: 1000, Errors: 2, Slow: 10}, time.Minute, Promote},
+		{"healthy, not yet clear", Counts{Requests: 300, Errors: 2, Slow: 3}, time.Minute, Continue},
+		{"5 % errors after 100 requests", Counts{Requests: 100, Errors: 5}, 10 * time.Second, Abort},
+		{"all slow", Counts{Requests: 50, Slow: 20}, 10 * time.Second, Abort},
+		{"ambiguous at the hold: leaning healthy", Counts{Requests: 300, Errors: 1, Slow: 3}, DefaultHold, Promote},
+		{"too little traffic at the hold", Counts{Requests: 20}, DefaultHold, Abort},
+		{"between the hypotheses at the hold", Counts{Requests: 400, Errors: 4, Slow: 4}, DefaultHold, Abort},
+	}
+	for _, r := range rows {
+		v := Judge(p, a, r.b, r.elapsed)
+		if v.Decision != r.want {
+			t.Errorf("%s: %v (%s; error llr %.2f slow llr %.2f in [%.2f, %.2f])", r.name, v.Decision, v.Reason, v.ErrorLLR, v.SlowLLR, v.Lower, v.Upper)
+		}
+		if v.Decision == Abort && !strings.Contains(v.Reason, fmt.Sprintf("of %d", r.b.Requests)) {
+			t.Errorf("%s: the reason %q does not carry the figures", r.name, v.Reason)
+		}
+	}
+}
+
+func TestRolloutControl(t *testing.T) {
+	t0 := time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC)
+	p := Plan{Route: "api", From: "v1", To: "v2", Rings: []float64{50, 100}}
+	r, err := Start(p, t0, "go")
+	if err != nil || r.Serving() != 0 || !r.Active() {
+		t.Fatal(r, err)
+	}
+	promote := Verdict{Decision: Promote, Reason: "fine"}
+	steps := []struct {
+		name    string
+		do      func(Rollout) (Rollout, error)
+		status  Status
+		serving int
+		fails   bool
+	}{
+		{"pause", func(r Rollout) (Rollout, error) { return r.Do(Pause, t0, "look") }, Paused, 0, false},
+		{"a verdict while paused changes nothing", func(r Rollout) (Rollout, error) { return r.Apply(promote, t0), nil }, Paused, 0, false},
+		{"pause twice", func(r Rollout) (Rollout, error) { return r.Do(Pause, t0, "again") }, Paused, 0, true},
+		{"resume", func(r Rollout) (Rollout, error) { return r.Do(Resume, t0, "ok") }, Running, 0, false},
+		{"promote", func(r Rollout) (Rollout, error) { return r.Apply(promote, t0), nil }, Running, 1, false},
+		{"promote the last: done", func(r Rollout) (Rollout, error) { return r.Apply(promote, t0), nil }, Done, 1, false},
+		{"abort a finished rollout", func(r Rollout) (Rollout, error) { return r.Do(Cancel, t0, "late") }, Done, 1, true},
+	}
+	for _, st := range steps {
+		next, err := st.do(r)
+		if (err != nil) != st.fails || next.Status != st.status || next.Serving() != st.serving {
+			t.Fatalf("%s: %s serving %d, %v", st.name, next.Status, next.Serving(), err)
+		}
+		r = next
+	}
+	r, _ = Start(p, t0, "again")
+	r, _ = r.Do(Cancel, t0, "bad idea")
+	if r.Serving() != -1 || r.Assign("anyone") != A || !strings.Contains(r.Reason, "bad idea") {
+		t.Fatalf("manual abort: %+v", r)
+	}
+}
+
+// simulate runs one rollout at rps requests a second over 1000 tenants on a
+// virtual clock, judging every second (a propagation interval), and
+// returns the outcome: the final status, when B first took traffic and
+// when the rollout ended, and how many of B's requests failed.
+func simulate(seed uint64, p Plan, rps int, errA, errB float64, slowB func(*rand.Rand) bool) (st Status, took time.Duration, failedB int) {
+	rnd := rand.New(rand.NewPCG(seed, 1))
+	t0 := time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC)
+	r, _ := Start(p, t0, "sim")
+	var a, b Counts
+	var firstB time.Time
+	step := r.Step
+	for sec := 1; sec <= 3600 && r.Active(); sec++ {
+		now := t0.Add(time.Duration(sec) * time.Second)
+		for range rps {
+			tenant := fmt.Sprint("t", rnd.IntN(1000))
+			if r.Assign(tenant) == B {
+				if firstB.IsZero() {
+					firstB = now
+				}
+				b.Requests++
+				if rnd.Float64() < errB {
+					b.Errors++
+					failedB++
+				}
+				if slowB(rnd) {
+					b.Slow++
+				}
+				continue
+			}
+			a.Requests++
+			if rnd.Float64() < errA {
+				a.Errors++
+			}
+			if rnd.Float64() < 0.01 {
+				a.Slow++
+			}
+		}
+		r = r.Apply(r.Judge(a, b, now), now)
+		if r.Step != step { // counts are per step
+			a, b, step = Counts{}, Counts{}, r.Step
+		}
+		if !r.Active() {
+			return r.Status, now.Sub(firstB), failedB
+		}
+	}
+	return r.Status, 0, failedB
+}
+
+// TestSimulatedRollouts: the targets on a virtual clock at 500
+// req/s with realistic noise (A: 0.2 % errors, 1 % over the threshold;
+// canary tenants with 2 % of the traffic, then rings of 1, 10, 50, 100 %):
+// a healthy B is rolled back in at most 1 % of 100 runs and always
+// finishes; a B failing 5 % of requests is rolled back within 30 s of first
+// taking traffic with at most 50 of its requests failed, in each of 20
+// runs; a B with 3× A's latency (a third of its requests over the
+// threshold) within 60 s; a bad B is never promoted.
+func TestSimulatedRollouts(t *testing.T) {
+	var canaries []string // 20 of the 1000 tenants: 2 % of the traffic, 10 req/s
+	for i := range 20 {
+		canaries = append(canaries, fmt.Sprint("t", i))
+	}
+	p := Plan{Route: "api", From: "v1", To: "v2", CanaryTenants: canaries}
+	slowLikeA := func(r *rand.Rand) bool { return r.Float64() < 0.01 }
+	falseRollbacks := 0
+	for seed := range uint64(100) {
+		st, _, _ := simulate(seed, p, 500, 0.002, 0.002, slowLikeA)
+		if st == Aborted {
+			falseRollbacks++
+		} else if st != Done {
+			t.Fatalf("seed %d: healthy rollout ended %s", seed, st)
+		}
+	}
+	t.Logf("healthy B: %d of 100 rollouts rolled back", falseRollbacks)
+	if falseRollbacks > 1 {
+		t.Errorf("%d of 100 healthy rollouts rolled back, want <= 1", falseRollbacks)
+	}
+	var worst time.Duration
+	worstFailed := 0
+	for seed := range uint64(20) {
+		st, took, failed := simulate(1000+seed, p, 500, 0.002, 0.05, slowLikeA)
+		if st != Aborted || took > 30*time.Second || failed > 50 {
+			t.Errorf("seed %d, B failing 5 %%: %s after %v with %d of B's requests failed", seed, st, took, failed)
+		}
+		worst, worstFailed = max(worst, took), max(worstFailed, failed)
+	}
+	t.Logf("B failing 5 %%: rolled back within %v of first taking traffic, at most %d of its requests failed (20 runs)", worst, worstFailed)
+	worst = 0
+	for seed := range uint64(20) {
+		st, took, _ := simulate(2000+seed, p, 500, 0.002, 0.002, func(r *rand.Rand) bool { return r.Float64() < 0.33 })
+		if st != Aborted || took > 60*time.Second {
+			t.Errorf("seed %d, B 3x slower: %s after %v", seed, st, took)
+		}
+		worst = max(worst, took)
+	}
+	t.Logf("B 3x slower: rolled back within %v (20 runs)", worst)
+}
