@@ -178,3 +178,22 @@ func BenchmarkAppendSigned(b *testing.B) {
 		buf = p.AppendSigned(buf[:0], priv, id, "device-0123456789", now)
 	}
 }
+
+// TestUnboundStateFileIgnored: a state file persisted before answers were
+// bound (an older app's) is ignored with a warning, like a corrupt one.
+func TestUnboundStateFileIgnored(t *testing.T) {
+	priv, pub := key(t)
+	old, _ := routing.Sign(routing.Answer{Primary: "p.example.com", Backups: []string{"b.example.com"}, TTLSeconds: 600}, priv)
+	path := filepath.Join(t.TempDir(), "route.json")
+	clk := clock.NewManual(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC))
+	os.WriteFile(path, []byte(`{"version":1,"received":"2026-12-01T00:00:00Z","body":`+string(old)+`}`), 0o600)
+	var logs bytes.Buffer
+	cfg := routing.Config{URL: closedURL(t), PublicKeys: []string{pub}, DefaultDomain: "wap.example.com", StateFile: path}
+	res, err := routing.Bootstrap(context.Background(), cfg, routing.Request{DeviceID: "d"}, routing.Options{Clock: clk, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil || res.Source != routing.SourceDefault {
+		t.Fatalf("unbound state file: %+v %v", res, err)
+	}
+	if !bytes.Contains(logs.Bytes(), []byte("ignoring the persisted answer")) || !bytes.Contains(logs.Bytes(), []byte(routing.ErrUnbound.Error())) {
+		t.Fatalf("no warning naming the unbound answer:\n%s", logs.String())
+	}
+}
