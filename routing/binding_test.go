@@ -141,7 +141,7 @@ func TestAppendSignedIsSignOfBound(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	words := []string{"a", "b-1", "x.example.com", "<&>", "région", `q"uote`, "", "z\\"}
 	pick := func() string { return words[rng.IntN(len(words))] }
-	for i := range 500 {
+	for i := range 100 { // two signatures and two verifications each: ~15 ms under -race
 		a := routing.Answer{Primary: "p" + strconv.Itoa(i) + ".example.com", TTLSeconds: rng.IntN(routing.MaxTTLSeconds + 1),
 			Rule: pick() + pick(), Version: rng.Int64N(1 << 40), Backups: []string{}}
 		for range rng.IntN(4) {
