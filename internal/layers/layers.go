@@ -29,8 +29,9 @@ var Table = map[string]int{
 	"internal/atomicfile": 0, // durable file replacement for failover and lastmile
 	"internal/selfsigned": 1, // the self-signed certificate of the gateway and the control plane
 	// L1 shared infrastructure
-	"config": 1,
-	"store":  1,
+	"config":             1,
+	"store":              1,
+	"shed/internal/runq": 1, // shed's run-queue engine: below shed, which imports it
 	// L2 algorithms (ARCHITECTURE.md's L1)
 	"failover": 2,
 	"lastmile": 2,
@@ -83,6 +84,7 @@ var HeavyAllowed = map[string][]string{
 	"lastmile":                   {"prometheus", "quic-go", "miekg/dns"}, // HTTP/3 and DNS are its subject
 	"lastmile/lmtest":            {"quic-go", "miekg/dns"},
 	"shed":                       {"prometheus"},
+	"shed/internal/runq":         {"prometheus"}, // the yields' collector
 	"shed/shedgrpc":              {"grpc", "prometheus"},
 	"limit":                      {"prometheus"},
 	"limit/limitgrpc":            {"grpc", "prometheus"},
