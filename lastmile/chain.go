@@ -121,7 +121,7 @@ func (t *Transport) schedulerStep(ctx context.Context, d *discovery) (*route, er
 		if sni == "" {
 			sni = d.host
 		}
-		cands = append(cands, candidate{addr: n.Addr, serverName: sni, noH3: !n.offers("h3"), h3: n.offers("h3")})
+		cands = append(cands, candidate{addr: n.Addr, serverName: sni, noH3: !n.Offers("h3"), h3: n.Offers("h3")})
 	}
 	return t.try(ctx, d, StepScheduler, cands)
 }

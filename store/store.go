@@ -60,18 +60,6 @@ const (
 	MaxValueLen = 8 << 20
 )
 
-// Keys of the documents gateways follow (written by the control plane's
-// admin API, read by gateway.FollowStore); both sides import them from here.
-const (
-	// KeyGatewayPrefix prefixes every document published to gateways.
-	KeyGatewayPrefix = "gateway/"
-	// KeyGatewayCriticality holds the criticality table (shed.Config's
-	// shape, YAML or JSON).
-	KeyGatewayCriticality = KeyGatewayPrefix + "criticality"
-	// KeyGatewayLimits holds the limits (limit.Config's shape).
-	KeyGatewayLimits = KeyGatewayPrefix + "limits"
-)
-
 // Expectations for Write.Expect besides a positive version.
 const (
 	// Any writes whatever the current version (the zero value).
