@@ -1,6 +1,7 @@
 package lastmile
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -150,7 +151,7 @@ func (t *Transport) cdnStep(ctx context.Context, d *discovery) (*route, error) {
 				sni = c.Domain
 			}
 			var r *route
-			r, err = t.try(ctx, d, StepCDN, addrCandidates(ips, strconv.Itoa(orInt(c.Port, t.cfg.Port)), sni, rs))
+			r, err = t.try(ctx, d, StepCDN, addrCandidates(ips, strconv.Itoa(cmp.Or(c.Port, t.cfg.Port)), sni, rs))
 			if err == nil {
 				return r, nil
 			}
