@@ -188,6 +188,22 @@ func CheckValue(v []byte) error {
 	return nil
 }
 
+// CheckPut is every backend's Put prelude: it validates key and value and
+// returns the value to store, a nil value as an empty one (a document that
+// exists has a value; only a deleted one has none).
+func CheckPut(key string, value []byte) ([]byte, error) {
+	if err := CheckKey(key); err != nil {
+		return nil, err
+	}
+	if err := CheckValue(value); err != nil {
+		return nil, err
+	}
+	if value == nil {
+		value = []byte{}
+	}
+	return value, nil
+}
+
 // CheckExpect validates w.Expect against the current version cur (0: the
 // key does not exist).
 func CheckExpect(key string, w Write, cur int64) error {
