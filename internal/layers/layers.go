@@ -3,7 +3,10 @@
 // import each other, and the vocabulary packages use the standard library
 // only. A sub-package (shed/shedgrpc) sits in its parent's layer and may
 // import its parent; the parent never imports it, so that users of the parent
-// do not pay for the sub-package's dependencies.
+// do not pay for the sub-package's dependencies. A sub-package listed in
+// Table is a package of its own layer (shed/internal/runq sits below shed,
+// which imports it). The numbers are docs/architecture.md's; that page maps
+// them onto the workspace guide's L0..L3.
 //
 // A new package must be added to Table; the test fails until it is.
 //
