@@ -27,7 +27,7 @@ func FuzzParseScheduleRequest(f *testing.F) {
 	f.Add([]byte(`{"version":2}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		r, err := ParseScheduleRequest(b)
-		if err == nil && (r.Version != 1 || !validDomain(r.Domain)) {
+		if err == nil && (r.Version != 1 || !routing.ValidDomain(r.Domain)) {
 			t.Fatalf("accepted %+v", r)
 		}
 	})

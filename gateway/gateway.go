@@ -55,7 +55,7 @@ type Options struct {
 	HTTP3 HTTP3Func
 }
 
-// Gateway is the edge proxy. Build it with New, start it with Serve, feed
+// Gateway is the edge proxy. Build it with New, start it with Start, feed
 // it new configs with Apply, stop it with Shutdown.
 type Gateway struct {
 	opts Options
@@ -98,7 +98,7 @@ type breakerEntry struct {
 }
 
 // New validates cfg, builds the gateway and its first snapshot. It does not
-// listen: call Serve.
+// listen: call Start.
 func New(cfg Config, opts Options) (*Gateway, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -175,7 +175,7 @@ func (g *Gateway) maxRequestBody() int64 { return g.snap.Load().cfg.Limits.MaxRe
 // Config returns the config in force, with defaults applied.
 func (g *Gateway) Config() Config { return *g.snap.Load().cfg }
 
-// ServeHTTP proxies one request: the handler Serve's listeners use.
+// ServeHTTP proxies one request: the handler Start's listeners use.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) { g.handler.ServeHTTP(w, r) }
 
 // Apply validates cfg and swaps it in as a whole, or returns an error

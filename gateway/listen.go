@@ -24,7 +24,7 @@ type HTTP3Server interface {
 // with tlsConf; gateway/gatewayh3.Listen is the implementation.
 type HTTP3Func func(addr string, tlsConf *tls.Config, h http.Handler) (HTTP3Server, error)
 
-// servers are the listeners Serve started.
+// servers are the listeners Start started.
 type servers struct {
 	mu      sync.Mutex
 	https   *http.Server
@@ -42,7 +42,7 @@ type Addrs struct {
 	TLS, Plain, Admin string
 }
 
-// Addrs returns the addresses Serve bound.
+// Addrs returns the addresses Start bound.
 func (g *Gateway) Addrs() Addrs {
 	g.srv.mu.Lock()
 	defer g.srv.mu.Unlock()

@@ -18,7 +18,7 @@ func FuzzVerify(f *testing.F) {
 	f.Add([]byte(`{`))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		a, err := Verify(body, []ed25519.PublicKey{pub})
-		if err == nil && !validDomain(a.Primary) {
+		if err == nil && !ValidDomain(a.Primary) {
 			t.Fatalf("accepted %+v", a)
 		}
 		if err != nil {

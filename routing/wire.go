@@ -174,14 +174,14 @@ func Verify(body []byte, keys []ed25519.PublicKey) (Answer, error) {
 }
 
 func (a Answer) validate() error {
-	if !validDomain(a.Primary) {
+	if !ValidDomain(a.Primary) {
 		return fmt.Errorf("%w: primary %q is not a domain", ErrAnswer, a.Primary)
 	}
 	if len(a.Backups) > maxBackups {
 		return fmt.Errorf("%w: %d backups, max %d", ErrAnswer, len(a.Backups), maxBackups)
 	}
 	for i, b := range a.Backups {
-		if !validDomain(b) {
+		if !ValidDomain(b) {
 			return fmt.Errorf("%w: backups[%d] %q is not a domain", ErrAnswer, i, b)
 		}
 	}
@@ -247,9 +247,9 @@ func (p Prepared) AppendSigned(dst []byte, key ed25519.PrivateKey, keyID, device
 	return append(dst, "\"}\n"...)
 }
 
-// validDomain accepts host names and host:port (letters, digits, '-', '.',
+// ValidDomain accepts host names and host:port (letters, digits, '-', '.',
 // ':' and brackets for IPv6 literals).
-func validDomain(d string) bool {
+func ValidDomain(d string) bool {
 	if d == "" || len(d) > maxDomainLen {
 		return false
 	}

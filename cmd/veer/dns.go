@@ -22,6 +22,7 @@ import (
 	"github.com/veerhq/veer/dnsserver/dnsstore"
 	"github.com/veerhq/veer/dnsserver/doh"
 	"github.com/veerhq/veer/obs"
+	"github.com/veerhq/veer/store"
 )
 
 func init() { subcommands = append(subcommands, newDNSCmd) }
@@ -135,7 +136,7 @@ is a start.`,
 					return err
 				}
 				defer stop()
-				fmt.Fprintf(out, "veer dns: data from the control store %v (%s, %s)\n", data.store.Endpoints, dnsstore.KeyZones, dnsstore.KeyAccess)
+				fmt.Fprintf(out, "veer dns: data from the control store %v (%s, %s)\n", data.store.Endpoints, dnsstore.KeyZones, store.KeyAccess)
 			}
 			hup := make(chan os.Signal, 1)
 			signal.Notify(hup, syscall.SIGHUP)
@@ -183,7 +184,7 @@ func checkDNS(out io.Writer, path string) error {
 	_, err := fmt.Fprintf(out, "%s: OK: %d zones, %d records, %d access domains with %d nodes, %d region rows\n",
 		path, len(c.Zones), records, access, nodes, len(c.Regions))
 	if err == nil && f.ControlStore != nil {
-		_, err = fmt.Fprintf(out, "%s: data from the control store %v (%s, %s)\n", path, f.ControlStore.Endpoints, dnsstore.KeyZones, dnsstore.KeyAccess)
+		_, err = fmt.Fprintf(out, "%s: data from the control store %v (%s, %s)\n", path, f.ControlStore.Endpoints, dnsstore.KeyZones, store.KeyAccess)
 	}
 	return err
 }

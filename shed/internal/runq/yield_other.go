@@ -1,7 +1,7 @@
 //go:build !unix
 
-package shed
+package runq
 
 // waitPoll has no descriptor to wait on where the network poller does not
-// watch pipes: pollYield falls back to runtime.Gosched.
+// watch pipes: Yield falls back to runtime.Gosched.
 func waitPoll() bool { return false }

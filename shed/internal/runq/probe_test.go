@@ -1,4 +1,4 @@
-package shed
+package runq
 
 import (
 	"runtime"
@@ -11,11 +11,11 @@ import (
 // TestSchedProbeSeesRunQueue runs real goroutines on one processor: while
 // 20 of them spin, whenever the test goroutine runs the others wait in the
 // run queue, and the probe must report a backlog; once they stop, the
-// backlog clears after backlogHold. CPU time comes from a fake meter so that
+// backlog clears after BacklogHold. CPU time comes from a fake meter so that
 // saturation does not depend on what else the machine runs.
 func TestSchedProbeSeesRunQueue(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
-	p := newSchedProbe()
+	p := NewProbe()
 	var cpu time.Duration // the fake meter: the process CPU time
 	p.cpu = func() (time.Duration, bool) { return cpu, true }
 	var stop atomic.Bool
@@ -33,28 +33,28 @@ func TestSchedProbeSeesRunQueue(t *testing.T) {
 	step := func(use float64) {
 		now = now.Add(schedEvery)
 		cpu += time.Duration(use * float64(schedEvery))
-		p.observe(now)
+		p.Observe(now)
 		runtime.Gosched()
 	}
 	for range 12 { // 120 ms at full CPU
 		step(1)
 	}
-	if !p.busy() || !p.saturated() {
-		t.Fatalf("20 spinning goroutines on one processor at 100%% CPU: busy %v saturated %v, want both", p.busy(), p.saturated())
+	if !p.Busy() || !p.Saturated() {
+		t.Fatalf("20 spinning goroutines on one processor at 100%% CPU: busy %v saturated %v, want both", p.Busy(), p.Saturated())
 	}
 	for range 12 { // the same backlog, but the process got only half a CPU
 		step(0.5)
 	}
-	if !p.busy() || p.saturated() {
-		t.Fatalf("backlog at 50%% CPU: busy %v saturated %v, want busy only", p.busy(), p.saturated())
+	if !p.Busy() || p.Saturated() {
+		t.Fatalf("backlog at 50%% CPU: busy %v saturated %v, want busy only", p.Busy(), p.Saturated())
 	}
 	stop.Store(true)
 	wg.Wait()
 	for range 12 {
 		step(1)
 	}
-	if p.busy() || p.saturated() {
-		t.Fatalf("after the spinners stopped: busy %v saturated %v, want neither", p.busy(), p.saturated())
+	if p.Busy() || p.Saturated() {
+		t.Fatalf("after the spinners stopped: busy %v saturated %v, want neither", p.Busy(), p.Saturated())
 	}
 	// A clock from another world (a test's fake time far behind) samples
 	// at once instead of never.
@@ -62,10 +62,3 @@ func TestSchedProbeSeesRunQueue(t *testing.T) {
 		t.Fatal("a clock that went back is never due")
 	}
 }
-
-// fixedRunQueue is a runQueue whose state the test sets.
-type fixedRunQueue struct{ isBusy, isSaturated atomic.Bool }
-
-func (f *fixedRunQueue) observe(time.Time) {}
-func (f *fixedRunQueue) busy() bool        { return f.isBusy.Load() }
-func (f *fixedRunQueue) saturated() bool   { return f.isSaturated.Load() }

@@ -1,14 +1,14 @@
 //go:build unix
 
-package shed
+package runq
 
 import (
 	"syscall"
 	"time"
 )
 
-// processCPU returns the CPU time (user + system) the process has used.
-func processCPU() (time.Duration, bool) {
+// ProcessCPU returns the CPU time (user + system) the process has used.
+func ProcessCPU() (time.Duration, bool) {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
 		return 0, false

@@ -1,4 +1,4 @@
-package shed
+package runq
 
 import (
 	"os"
@@ -9,11 +9,12 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/veerhq/veer/obs"
 )
 
 // TestPollYieldRunsNetworkWokenFirst: a goroutine whose descriptor became
-// readable while the processor was busy has run by the time pollYield
+// readable while the processor was busy has run by the time Yield
 // returns. runtime.Gosched fails this: with the run queue non-empty, the
 // scheduler does not poll and the yielding goroutine is picked again at once.
 // The reader reads a pipe, which the runtime polls like a connection, because
@@ -27,7 +28,7 @@ func TestPollYieldRunsNetworkWokenFirst(t *testing.T) {
 	ranFirst := 0
 	for range rounds {
 		read, done := readableReader(t, server, client)
-		pollYield()
+		Yield()
 		if read.Load() {
 			ranFirst++
 		}
@@ -37,7 +38,7 @@ func TestPollYieldRunsNetworkWokenFirst(t *testing.T) {
 	// something of its own (seen: the first round after a synctest
 	// bubble); runtime.Gosched misses every round.
 	if ranFirst < rounds-2 {
-		t.Fatalf("the woken reader ran before pollYield returned in %d of %d rounds, want at least %d", ranFirst, rounds, rounds-2)
+		t.Fatalf("the woken reader ran before Yield returned in %d of %d rounds, want at least %d", ranFirst, rounds, rounds-2)
 	}
 }
 
@@ -57,7 +58,7 @@ func TestPollYieldJoinersRunAfterNetworkWoken(t *testing.T) {
 		var missed atomic.Int32
 		for range yielders {
 			wg.Go(func() {
-				pollYield()
+				Yield()
 				if !read.Load() {
 					missed.Add(1)
 				}
@@ -67,7 +68,7 @@ func TestPollYieldJoinersRunAfterNetworkWoken(t *testing.T) {
 		late += int(missed.Load())
 		<-done
 	}
-	// runtime.Gosched returns before the reader in all 80. pollYield
+	// runtime.Gosched returns before the reader in all 80. Yield
 	// may miss a few: the poll's other goroutines wait in the local run
 	// queue, and the scheduler serves the global one first every 61st
 	// round (docs/shed.md). With other packages' tests on both cores
@@ -77,13 +78,13 @@ func TestPollYieldJoinersRunAfterNetworkWoken(t *testing.T) {
 	}
 }
 
-// TestPollYieldLeavesNothingBehind: nothing started by pollYield outlives
+// TestPollYieldLeavesNothingBehind: nothing started by Yield outlives
 // it, so a testing/synctest bubble that yields can still advance its clock
 // and end (a goroutine parked on the network would block both).
 func TestPollYieldLeavesNothingBehind(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		for range 3 {
-			pollYield()
+			Yield()
 		}
 		start := time.Now()
 		time.Sleep(time.Second)
@@ -99,7 +100,7 @@ func TestPollYieldLeavesNothingBehind(t *testing.T) {
 func BenchmarkPollYield(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
-		pollYield()
+		Yield()
 	}
 }
 
@@ -117,7 +118,7 @@ func TestPollYieldSharesOnePoll(t *testing.T) {
 	for range goroutines {
 		wg.Go(func() {
 			for range each {
-				pollYield()
+				Yield()
 			}
 		})
 	}
@@ -144,7 +145,7 @@ func everyYieldPolls(t *testing.T, n uint64) {
 	t.Helper()
 	polls0 := yieldPolls.Load()
 	for range n {
-		pollYield()
+		Yield()
 	}
 	if polls := yieldPolls.Load() - polls0; polls != n {
 		t.Fatalf("%d of %d yields waited for a poll", polls, n)
@@ -187,14 +188,12 @@ func readableReader(t *testing.T, server, client *os.File) (read *atomic.Bool, d
 }
 
 // TestYieldMetrics: veer_shed_run_queue_yields_total counts the yields by
-// how they waited, process-wide, and passes obs.Lint.
+// how they waited, process-wide (a second collector on the registry, as a
+// second Shedder registers, shares the series), and passes obs.Lint.
 func TestYieldMetrics(t *testing.T) {
-	s, reg := newShedder(t, Config{})
-	s2, err := New(Config{Registerer: reg, Logger: obs.Discard}) // a second Shedder shares the series
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s2.Close()
+	reg := prometheus.NewRegistry()
+	obs.Register(reg, NewCollector())
+	obs.Register(reg, NewCollector())
 	polls := func() float64 {
 		mfs, err := reg.Gather()
 		if err != nil {
@@ -214,8 +213,8 @@ func TestYieldMetrics(t *testing.T) {
 		return 0
 	}
 	before := polls()
-	s.yield()
-	s.yield()
+	Yield()
+	Yield()
 	if got := polls() - before; got != 2 {
 		t.Fatalf("polls went up by %v after two yields, want 2", got)
 	}
@@ -234,14 +233,14 @@ func BenchmarkPollYieldBusy(b *testing.B) {
 	for _, c := range []struct {
 		name  string
 		yield func()
-	}{{"poll", pollYield}, {"gosched", runtime.Gosched}, {"none", func() {}}} {
+	}{{"poll", Yield}, {"gosched", runtime.Gosched}, {"none", func() {}}} {
 		b.Run(c.name, func(b *testing.B) {
 			defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
 			var next atomic.Int64
 			var sink atomic.Uint64
 			var wg sync.WaitGroup
 			polls0 := yieldPolls.Load()
-			cpu0, _ := processCPU()
+			cpu0, _ := ProcessCPU()
 			b.ResetTimer()
 			for range 64 {
 				wg.Go(func() {
@@ -257,7 +256,7 @@ func BenchmarkPollYieldBusy(b *testing.B) {
 			}
 			wg.Wait()
 			b.StopTimer()
-			cpu1, _ := processCPU()
+			cpu1, _ := ProcessCPU()
 			b.ReportMetric(float64(cpu1-cpu0)/float64(b.N), "cpu-ns/op")
 			b.ReportMetric(float64(yieldPolls.Load()-polls0)/float64(b.N), "polls/op")
 		})
@@ -281,7 +280,7 @@ func TestPollYieldAcrossSynctestBubbles(t *testing.T) {
 				case <-stop:
 					return
 				default:
-					pollYield()
+					Yield()
 				}
 			}
 		})
@@ -291,7 +290,7 @@ func TestPollYieldAcrossSynctestBubbles(t *testing.T) {
 	for range 20 {
 		synctest.Test(t, func(t *testing.T) {
 			for range 100 {
-				pollYield()
+				Yield()
 			}
 		})
 	}

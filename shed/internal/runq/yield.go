@@ -1,4 +1,4 @@
-package shed
+package runq
 
 import (
 	"runtime"
@@ -6,7 +6,7 @@ import (
 	"sync/atomic"
 )
 
-// pollYield gives up the processor until the Go runtime next polls the
+// Yield gives up the processor until the Go runtime next polls the
 // network, then lets the goroutines that poll woke run first.
 //
 // Why: while the processors are busy, the scheduler looks for newly readable
@@ -18,7 +18,7 @@ import (
 // goroutine behind the others and the run queue stays non-empty. On one core
 // under a 2× and a 6× overload, admitted requests spent a median of 10.6-13.2
 // ms before the middleware ran with runtime.Gosched, 4.3-6.5 ms with
-// pollYield (docs/shed.md).
+// Yield (docs/shed.md).
 //
 // How: one poll serves every goroutine that yields before it. The first
 // (the leader) makes a descriptor that the runtime's network poller watches
@@ -50,7 +50,7 @@ import (
 // checks. With several processors another may poll before the leader parks;
 // the yield is then as short as runtime.Gosched, which is also what it falls
 // back to where no descriptor can be polled (newWaker) or a write fails.
-func pollYield() {
+func Yield() {
 	yieldMu.Lock()
 	if yieldPending {
 		yieldMu.Unlock()
@@ -96,5 +96,5 @@ var (
 // yieldPolls counts the yields that waited for a network poll (leaders
 // whose descriptor the poller reported), yieldJoins those that shared
 // another's, yieldFallbacks those that fell back to runtime.Gosched
-// (exported by yieldCollector).
+// (exported by collector).
 var yieldPolls, yieldJoins, yieldFallbacks atomic.Uint64

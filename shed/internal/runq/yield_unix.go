@@ -1,6 +1,6 @@
 //go:build unix
 
-package shed
+package runq
 
 import (
 	"os"
@@ -8,7 +8,7 @@ import (
 	"syscall"
 )
 
-// waker is the descriptor a leader of pollYield waits on: rc reads it
+// waker is the descriptor a leader of Yield waits on: rc reads it
 // through the runtime's network poller; ring makes it readable (one
 // edge-triggered event), drain consumes what ring wrote, if it must. keep
 // holds the files, whose finalizers would close the descriptors.
@@ -21,10 +21,10 @@ type waker struct {
 
 var (
 	wakerOnce sync.Once
-	theWaker  *waker // nil: none could be made or polled, pollYield is runtime.Gosched
+	theWaker  *waker // nil: none could be made or polled, Yield is runtime.Gosched
 )
 
-// lead is the state of the one leader waiting at a time (pollYield's
+// lead is the state of the one leader waiting at a time (Yield's
 // yieldPending serialises them), kept outside waitPoll so that the read's
 // callback is a package function and a wait allocates nothing.
 var lead struct {

@@ -1,15 +1,14 @@
-package shed
+package runq
 
 import (
-	"runtime"
 	"sync/atomic"
 	"time"
 )
 
 // The start turn: while the processors are saturated (the run queue is
-// busy and the process used at least 90% of GOMAXPROCS: schedwait.go), a
+// busy and the process used at least 90% of GOMAXPROCS: probe.go), a
 // request of a sheddable tier starts its handler only if fewer than GOMAXPROCS other sheddable
-// handlers started while it waited for its poll (pollYield); otherwise it
+// handlers started while it waited for its poll (Yield); otherwise it
 // yields again. So the runtime polls the network between two sheddable
 // handlers on a processor.
 //
@@ -39,14 +38,23 @@ import (
 // (the bench's scenario 5, a dependency of 20 slots, needs a thousand a
 // second).
 //
-// The counters are process-wide, like the processors they share out: two
-// Shedders in one process (two servers, or a gateway and an embedded
-// service) take their turns from the same line.
-var (
-	turnStarts  atomic.Uint64 // sheddable handlers started by yieldTurn
-	turnTickets atomic.Uint64 // the next request's place in line
-	turnServing atomic.Uint64 // the lowest place whose turn may not have come
-)
+// Turns is one line of start turns. The line is process-wide, like the
+// processors it shares out (ProcessTurns): two Shedders in one process (two
+// servers, or a gateway and an embedded service) take their turns from the
+// same line. The zero Turns is an empty line; tests make their own.
+type Turns struct {
+	starts  atomic.Uint64 // sheddable handlers started by Wait
+	tickets atomic.Uint64 // the next request's place in line
+	serving atomic.Uint64 // the lowest place whose turn may not have come
+	// neverShedAt is the unix ns of the last never-shed request admitted
+	// while the run queue was busy (NoteNeverShed).
+	neverShedAt atomic.Int64
+}
+
+var processTurns Turns
+
+// ProcessTurns returns the process-wide line.
+func ProcessTurns() *Turns { return &processTurns }
 
 // turnYields bounds the extra rounds of yields of one request.
 const turnYields = 16
@@ -60,29 +68,25 @@ const turnYields = 16
 // request, scripts/gateway-cpu-ab.sh, issue 18's fifth pass).
 const turnMemory = time.Second
 
-// neverShedAt is the unix ns of the last never-shed request admitted while
-// the run queue was busy (noteNeverShed).
-var neverShedAt atomic.Int64
-
-// noteNeverShed records a never-shed request admitted at now under a busy
+// NoteNeverShed records a never-shed request admitted at now under a busy
 // run queue. It stores at most once a millisecond, so a stream of critical
 // requests does not contend on one cache line.
-func noteNeverShed(now time.Time) {
+func (l *Turns) NoteNeverShed(now time.Time) {
 	ns := now.UnixNano()
-	if last := neverShedAt.Load(); ns-last >= int64(time.Millisecond) || ns < last {
-		neverShedAt.Store(ns)
+	if last := l.neverShedAt.Load(); ns-last >= int64(time.Millisecond) || ns < last {
+		l.neverShedAt.Store(ns)
 	}
 }
 
-// turnWanted reports whether a never-shed request was noted within
+// Wanted reports whether a never-shed request was noted within
 // turnMemory of now.
-func turnWanted(now time.Time) bool {
-	last := neverShedAt.Load()
+func (l *Turns) Wanted(now time.Time) bool {
+	last := l.neverShedAt.Load()
 	d := now.UnixNano() - last
 	return last != 0 && d >= 0 && d < int64(turnMemory)
 }
 
-// yieldTurn yields until fewer than GOMAXPROCS sheddable handlers started
+// Wait yields until fewer than procs (GOMAXPROCS) sheddable handlers started
 // during its last round of yields and its place in line has come (turns go
 // in the order requests asked for them: whoever runs first after a poll
 // would otherwise win, and a request could lose turnYields times over), at
@@ -90,7 +94,7 @@ func turnWanted(now time.Time) bool {
 // check (two requests back from one poll cannot both see the other not
 // started yet).
 //
-// A round is two yields (s.yield, then s.settle, by default s.yield again):
+// A round is two yields (yield, then settle; a nil settle is yield again):
 // the first waits for a poll, the second for the goroutines that poll woke
 // to have run. One is not enough: the
 // poll puts the goroutines it woke in the processor's local run queue, and
@@ -105,42 +109,28 @@ func turnWanted(now time.Time) bool {
 // ms). The second yield's poll comes only when both run queues are empty
 // (or from the monitor thread, after 10 ms without one), so by then every
 // goroutine of the first poll has reached its stage or blocked.
-func (s *Shedder) yieldTurn() {
-	procs := s.turnProcs()
-	place := turnTickets.Add(1) - 1
+func (l *Turns) Wait(procs uint64, yield, settle func()) {
+	if settle == nil {
+		settle = yield
+	}
+	place := l.tickets.Add(1) - 1
 	for i := 0; ; i++ {
-		before := turnStarts.Load()
-		s.yield()
-		if s.settle != nil {
-			s.settle()
-		} else {
-			s.yield()
-		}
+		before := l.starts.Load()
+		yield()
+		settle()
 		for {
-			n := turnStarts.Load()
-			if i < turnYields && (n-before >= procs || place >= turnServing.Load()+procs) {
+			n := l.starts.Load()
+			if i < turnYields && (n-before >= procs || place >= l.serving.Load()+procs) {
 				break // not its turn: yield again
 			}
-			if turnStarts.CompareAndSwap(n, n+1) {
+			if l.starts.CompareAndSwap(n, n+1) {
 				for {
-					srv := turnServing.Load()
-					if srv > place || turnServing.CompareAndSwap(srv, place+1) {
+					srv := l.serving.Load()
+					if srv > place || l.serving.CompareAndSwap(srv, place+1) {
 						return
 					}
 				}
 			}
 		}
 	}
-}
-
-// processors is implemented by a runQueue whose processors are not the
-// runtime's (the virtual-time models' one core).
-type processors interface{ procs() int }
-
-// turnProcs is how many sheddable handlers may start per poll: GOMAXPROCS.
-func (s *Shedder) turnProcs() uint64 {
-	if p, ok := s.rq.(processors); ok {
-		return uint64(p.procs())
-	}
-	return uint64(runtime.GOMAXPROCS(0))
 }

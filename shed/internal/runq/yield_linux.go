@@ -1,4 +1,4 @@
-package shed
+package runq
 
 import (
 	"encoding/binary"

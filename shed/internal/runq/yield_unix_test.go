@@ -1,6 +1,6 @@
 //go:build unix
 
-package shed
+package runq
 
 import (
 	"runtime"
