@@ -127,6 +127,7 @@ func compileData(d Data) (*snapshot, error) {
 		return nil, err
 	}
 	s.sortRegions()
+	s.computeGlue()
 	return s, nil
 }
 

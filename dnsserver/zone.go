@@ -19,6 +19,7 @@ type zone struct {
 // owner is the data at one name.
 type owner struct {
 	sets   map[uint16][]dns.RR
+	glue   map[uint16][]dns.RR // additional records of the MX, SRV and NS sets
 	access *accessDomain
 }
 
