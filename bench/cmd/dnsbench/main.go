@@ -9,7 +9,7 @@
 // than queries per second. With -pin (default when taskset exists) every
 // server runs on CPU 1 and dnsperf on CPU 0.
 //
-// Usage: go run ./cmd/dnsbench -veer ../bin/veer [-rounds 3] [-d 10s] [-knot]
+// Usage: go run ./cmd/dnsbench -veer ../bin/veer [-base old-veer] [-rounds 3] [-d 10s] [-knot]
 package main
 
 import (
@@ -26,6 +26,7 @@ import (
 
 func main() {
 	veer := flag.String("veer", "bin/veer", "the veer binary")
+	base := flag.String("base", "", "a second veer binary (e.g. built before a change), measured in the same rounds as veer-base")
 	rounds := flag.Int("rounds", 3, "rounds (each runs every server once)")
 	dur := flag.Duration("d", 10*time.Second, "dnsperf duration per run")
 	names := flag.Int("names", 1000, "hosts in the zone")
@@ -36,13 +37,13 @@ func main() {
 	_, tserr := exec.LookPath("taskset")
 	pin := flag.Bool("pin", tserr == nil && runtime.NumCPU() >= 2, "pin servers to CPU 1 and dnsperf to CPU 0 (taskset)")
 	flag.Parse()
-	if err := run(*veer, *rounds, *dur, *names, *outstanding, *clients, *procs, *knot, *pin); err != nil {
+	if err := run(*veer, *base, *rounds, *dur, *names, *outstanding, *clients, *procs, *knot, *pin); err != nil {
 		fmt.Fprintln(os.Stderr, "dnsbench:", err)
 		os.Exit(1)
 	}
 }
 
-func run(veer string, rounds int, dur time.Duration, names, outstanding, clients, procs int, knot, pin bool) error {
+func run(veer, base string, rounds int, dur time.Duration, names, outstanding, clients, procs int, knot, pin bool) error {
 	dir, err := os.MkdirTemp("", "dnsbench")
 	if err != nil {
 		return err
@@ -68,6 +69,18 @@ func run(veer string, rounds int, dur time.Duration, names, outstanding, clients
 		return err
 	}
 	servers = append(servers, v)
+	if base != "" {
+		bd := filepath.Join(dir, "base")
+		if err := os.MkdirAll(bd, 0o755); err != nil {
+			return err
+		}
+		b, err := bdns.StartVeer(base, bd, z, procs, srvPrefix)
+		if err != nil {
+			return err
+		}
+		b.Name = "veer-base"
+		servers = append(servers, b)
+	}
 	n, err := bdns.StartNSD(dir, z, procs, srvPrefix)
 	if err != nil {
 		return err
