@@ -44,9 +44,10 @@ func TestCacheSameAnswer(t *testing.T) {
 		{"example.test.", dns.TypeSOA, true},
 		{"txt.example.test.", dns.TypeTXT, true},
 		{"nope.example.test.", dns.TypeA, false},
-		{"www.example.test.", dns.TypeMX, false}, // NODATA
-		{"api.example.test.", dns.TypeA, false},  // access domain
-		{"www.example.org.", dns.TypeA, false},   // REFUSED
+		{"www.example.test.", dns.TypeMX, true},   // NODATA
+		{"b.deep.example.test.", dns.TypeA, true}, // NODATA, empty non-terminal
+		{"api.example.test.", dns.TypeA, false},   // access domain
+		{"www.example.org.", dns.TypeA, false},    // REFUSED
 	} {
 		for _, edns := range []int{0, 1232} {
 			for _, tr := range []Transport{UDP, TCP} {

@@ -127,7 +127,7 @@ func compileData(d Data) (*snapshot, error) {
 		return nil, err
 	}
 	s.sortRegions()
-	s.computeGlue()
+	s.precompute()
 	return s, nil
 }
 

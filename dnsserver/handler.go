@@ -35,6 +35,12 @@ func (s *Server) Answer(wire []byte, src netip.Addr, tr Transport, buf []byte) (
 			}
 		}
 	}
+	return s.answerFull(st, wire, src, tr, buf, start, pq, plain)
+}
+
+// answerFull is Answer's full path: unpack, look up, pack. pq is the
+// parsed query when plain.
+func (s *Server) answerFull(st *state, wire []byte, src netip.Addr, tr Transport, buf []byte, start time.Time, pq plainQuery, plain bool) (out []byte, ok bool) {
 	req := new(dns.Msg)
 	if err := req.Unpack(wire); err != nil {
 		s.m.dropped.WithLabelValues(dropMalformed).Inc()
@@ -128,9 +134,10 @@ func (s *Server) Answer(wire []byte, src netip.Addr, tr Transport, buf []byte) (
 		trimmed = true
 		out, ok = s.pack(resp, wire, buf, 0, tr, qtype, start)
 	}
-	if ok && plain && looked && !scoped && !trimmed && !resp.Truncated && len(resp.Answer) > 0 {
-		// Only answers with records: the names and types of the zones bound
-		// them, where random names (NXDOMAIN) would not.
+	if ok && plain && looked && !scoped && !trimmed && !resp.Truncated && (len(resp.Answer) > 0 || resp.Rcode == dns.RcodeSuccess) {
+		// Only answers with records and NODATA: the names and types of the
+		// zones bound them, where random names (NXDOMAIN, answered from the
+		// zone's template) would not.
 		st.cache.put(pq.key, out, resp.Rcode)
 	}
 	if ok && tr == UDP && len(out) > st.cfg.Amplification*len(wire) && len(out) > 0 {

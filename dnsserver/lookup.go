@@ -114,14 +114,16 @@ func (s *snapshot) lookup(q query, m *dns.Msg) result {
 	}
 }
 
-// computeGlue fills each owner's glue: for its MX, SRV and NS sets, the A
+// precompute packs each zone's NXDOMAIN template and fills each owner's
+// glue: for its MX, SRV and NS sets, the A
 // and AAAA records of the targets in any of the zones, in the set's order,
 // each target once (RFC 1034 section 3.6.2, RFC 2782; what NSD puts in the
 // additional section). Access domains are not followed: their addresses
 // depend on the client and on health, and these answers are cached for
 // every client.
-func (s *snapshot) computeGlue() {
+func (s *snapshot) precompute() {
 	for _, z := range s.zones {
+		z.neg = newNegTemplate(z)
 		for _, o := range z.names {
 			for _, t := range [...]uint16{dns.TypeMX, dns.TypeSRV, dns.TypeNS} {
 				if g := s.glueOf(o.sets[t]); len(g) > 0 {

@@ -14,6 +14,7 @@ type zone struct {
 	origin string
 	soa    *dns.SOA
 	names  map[string]*owner // every owner name and empty non-terminal, lower case
+	neg    *negTemplate      // the NXDOMAIN answer, packed
 }
 
 // owner is the data at one name.
