@@ -129,10 +129,10 @@ func (s *Server) answerFull(st *state, wire []byte, src netip.Addr, tr Transport
 			s.m.truncated.WithLabelValues("size").Inc()
 		}
 	}
-	out, ok = s.pack(resp, wire, buf, 0, tr, qtype, start)
+	out, ok = s.packOnly(resp, wire, buf, 0)
 	if ok && tr == UDP && len(out) > st.cfg.Amplification*len(wire) && dropExtra(resp) {
 		trimmed = true
-		out, ok = s.pack(resp, wire, buf, 0, tr, qtype, start)
+		out, ok = s.packOnly(resp, wire, buf, 0)
 	}
 	if ok && plain && looked && !scoped && !trimmed && !resp.Truncated && (len(resp.Answer) > 0 || resp.Rcode == dns.RcodeSuccess) {
 		// Only answers with records and NODATA: the names and types of the
@@ -147,14 +147,32 @@ func (s *Server) answerFull(st *state, wire []byte, src netip.Addr, tr Transport
 		resp.Truncated = true
 		s.addOPT(resp, opt, ecs, scoped, st)
 		s.m.truncated.WithLabelValues("amplification").Inc()
-		return s.pack(resp, wire, buf, 0, tr, qtype, start)
+		out, ok = s.packOnly(resp, wire, buf, 0)
+	}
+	if ok {
+		s.count(tr, qtype, resp.Rcode, start)
 	}
 	return out, ok
 }
 
-// pack packs resp, puts the question of the query wire back in its letter
-// case, counts the answer and its latency.
+// pack packs resp (packOnly) and counts the answer and its latency.
 func (s *Server) pack(resp *dns.Msg, wire, buf []byte, limit int, tr Transport, qtype uint16, start time.Time) ([]byte, bool) {
+	out, ok := s.packOnly(resp, wire, buf, limit)
+	if ok {
+		s.count(tr, qtype, resp.Rcode, start)
+	}
+	return out, ok
+}
+
+// count counts one answer and its latency.
+func (s *Server) count(tr Transport, qtype uint16, rcode int, start time.Time) {
+	s.m.query(tr, qtype, rcode)
+	s.m.latency[tr].Observe(time.Since(start).Seconds())
+}
+
+// packOnly packs resp and puts the question of the query wire back in its
+// letter case.
+func (s *Server) packOnly(resp *dns.Msg, wire, buf []byte, limit int) ([]byte, bool) {
 	if limit > 0 && resp.Len() > limit {
 		resp.Truncate(limit)
 	}
@@ -170,8 +188,6 @@ func (s *Server) pack(resp *dns.Msg, wire, buf []byte, limit int, tr Transport, 
 		}
 	}
 	restoreQuestion(out, wire)
-	s.m.query(tr, qtype, resp.Rcode)
-	s.m.latency[tr].Observe(time.Since(start).Seconds())
 	return out, true
 }
 
