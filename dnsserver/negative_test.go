@@ -90,6 +90,25 @@ func TestNegativeSameAsFullPath(t *testing.T) {
 			}
 		}
 	}
+	// A root zone: every name is in it.
+	root, err := New(parseConfig(t, "zones: [{origin: ., records: ['www.org. A 192.0.2.1']}]\n"), Options{Registerer: nilRegistry(), Logger: discard()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	for _, name := range []string{"nope.", "a.b.C.d.", "X.www.org."} {
+		q := new(dns.Msg)
+		q.SetQuestion(name, dns.TypeA)
+		q.SetEdns0(1232, false)
+		wire, _ := q.Pack()
+		pq, _ := parsePlain(wire, nil)
+		rst := root.state.Load()
+		fast, ok := root.fastNegative(rst, pq, wire, UDP, make([]byte, maxMsg), startTime())
+		full, _ := root.answerFull(rst, wire, src, UDP, make([]byte, maxMsg), startTime(), pq, false)
+		if !ok || !bytes.Equal(fast, full) {
+			t.Errorf("root zone, %s: fast %v\n% x\n% x", name, ok, fast, full)
+		}
+	}
 	// Bounds: a 512-byte client, with a template that does not fit, takes
 	// the full path (which truncates); here the amplification bound.
 	s2, err := New(parseConfig(t, testZone+"amplification: 1\n"), Options{Registerer: nilRegistry(), Logger: discard()})
