@@ -176,4 +176,3 @@ func walk(n *yaml.Node, path string, visit func(path string, key, val *yaml.Node
 	}
 	return false
 }
-
