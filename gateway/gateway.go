@@ -17,7 +17,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/veerhq/veer/breaker"
-	"github.com/veerhq/veer/cache"
 	"github.com/veerhq/veer/config"
 	"github.com/veerhq/veer/limit"
 	"github.com/veerhq/veer/obs"
@@ -359,7 +358,7 @@ func (g *Gateway) compile(c *Config) (*table, error) {
 				r.cache = pr.cache
 			} else {
 				var err error
-				if r.cache, err = cache.New(*rc.StaleOnError, (&dispatcher{g: g}).loadAnswer, cache.Options{Name: "gateway_" + rc.Name, Registerer: g.reg}); err != nil {
+				if r.cache, err = newAnswerCache(g, *rc.StaleOnError, rc.Name); err != nil {
 					return nil, config.In("routes."+rc.Name+".stale_on_error", err)
 				}
 			}

@@ -25,7 +25,7 @@ import (
 func (g *Gateway) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	t := g.snap.Load()
-	x := &exchange{rec: recorder{ResponseWriter: w}, st: reqState{snap: t}} // one allocation for both
+	x := &exchange{rec: recorder{ResponseWriter: w}, st: reqState{input: input{snap: t}}} // one allocation for both
 	rec, st := &x.rec, &x.st
 	defer g.finish(rec, r, st, start)
 	rt := t.match(r.Host, r.URL.Path)
@@ -176,9 +176,6 @@ func newReverseProxy(g *Gateway) *httputil.ReverseProxy {
 			} else if r.Context().Err() != nil {
 				o = outcome.Of(outcome.ClientCanceled)
 			}
-			if st := stateFrom(r.Context()); st != nil {
-				st.kind = o.Kind
-			}
 			outcome.WriteHTTP(w, o, "upstream "+o.Kind.String())
 		},
 	}
@@ -298,14 +295,14 @@ func (g *Gateway) finish(rec *recorder, r *http.Request, st *reqState, start tim
 		sp := st.hop.span()
 		sp.Start, sp.End = start, start.Add(d)
 		sp.Method, sp.Host, sp.Path, sp.Status = r.Method, r.Host, r.URL.Path, status
-		sp.Route, sp.Cluster, sp.Backend, sp.Attempts = name, st.cluster, st.backend, st.attempts
+		sp.Route, sp.Cluster, sp.Backend, sp.Attempts = name, st.res.cluster, st.res.backend, st.res.attempts
 		g.opts.OnSpan(sp)
 	}
 	if g.alog != nil {
 		g.alog.submit(logEntry{
 			time: start, method: r.Method, host: r.Host, path: r.URL.Path, proto: r.Proto,
 			remote: r.RemoteAddr, status: status, bytes: rec.bytes, dur: d, route: name,
-			cluster: st.cluster, backend: st.backend, attempts: st.attempts, stale: st.stale,
+			cluster: st.res.cluster, backend: st.res.backend, attempts: st.res.attempts, stale: st.stale,
 			traceID: st.hop.traceID,
 		})
 	}

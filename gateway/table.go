@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/veerhq/veer/cache"
 	"github.com/veerhq/veer/retry"
 )
 
@@ -38,7 +37,7 @@ type route struct {
 	clusters []*cluster
 	weights  []int
 	weighted bool
-	cache    *cache.Cache[*cachedResponse]
+	cache    *answerCache
 	m        *routeMetrics
 }
 
