@@ -30,6 +30,11 @@ type dispatchError struct{ o outcome.Outcome }
 func (e *dispatchError) Error() string { return "gateway: " + e.o.String() }
 func (e *dispatchError) Unwrap() error { return e.o.Err }
 
+// MaxRouteClusters bounds the clusters of one route: the dispatcher keeps
+// the clusters an attempt has tried in one 64-bit set (and their weighted
+// shares on the stack), and Validate refuses a route with more.
+const MaxRouteClusters = 64
+
 // errNoBackend: every backend of the cluster is drained.
 var errNoBackend = errors.New("gateway: no backend available (all drained)")
 
@@ -324,7 +329,7 @@ func (r *route) pickCluster(now int64, tried uint64, rnd *rand.Rand) int {
 		}
 	} else {
 		var total float64
-		var shares [64]float64
+		var shares [MaxRouteClusters]float64
 		for i, c := range r.clusters {
 			if tried&(1<<uint(i)) == 0 {
 				shares[i] = float64(r.weights[i]) * c.share(now)

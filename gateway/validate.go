@@ -175,6 +175,9 @@ func (r *Route) validate(clusters map[string]bool) error {
 	if len(r.Clusters) == 0 {
 		add("clusters", "at least one cluster is required")
 	}
+	if len(r.Clusters) > MaxRouteClusters {
+		add("clusters", "%d clusters: at most %d per route", len(r.Clusters), MaxRouteClusters)
+	}
 	for i, rc := range r.Clusters {
 		if !clusters[rc.Name] {
 			add(fmt.Sprintf("clusters[%d].name", i), "no cluster named %q", rc.Name)
