@@ -78,6 +78,7 @@ type Gateway struct {
 	admitter limit.Admitter
 	shedder  *shed.Shedder
 	alog     *accessLog
+	body     *limit.BodyGuard // limits.max_request_body, applied after the route match
 	proxy    *httputil.ReverseProxy
 
 	srv  servers
@@ -135,7 +136,8 @@ func New(cfg Config, opts Options) (*Gateway, error) {
 	}
 	g.alog = alog
 	g.proxy = newReverseProxy(g)
-	g.handler = limit.BodyLimitFunc(g.maxRequestBody, g.reg)(http.HandlerFunc(g.serveHTTP))
+	g.body = limit.NewBodyGuard(g.reg)
+	g.handler = http.HandlerFunc(g.serveHTTP)
 	t, err := g.compile(&c)
 	if err != nil {
 		return nil, err
@@ -168,8 +170,6 @@ func (g *Gateway) buildLimits(c Config) error {
 	g.limiter, g.admitter = l, l
 	return nil
 }
-
-func (g *Gateway) maxRequestBody() int64 { return g.snap.Load().cfg.Limits.MaxRequestBody }
 
 // Config returns the config in force, with defaults applied.
 func (g *Gateway) Config() Config { return *g.snap.Load().cfg }

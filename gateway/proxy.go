@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/veerhq/veer/limit"
 	"github.com/veerhq/veer/outcome"
 	"github.com/veerhq/veer/retry"
 	"github.com/veerhq/veer/tier"
@@ -19,8 +20,7 @@ import (
 
 // serveHTTP runs the guards in their fixed order, then dispatches:
 //
-//	body guard (413, wrapped around this handler by New)
-//	→ limits (429) → criticality shedding (503) → per-cluster breaker (503,
+//	route match (404) → body guard (413) → limits (429) → criticality shedding (503) → per-cluster breaker (503,
 //	in the dispatcher) → dispatch with cross-cluster retry.
 func (g *Gateway) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
@@ -37,6 +37,10 @@ func (g *Gateway) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	if !t.trustedAddr(r.RemoteAddr) {
 		r.Header.Del(tier.Header)
 		r.Header.Del(tier.CallerHeader)
+	}
+	if err := g.body.Apply(w, r, t.cfg.Limits.MaxRequestBody); err != nil {
+		g.refuseBody(rec, t)
+		return
 	}
 	if g.admitter != nil && len(t.keys) > 0 {
 		var buf [8]string
@@ -64,8 +68,7 @@ func (g *Gateway) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	if err := st.bufferBody(r, t.cfg.Retry.MaxReplayBody); err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			g.m.rejected.WithLabelValues("body").Inc()
-			http.Error(rec, "request body too large", http.StatusRequestEntityTooLarge)
+			g.refuseBody(rec, t)
 			return
 		}
 		http.Error(rec, "bad request body", http.StatusBadRequest)
@@ -73,6 +76,13 @@ func (g *Gateway) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	st.idempotent = retry.Idempotent(r.Method, r.Header)
 	g.proxy.ServeHTTP(rec, r.WithContext(context.WithValue(r.Context(), stateKey{}, st)))
+}
+
+// refuseBody answers 413 for a body over limits.max_request_body; the
+// answer is counted and logged by finish like every other.
+func (g *Gateway) refuseBody(w http.ResponseWriter, t *table) {
+	g.m.rejected.WithLabelValues("body").Inc()
+	limit.WriteBodyTooLarge(w, t.cfg.Limits.MaxRequestBody)
 }
 
 // exchange holds a request's recorder and state, allocated together.
@@ -171,6 +181,11 @@ func newReverseProxy(g *Gateway) *httputil.ReverseProxy {
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			var de *dispatchError
 			o := outcome.Outcome{Kind: outcome.NetworkOther, Err: err}
+			if mbe := (*http.MaxBytesError)(nil); errors.As(err, &mbe) {
+				// a streamed body ran past limits.max_request_body
+				g.refuseBody(w, g.snap.Load())
+				return
+			}
 			if errors.As(err, &de) {
 				o = de.o
 			} else if r.Context().Err() != nil {

@@ -2,13 +2,20 @@ package gateway
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/veerhq/veer/internal/metrictest"
 )
 
 func TestRoutingAndHeaders(t *testing.T) {
@@ -204,5 +211,63 @@ limits: {max_request_body: 1000}
 	fmt.Fprint(k, "GET / HTTP/1.1\r\nHost: x\r\n")
 	if _, err := io.ReadAll(br); err != nil {
 		t.Errorf("slowloris on a keep-alive connection not closed by the server: %v", err)
+	}
+}
+
+// TestBodyLimitRoutedCountedLogged: a body over limits.max_request_body is
+// refused after the route match like every other refusal: the 413 is
+// counted in veer_gateway_requests_total under its route and in the guard
+// counter, and logged with its route. Before, the guard wrapped the whole
+// handler and its 413s reached neither; and a chunked body over both
+// max_replay_body and the limit streams, fails while it is relayed, and was
+// answered 502 (one chunk or two).
+func TestBodyLimitRoutedCountedLogged(t *testing.T) {
+	var hits atomic.Int64
+	up := upstream(t, func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		_, _ = io.Copy(io.Discard, r.Body)
+	})
+	logPath := filepath.Join(t.TempDir(), "access.log")
+	reg := prometheus.NewRegistry()
+	cfg := parseConfig(t, fill(`
+routes: [{name: r, clusters: [{name: c}]}]
+clusters: [{name: c, backends: [{address: U}]}]
+limits: {max_request_body: 1000}
+retry: {max_replay_body: 100}
+access_log: {path: LOG}
+`, "U", up, "LOG", logPath))
+	g := startGatewayOpts(t, cfg, Options{Registerer: reg, Gatherer: reg})
+	addr := g.Addrs().Plain
+	chunked := func(n int) string {
+		return fmt.Sprintf("POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n%x\r\n%s\r\n0\r\n\r\n", n, strings.Repeat("a", n))
+	}
+	for _, tc := range []struct{ name, raw string }{
+		{"declared", "POST / HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: 5000\r\n\r\n"},
+		{"chunked, two chunks", "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n50\r\n" + strings.Repeat("a", 80) + "\r\n7d0\r\n" + strings.Repeat("a", 2000) + "\r\n0\r\n\r\n"},
+		{"chunked, streamed", chunked(2000)},
+	} {
+		if got := rawRequest(t, addr, tc.raw); !strings.HasPrefix(got, "HTTP/1.1 413") {
+			t.Errorf("%s: %.40q, want 413", tc.name, got)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := g.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := metrictest.Sum(t, reg, "veer_gateway_requests_total", map[string]string{"route": "r"}); n != 3 {
+		t.Errorf("requests counted under route r: %v, want 3", n)
+	}
+	if n := metrictest.Sum(t, reg, "veer_gateway_guard_rejected_total", map[string]string{"guard": "body"}); n != 3 {
+		t.Errorf("body refusals counted: %v, want 3", n)
+	}
+	entries := readLog(t, logPath)
+	if len(entries) != 3 {
+		t.Fatalf("%d access log entries, want 3", len(entries))
+	}
+	for _, e := range entries {
+		if e["route"] != "r" || e["status"].(float64) != 413 {
+			t.Errorf("logged %v %v, want route r status 413", e["route"], e["status"])
+		}
 	}
 }
