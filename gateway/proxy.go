@@ -15,6 +15,7 @@ import (
 	"github.com/veerhq/veer/limit"
 	"github.com/veerhq/veer/outcome"
 	"github.com/veerhq/veer/retry"
+	"github.com/veerhq/veer/shed"
 	"github.com/veerhq/veer/tier"
 )
 
@@ -46,24 +47,23 @@ func (g *Gateway) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		var buf [8]string
 		keys := buf[:len(t.keys)]
 		t.fillKeys(r, rt, keys)
-		res := g.admitter.Admit(r.Context(), keys)
-		if !res.Allowed {
+		res, ok := limit.AdmitHTTP(g.admitter, rec, r, keys) // keys bounded there
+		if !ok {
 			g.m.rejected.WithLabelValues("limit").Inc()
-			outcome.WriteHTTP(rec, res.Outcome(), "limit "+res.Dimension)
 			return
 		}
 		defer res.Permit.Release()
 	}
 	if g.shedder != nil {
-		stated, _ := tier.FromHeader(r.Header)
-		tr := g.shedder.Resolve(rt.cfg.Name, tier.CallerFromHeader(r.Header), stated)
-		ticket, err := g.shedder.Acquire(r.Context(), rt.cfg.Name, tr)
-		if err != nil {
+		// the route is the endpoint; Veer-Timeout-Ms, storm pacing and
+		// critical-connection marking as in shed.Middleware
+		var adm shed.HTTPAdmission
+		var ok bool
+		if r, adm, ok = g.shedder.AdmitHTTP(rec, r, rt.cfg.Name); !ok {
 			g.m.rejected.WithLabelValues("shed").Inc()
-			g.shedder.WriteRejection(rec, err)
 			return
 		}
-		defer ticket.Release()
+		defer adm.Done()
 	}
 	if err := st.bufferBody(r, t.cfg.Retry.MaxReplayBody); err != nil {
 		var mbe *http.MaxBytesError
