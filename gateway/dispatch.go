@@ -138,7 +138,13 @@ func (d *dispatcher) attempts(req *http.Request, st *input) (resp *http.Response
 		}
 		tried |= 1 << uint(ci)
 		c := rt.clusters[ci]
-		tryFor := min(rt.cfg.TryTimeout, time.Until(deadline))
+		tryFor := time.Until(deadline)
+		switch {
+		case rt.cfg.TryTimeout > 0:
+			tryFor = min(rt.cfg.TryTimeout, tryFor)
+		case call != nil && st.idempotent:
+			tryFor = rt.lat.TryTimeout(now, tryFor)
+		}
 		resp, o, b := d.try(req, st, res.attempts, last, c, now, tryFor, upgrade, rnd)
 		res.attempts++
 		res.cluster, res.backend = c.cfg.Name, ""
@@ -161,7 +167,9 @@ func (d *dispatcher) attempts(req *http.Request, st *input) (resp *http.Response
 			discard(resp)
 		}
 		if tried == 1<<uint(len(rt.clusters))-1 {
-			tried = 0 // every cluster tried: any may take the next attempt
+			tried = 0 // every cluster tried: any may take the next attempt, after the backoff
+		} else {
+			wait = 0 // the next attempt goes to a cluster not tried yet: no reason to wait
 		}
 		if err := retry.Sleep(req.Context(), nil, wait); err != nil {
 			return nil, res, &dispatchError{outcome.Outcome{Kind: outcome.ClientCanceled, Err: err}}
@@ -211,7 +219,9 @@ func (d *dispatcher) try(req *http.Request, st *input, n int, last *backend, c *
 		out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(st.body)), nil }
 		out.ContentLength = int64(len(st.body))
 	}
-	b.outstanding.Add(1)
+	if b.outstanding.Add(1) == 1 {
+		b.busySince.Store(now.UnixNano())
+	}
 	var resp *http.Response
 	var err error
 	var timedOut atomic.Bool
@@ -241,6 +251,15 @@ func (d *dispatcher) try(req *http.Request, st *input, n int, last *backend, c *
 		cancel = cancelCtx
 	}
 	end := time.Now()
+	switch {
+	case resp != nil:
+		st.route.lat.Observe(end, end.Sub(now))
+		b.lastDone.Store(end.UnixNano())
+	case timedOut.Load():
+		st.route.lat.Observe(end, tryFor)
+	case req.Context().Err() == nil:
+		b.lastDone.Store(end.UnixNano()) // a prompt error: not frozen
+	}
 	o := outcome.ClassifyAt(resp, err, end)
 	switch {
 	case err != nil && timedOut.Load():
@@ -318,12 +337,13 @@ func (r *route) pickCluster(now int64, tried uint64, rnd *rand.Rand) int {
 		}
 		return 0
 	}
+	stallAfter := r.lat.StallAfter(now)
 	if !r.weighted {
 		for i, c := range r.clusters {
 			if tried&(1<<uint(i)) != 0 {
 				continue
 			}
-			if s := c.share(now); s >= 1 || (s > 0 && rnd.Float64() < s) {
+			if s := c.share(now, stallAfter); s >= 1 || (s > 0 && rnd.Float64() < s) {
 				return i
 			}
 		}
@@ -332,7 +352,7 @@ func (r *route) pickCluster(now int64, tried uint64, rnd *rand.Rand) int {
 		var shares [MaxRouteClusters]float64
 		for i, c := range r.clusters {
 			if tried&(1<<uint(i)) == 0 {
-				shares[i] = float64(r.weights[i]) * c.share(now)
+				shares[i] = float64(r.weights[i]) * c.share(now, stallAfter)
 				total += shares[i]
 			}
 		}

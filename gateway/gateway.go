@@ -353,6 +353,10 @@ func (g *Gateway) compile(c *Config) (*table, error) {
 			r.clusters = append(r.clusters, t.clusters[x.Name])
 			r.weights = append(r.weights, x.Weight)
 		}
+		r.lat = newLatencyTracker()
+		if pr := prev.routeNamed(rc.Name); pr != nil {
+			r.lat = pr.lat
+		}
 		if rc.StaleOnError != nil {
 			if pr := prev.routeNamed(rc.Name); pr != nil && pr.cache != nil && reflect.DeepEqual(*pr.cfg.StaleOnError, *rc.StaleOnError) {
 				r.cache = pr.cache
