@@ -165,3 +165,49 @@ limits:
 		t.Fatalf("second over-long tenant: %d, want 429 (over-long keys share one bucket)", resp.StatusCode)
 	}
 }
+
+// TestShedStartsWhereAProxyNeedsIt: a fresh gateway with shedding on lets
+// 20 concurrent slow requests through to the backend at once. Before, the
+// adaptive limit started at shed's default 4 (built for CPU-bound
+// handlers) and the others were queued and shed with 503.
+func TestShedStartsWhereAProxyNeedsIt(t *testing.T) {
+	const n = 20
+	arrived, release := make(chan struct{}, n), make(chan struct{})
+	a := upstream(t, func(w http.ResponseWriter, r *http.Request) {
+		arrived <- struct{}{}
+		<-release
+	})
+	_, base := startGateway(t, fill(`
+routes: [{name: r, clusters: [{name: a}]}]
+clusters: [{name: a, backends: [{address: A}]}]
+shed: {enabled: true}
+`, "A", a))
+	codes := make(chan int, n)
+	cl := &http.Client{Timeout: 10 * time.Second}
+	for range n {
+		go func() {
+			resp, err := cl.Get(base + "/")
+			if err != nil {
+				codes <- 0
+				return
+			}
+			resp.Body.Close()
+			codes <- resp.StatusCode
+		}()
+	}
+	for got := 0; got < n; {
+		select {
+		case <-arrived:
+			got++
+		case c := <-codes:
+			close(release)
+			t.Fatalf("a request was answered %d after %d of %d reached the backend, want all %d let through", c, got, n, n)
+		}
+	}
+	close(release)
+	for range n {
+		if c := <-codes; c != 200 {
+			t.Errorf("status %d, want 200", c)
+		}
+	}
+}
