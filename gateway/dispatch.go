@@ -46,9 +46,10 @@ var errNoBackend = errors.New("gateway: no backend available (all drained)")
 // (see loadInput), so a caller that gave up never sees it.
 type reqState struct {
 	input
-	res   result
-	stale bool
-	hop   hop
+	res     result
+	stale   bool
+	hop     hop
+	trusted bool // the caller is in trusted_networks
 }
 
 // input is what the attempts of one request read; nothing writes it once

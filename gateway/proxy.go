@@ -35,7 +35,7 @@ func (g *Gateway) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	st.route = rt
-	if !t.trustedAddr(r.RemoteAddr) {
+	if st.trusted = t.trustedAddr(r.RemoteAddr); !st.trusted {
 		r.Header.Del(tier.Header)
 		r.Header.Del(tier.CallerHeader)
 	}
@@ -154,9 +154,11 @@ func newReverseProxy(g *Gateway) *httputil.ReverseProxy {
 	return &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			st := stateFrom(pr.In.Context())
-			pr.Out.Header["X-Forwarded-For"] = pr.In.Header["X-Forwarded-For"]
+			if st.trusted { // an untrusted caller's forwarding chain is its own claim
+				pr.Out.Header["X-Forwarded-For"] = pr.In.Header["X-Forwarded-For"]
+			}
 			pr.SetXForwarded()
-			appendForwarded(pr.Out, pr.In)
+			appendForwarded(pr.Out, pr.In, st.trusted)
 			pr.Out.Header.Add("Via", via(pr.In))
 			if up := pr.Out.Header.Get("Upgrade"); up != "" && upgradesToH2C(up) {
 				// h2c upgrades end here: relayed, a backend that upgrades would
@@ -196,8 +198,9 @@ func newReverseProxy(g *Gateway) *httputil.ReverseProxy {
 	}
 }
 
-// appendForwarded appends an RFC 7239 element for this hop.
-func appendForwarded(out, in *http.Request) {
+// appendForwarded sets Forwarded to this hop's RFC 7239 element, after
+// the caller's elements when the caller is trusted.
+func appendForwarded(out, in *http.Request, trusted bool) {
 	host, _, err := net.SplitHostPort(in.RemoteAddr)
 	if err != nil {
 		host = in.RemoteAddr
@@ -210,7 +213,7 @@ func appendForwarded(out, in *http.Request) {
 		proto = "https"
 	}
 	el := "for=" + host + ";host=" + quoteForwarded(in.Host) + ";proto=" + proto
-	if prev := in.Header.Values("Forwarded"); len(prev) > 0 {
+	if prev := in.Header.Values("Forwarded"); trusted && len(prev) > 0 {
 		el = strings.Join(prev, ", ") + ", " + el
 	}
 	out.Header.Set("Forwarded", el)

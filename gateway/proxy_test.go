@@ -54,15 +54,28 @@ clusters:
 			t.Errorf("%s%s: %d %q, want %d containing %q", tc.host, tc.path, resp.StatusCode, body, tc.status, tc.want)
 		}
 	}
-	// forwarding headers appended; hop-by-hop removed
+	// an untrusted caller's X-Forwarded-For and Forwarded are replaced by
+	// this hop's (they were appended to before); hop-by-hop removed
 	resp, body := get(t, cl, base+"/v1", "Host", "api.example.com", "X-Forwarded-For", "203.0.113.9",
 		"Forwarded", "for=203.0.113.9", "Connection", "X-Hop", "X-Hop", "secret", "Keep-Alive", "timeout=5")
 	if resp.StatusCode != 200 {
 		t.Fatal(resp.Status)
 	}
-	for _, want := range []string{"xff=203.0.113.9, 127.0.0.1", "fwd=for=203.0.113.9, for=127.0.0.1;host=api.example.com;proto=http", "xfh=api.example.com", `hop=""`, `te=""`} {
+	for _, want := range []string{"xff=127.0.0.1 ", "fwd=for=127.0.0.1;host=api.example.com;proto=http ", "xfh=api.example.com", `hop=""`, `te=""`} {
 		if !strings.Contains(body, want) {
-			t.Errorf("body %q lacks %q", body, want)
+			t.Errorf("untrusted: body %q lacks %q", body, want)
+		}
+	}
+	// a trusted caller's chain is kept and this hop appended
+	_, tbase := startGateway(t, fill(`
+routes: [{name: api, clusters: [{name: a}]}]
+clusters: [{name: a, backends: [{address: A}]}]
+trusted_networks: [127.0.0.0/8]
+`, "A", a))
+	_, body = get(t, cl, tbase+"/v1", "Host", "api.example.com", "X-Forwarded-For", "203.0.113.9", "Forwarded", "for=203.0.113.9")
+	for _, want := range []string{"xff=203.0.113.9, 127.0.0.1 ", "fwd=for=203.0.113.9, for=127.0.0.1;host=api.example.com;proto=http "} {
+		if !strings.Contains(body, want) {
+			t.Errorf("trusted: body %q lacks %q", body, want)
 		}
 	}
 }
