@@ -79,6 +79,8 @@ type Gateway struct {
 	shedder  *shed.Shedder
 	alog     *accessLog
 	body     *limit.BodyGuard // limits.max_request_body, applied after the route match
+
+	refusalLog logRate // bounds the log lines of refused requests
 	proxy    *httputil.ReverseProxy
 
 	srv  servers
@@ -137,6 +139,7 @@ func New(cfg Config, opts Options) (*Gateway, error) {
 	g.alog = alog
 	g.proxy = newReverseProxy(g)
 	g.body = limit.NewBodyGuard(g.reg)
+	g.refusalLog.max = MaxRefusalLogsPerSecond
 	g.handler = http.HandlerFunc(g.serveHTTP)
 	t, err := g.compile(&c)
 	if err != nil {
