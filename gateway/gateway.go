@@ -81,7 +81,7 @@ type Gateway struct {
 	body     *limit.BodyGuard // limits.max_request_body, applied after the route match
 
 	refusalLog logRate // bounds the log lines of refused requests
-	proxy    *httputil.ReverseProxy
+	proxy      *httputil.ReverseProxy
 
 	srv  servers
 	rngs sync.Pool
