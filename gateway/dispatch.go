@@ -60,6 +60,7 @@ type input struct {
 	body       []byte // buffered body for replay; nil when none or too big
 	replayable bool
 	idempotent bool
+	trailer    bool // the buffered body came with trailers: resend it chunked, with them
 }
 
 // result is what the attempts of one dispatch did, for the access log and
@@ -218,7 +219,7 @@ func (d *dispatcher) try(req *http.Request, st *input, n int, last *backend, c *
 	if st.body != nil {
 		out.Body = io.NopCloser(bytes.NewReader(st.body))
 		out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(st.body)), nil }
-		out.ContentLength = int64(len(st.body))
+		out.ContentLength = st.bodyLength()
 	}
 	if b.outstanding.Add(1) == 1 {
 		b.busySince.Store(now.UnixNano())

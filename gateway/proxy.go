@@ -112,11 +112,21 @@ func (st *reqState) bufferBody(r *http.Request, max int64) error {
 	if len(b) > 0 {
 		st.body = b
 	}
+	st.trailer = len(r.Trailer) > 0
 	st.replayable = true
 	r.Body = http.NoBody
 	r.ContentLength = int64(len(b))
 	r.TransferEncoding = nil
 	return nil
+}
+
+// bodyLength is the length to send a buffered body with: -1 (chunked)
+// when it came with trailers, which only a chunked body can carry.
+func (st *input) bodyLength() int64 {
+	if st.trailer {
+		return -1
+	}
+	return int64(len(st.body))
 }
 
 type readCloser struct {
@@ -174,7 +184,7 @@ func newReverseProxy(g *Gateway) *httputil.ReverseProxy {
 			}
 			if st.body != nil || pr.In.Body == http.NoBody {
 				pr.Out.Body = nil
-				pr.Out.ContentLength = int64(len(st.body))
+				pr.Out.ContentLength = st.bodyLength()
 			}
 		},
 		Transport:  &dispatcher{g: g},

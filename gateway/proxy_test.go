@@ -284,3 +284,43 @@ access_log: {path: LOG}
 		}
 	}
 }
+
+// TestRequestTrailersKeptWhenBuffered: a chunked request body with
+// trailers is buffered for replay and still reaches the backend with its
+// trailers, on the first attempt and on a retry to another cluster. Before,
+// the buffered body was resent with a Content-Length and the trailers were
+// dropped.
+func TestRequestTrailersKeptWhenBuffered(t *testing.T) {
+	b := upstream(t, func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		fmt.Fprintf(w, "%s sum=%s", body, r.Trailer.Get("X-Sum"))
+	})
+	_, base := startGateway(t, fill(`
+routes:
+  - {name: one, path_prefix: /one, clusters: [{name: b}]}
+  - {name: retry, path_prefix: /retry, clusters: [{name: dead}, {name: b}]}
+clusters:
+  - {name: b, backends: [{address: B}]}
+  - {name: dead, backends: [{address: DEAD}], outlier: {consecutive_errors: 1000}}
+`, "B", b, "DEAD", deadAddr(t)))
+	for _, path := range []string{"/one", "/retry"} {
+		pr, pw := io.Pipe()
+		req, _ := http.NewRequest(http.MethodPost, base+path, pr)
+		req.Header.Set("Idempotency-Key", "k")
+		req.Trailer = http.Header{"X-Sum": nil}
+		go func() {
+			_, _ = io.WriteString(pw, "payload")
+			req.Trailer.Set("X-Sum", "abc")
+			_ = pw.Close()
+		}()
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || string(got) != "payload sum=abc" {
+			t.Errorf("%s: %d %q, want the body and its trailer", path, resp.StatusCode, got)
+		}
+	}
+}
