@@ -49,6 +49,9 @@ func (c *cluster) share(now int64, stallAfter time.Duration) float64 {
 		return 0
 	}
 	if c.stalled(now, stallAfter) {
+		if c.m != nil {
+			c.m.stalled.Inc()
+		}
 		return 0 // upSince kept: a stall is not an outage to ramp back from
 	}
 	if c.usableShare(now) < c.cfg.MinHealthyShare || c.usableShare(now) == 0 {

@@ -296,7 +296,7 @@ func (g *Gateway) compile(c *Config) (*table, error) {
 	seenB := map[string]bool{}
 	seenC := map[string]bool{}
 	for _, cc := range c.Clusters {
-		cl := &cluster{cfg: cc, m: &clusterMetrics{panics: g.m.panics.WithLabelValues(cc.Name), breaker: g.m.breakerSt.WithLabelValues(cc.Name)}}
+		cl := &cluster{cfg: cc, m: &clusterMetrics{panics: g.m.panics.WithLabelValues(cc.Name), stalled: g.m.stalled.WithLabelValues(cc.Name), breaker: g.m.breakerSt.WithLabelValues(cc.Name)}}
 		if pc := prev.clusterNamed(cc.Name); pc != nil && transportEqual(pc.cfg, cc) {
 			cl.transport = pc.transport
 		} else {
