@@ -176,10 +176,11 @@ type Route struct {
 	// derived from what the route observes. An attempt that may be
 	// retried on another cluster (a replayable request that is idempotent
 	// or carries an Idempotency-Key) gets AutoTryFactor (8) × the p99 of
-	// the route's attempts over the last 10-20 s, at least
-	// MinAutoTryTimeout (100 ms), ColdTryTimeout (1 s) until 100 attempts
-	// are seen; a timed-out attempt counts as its timeout, so a route that
-	// slows down as a whole raises its own. Any other attempt (a POST
+	// the route's answered attempts over the last 10-20 s, at least
+	// MinAutoTryTimeout (100 ms), ColdTryTimeout (1 s) until 100 answers
+	// are seen, doubled every 100 ms while more than EscalateShare (10 %)
+	// of the attempts time out (a route that slows down as a whole raises
+	// its own). Any other attempt (a POST
 	// without a key, which a timeout could not move elsewhere) waits
 	// until the route's timeout. Set it for a route whose answers are
 	// bimodal (a 10 ms read beside a 20 s report).

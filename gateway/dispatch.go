@@ -258,7 +258,7 @@ func (d *dispatcher) try(req *http.Request, st *input, n int, last *backend, c *
 		st.route.lat.Observe(end, end.Sub(now))
 		b.lastDone.Store(end.UnixNano())
 	case timedOut.Load():
-		st.route.lat.Observe(end, tryFor)
+		st.route.lat.ObserveTimeout(end)
 	case req.Context().Err() == nil:
 		b.lastDone.Store(end.UnixNano()) // a prompt error: not frozen
 	}

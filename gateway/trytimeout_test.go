@@ -8,40 +8,42 @@ import (
 
 // TestDerivedTryTimeout: step table of the latency tracker. Cold, a route
 // gets ColdTryTimeout and no stall threshold; fast answers give the floor;
-// slower answers raise it to AutoTryFactor × their p99; attempts that time
-// out count as their timeout, so a route that slows down as a whole raises
-// its own timeout instead of timing everything out; old windows are
-// forgotten.
+// slower answers raise it to AutoTryFactor × their p99; a few timeouts (a
+// frozen backend) change nothing, but when more than EscalateShare of the
+// attempts time out (the route slowed down as a whole) the timeout doubles
+// at every refresh; old windows are forgotten.
 func TestDerivedTryTimeout(t *testing.T) {
 	t0 := time.Unix(1000, 0) // the start of a 10 s window
 	l := newLatencyTracker()
 	at := t0
-	observe := func(n int, d time.Duration) {
-		for range n {
-			l.Observe(at, d)
-		}
-		at = at.Add(latRefresh) // the next reading recomputes
-	}
 	for i, st := range []struct {
-		n       int
-		d       time.Duration
-		min     time.Duration // want TryTimeout in [min, max]
-		max     time.Duration
-		stalled bool // StallAfter > 0
+		n        int
+		d        time.Duration // answered after d; 0: timed out
+		min, max time.Duration // want TryTimeout in [min, max]
+		stall    bool          // StallAfter > 0
 	}{
-		{0, 0, ColdTryTimeout, ColdTryTimeout, false},
+		{0, time.Millisecond, ColdTryTimeout, ColdTryTimeout, false},
 		{99, time.Millisecond, ColdTryTimeout, ColdTryTimeout, false}, // fewer than 100 seen
 		{1, time.Millisecond, MinAutoTryTimeout, MinAutoTryTimeout, true},
 		{900, time.Millisecond, MinAutoTryTimeout, MinAutoTryTimeout, true},
-		{1000, 40 * time.Millisecond, 8 * 40 * time.Millisecond, 8 * 48 * time.Millisecond, true},    // p99 now 40 ms
-		{3000, 320 * time.Millisecond, 8 * 320 * time.Millisecond, 8 * 381 * time.Millisecond, true}, // everything times out at 320 ms: it grows 8×
+		{1000, 40 * time.Millisecond, 8 * 40 * time.Millisecond, 8 * 48 * time.Millisecond, true}, // p99 now 40 ms
+		{30, 0, 8 * 40 * time.Millisecond, 8 * 48 * time.Millisecond, true},                       // 30 timeouts of 2030: a frozen backend, no change
+		{300, 0, 2 * 8 * 40 * time.Millisecond, 2 * 8 * 48 * time.Millisecond, true},              // 330 of 2330 time out: doubled
+		{0, 0, 4 * 8 * 40 * time.Millisecond, 4 * 8 * 48 * time.Millisecond, true},                // and again at the next refresh
 	} {
-		observe(st.n, st.d)
+		for range st.n {
+			if st.d == 0 {
+				l.ObserveTimeout(at)
+			} else {
+				l.Observe(at, st.d)
+			}
+		}
+		at = at.Add(latRefresh) // the next reading recomputes
 		got := l.TryTimeout(at, time.Hour)
 		if got < st.min || got > st.max {
 			t.Fatalf("step %d: TryTimeout %v, want in [%v, %v]", i, got, st.min, st.max)
 		}
-		if s := l.StallAfter(at.UnixNano()); (s > 0) != st.stalled || (s > 0 && s < MinStall) {
+		if s := l.StallAfter(at.UnixNano()); (s > 0) != st.stall || (s > 0 && s < MinStall) {
 			t.Fatalf("step %d: StallAfter %v", i, s)
 		}
 	}
