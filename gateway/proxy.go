@@ -21,8 +21,9 @@ import (
 
 // serveHTTP runs the guards in their fixed order, then dispatches:
 //
-//	route match (404) → body guard (413) → limits (429) → criticality shedding (503) → per-cluster breaker (503,
-//	in the dispatcher) → dispatch with cross-cluster retry.
+//	route match (404) → body guard (413) → limits (429, limit.AdmitHTTP)
+//	→ criticality shedding (503, shed.AdmitHTTP) → per-cluster breaker
+//	(503, in the dispatcher) → dispatch with cross-cluster retry.
 func (g *Gateway) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	t := g.snap.Load()
