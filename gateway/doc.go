@@ -3,14 +3,18 @@
 // two choices over least outstanding requests (weighted, with slow start),
 // watches backend health actively (rise/fall) and passively (outlier
 // ejection for 30 s × n, capped, at most a share of a cluster, panic mode),
-// moves a failing cluster's traffic to the route's other clusters and gives
-// it back gradually, retries failed attempts on another cluster (retry and
+// moves a failing or frozen cluster's traffic to the route's other
+// clusters and gives it back gradually, bounds each attempt by a timeout
+// derived from the route's own latency, retries failed attempts on another cluster (retry and
 // outcome: at most 3 attempts, only when safe, within a budget), and guards
 // every request in a fixed order:
 //
-//	body guard (413, limit.BodyLimitFunc)
-//	→ limits (429, limit or limitredis through Options.SharedLimiter)
-//	→ criticality shedding per route (503, shed; the route name is the endpoint)
+//	route match (404)
+//	→ body guard (413, limit.BodyGuard; counted and logged under the route)
+//	→ limits (429, limit.AdmitHTTP over limit or limitredis through
+//	  Options.SharedLimiter)
+//	→ criticality shedding per route (503, shed.AdmitHTTP, the path of
+//	  shed.Middleware; the route name is the endpoint)
 //	→ per-cluster multi-level breaker (503, breaker; checked per attempt)
 //	→ dispatch (cluster pick, backend pick, attempt, retry)
 //

@@ -17,7 +17,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/veerhq/veer/breaker"
-	"github.com/veerhq/veer/cache"
 	"github.com/veerhq/veer/config"
 	"github.com/veerhq/veer/limit"
 	"github.com/veerhq/veer/obs"
@@ -79,7 +78,10 @@ type Gateway struct {
 	admitter limit.Admitter
 	shedder  *shed.Shedder
 	alog     *accessLog
-	proxy    *httputil.ReverseProxy
+	body     *limit.BodyGuard // limits.max_request_body, applied after the route match
+
+	refusalLog logRate // bounds the log lines of refused requests
+	proxy      *httputil.ReverseProxy
 
 	srv  servers
 	rngs sync.Pool
@@ -136,7 +138,9 @@ func New(cfg Config, opts Options) (*Gateway, error) {
 	}
 	g.alog = alog
 	g.proxy = newReverseProxy(g)
-	g.handler = limit.BodyLimitFunc(g.maxRequestBody, g.reg)(http.HandlerFunc(g.serveHTTP))
+	g.body = limit.NewBodyGuard(g.reg)
+	g.refusalLog.max = MaxRefusalLogsPerSecond
+	g.handler = http.HandlerFunc(g.serveHTTP)
 	t, err := g.compile(&c)
 	if err != nil {
 		return nil, err
@@ -169,8 +173,6 @@ func (g *Gateway) buildLimits(c Config) error {
 	g.limiter, g.admitter = l, l
 	return nil
 }
-
-func (g *Gateway) maxRequestBody() int64 { return g.snap.Load().cfg.Limits.MaxRequestBody }
 
 // Config returns the config in force, with defaults applied.
 func (g *Gateway) Config() Config { return *g.snap.Load().cfg }
@@ -294,7 +296,7 @@ func (g *Gateway) compile(c *Config) (*table, error) {
 	seenB := map[string]bool{}
 	seenC := map[string]bool{}
 	for _, cc := range c.Clusters {
-		cl := &cluster{cfg: cc, m: &clusterMetrics{panics: g.m.panics.WithLabelValues(cc.Name), breaker: g.m.breakerSt.WithLabelValues(cc.Name)}}
+		cl := &cluster{cfg: cc, m: &clusterMetrics{panics: g.m.panics.WithLabelValues(cc.Name), stalled: g.m.stalled.WithLabelValues(cc.Name), breaker: g.m.breakerSt.WithLabelValues(cc.Name)}}
 		if pc := prev.clusterNamed(cc.Name); pc != nil && transportEqual(pc.cfg, cc) {
 			cl.transport = pc.transport
 		} else {
@@ -354,12 +356,16 @@ func (g *Gateway) compile(c *Config) (*table, error) {
 			r.clusters = append(r.clusters, t.clusters[x.Name])
 			r.weights = append(r.weights, x.Weight)
 		}
+		r.lat = newLatencyTracker()
+		if pr := prev.routeNamed(rc.Name); pr != nil {
+			r.lat = pr.lat
+		}
 		if rc.StaleOnError != nil {
 			if pr := prev.routeNamed(rc.Name); pr != nil && pr.cache != nil && reflect.DeepEqual(*pr.cfg.StaleOnError, *rc.StaleOnError) {
 				r.cache = pr.cache
 			} else {
 				var err error
-				if r.cache, err = cache.New(*rc.StaleOnError, (&dispatcher{g: g}).loadAnswer, cache.Options{Name: "gateway_" + rc.Name, Registerer: g.reg}); err != nil {
+				if r.cache, err = newAnswerCache(g, *rc.StaleOnError, rc.Name); err != nil {
 					return nil, config.In("routes."+rc.Name+".stale_on_error", err)
 				}
 			}

@@ -155,7 +155,9 @@ func (g *Gateway) Start() error {
 // refusedFraming counts and logs a request refused by a framedConn.
 func (g *Gateway) refusedFraming(c net.Conn, why string) {
 	g.m.rejected.WithLabelValues("framing").Inc()
-	g.log.Warn("request refused with 400: ambiguous framing (request smuggling)", "remote", c.RemoteAddr().String(), "why", why)
+	if ok, left := g.refusalLog.allow(time.Now()); ok {
+		g.log.Warn("request refused with 400: ambiguous framing (request smuggling)", "remote", c.RemoteAddr().String(), "why", why, "suppressed_before", left)
+	}
 }
 
 // Errors reports a listener that stopped with an error.

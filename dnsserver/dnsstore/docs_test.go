@@ -11,7 +11,7 @@ func TestDocumentErrorsNameKeyLineField(t *testing.T) {
 	for _, tc := range []struct {
 		name, key, doc, want string
 	}{
-		{"unknown field", KeyZones, "zones:\n  - origin: example.test.\n    bogus: 1\n", "dns/zones: yaml: unmarshal errors:\n  line 3: field bogus not found"},
+		{"unknown field", KeyZones, "zones:\n  - origin: example.test.\n    bogus: 1\n", "dns/zones:3: zones[0].bogus: unknown field"},
 		{"bad record", KeyZones, "zones:\n  - origin: example.test.\n    records:\n      - \"www A nope\"\n", "dns/zones:4: zones[0].records[0]"},
 		{"nodes in zones", KeyZones, "zones:\n  - origin: example.test.\n    access:\n      - name: edge\n        nodes: [{addr: 10.0.0.1}]\n", "dns/zones:5: zones[0].access[0].nodes: not allowed: nodes come from access/nodes"},
 		{"bad cidr", KeyZones, "regions:\n  - cidr: x\n    region: eu\n", "dns/zones:2: regions[0].cidr"},
