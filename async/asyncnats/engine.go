@@ -1,0 +1,374 @@
+package asyncnats
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/veerhq/veer/async"
+	"github.com/veerhq/veer/obs"
+)
+
+// Names in JetStream.
+const (
+	StreamName  = "VEER_ASYNC"
+	DeadStream  = "VEER_ASYNC_DEAD"
+	StatusKV    = "VEER_ASYNC_STATUS"
+	subjectBase = "veer.async.q."    // + tenant token + "." + group
+	deadBase    = "veer.async.dead." // + group
+	invHeader   = "Veer-Inv"
+)
+
+// Options are the run-time wiring of an Engine.
+type Options struct {
+	// Logger: default slog.Default().
+	Logger *slog.Logger
+	// Name of the NATS client connection; default "veer-async".
+	Name string
+}
+
+// Engine is async.Engine on JetStream: one stream (VEER_ASYNC, a subject
+// per tenant and group, file storage, the idempotency window as its
+// duplicate window), a durable pull consumer per group, a key-value bucket
+// of statuses and a dead-letter stream.
+type Engine struct {
+	cfg    async.Config
+	log    *slog.Logger
+	srv    *server.Server // nil when external
+	nc     *nats.Conn
+	js     jetstream.JetStream
+	stream jetstream.Stream
+	dead   jetstream.Stream
+	kv     jetstream.KeyValue
+	mu     sync.Mutex
+	cons   map[string]jetstream.Consumer
+}
+
+var _ async.Engine = (*Engine)(nil)
+
+// Open starts (embedded) or connects to (external) JetStream and creates
+// or updates the streams, the bucket and the group consumers. The
+// embedded server stores in cfg.Dir (required then). A corrupt or
+// truncated store is recovered by nats-server with a warning in the log
+// (what it cannot read is dropped); a store it cannot open at all is an
+// error naming the directory.
+func Open(cfg async.Config, opts Options) (*Engine, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	c := cfg.WithDefaults()
+	e := &Engine{cfg: c, log: obs.LoggerOr(opts.Logger), cons: map[string]jetstream.Consumer{}}
+	name := opts.Name
+	if name == "" {
+		name = "veer-async"
+	}
+	nopts := []nats.Option{nats.Name(name), nats.MaxReconnects(-1), nats.ReconnectWait(250 * time.Millisecond),
+		nats.RetryOnFailedConnect(false)}
+	var err error
+	if c.Engine == "embedded" {
+		if e.srv, err = startEmbedded(c.Dir, e.log); err != nil {
+			return nil, err
+		}
+		e.nc, err = nats.Connect("", append(nopts, nats.InProcessServer(e.srv))...)
+	} else {
+		e.nc, err = nats.Connect(strings.Join(c.URLs, ","), nopts...)
+	}
+	if err != nil {
+		e.shutdown()
+		return nil, fmt.Errorf("asyncnats: connect: %w: %w", async.ErrUnavailable, err)
+	}
+	if c.Engine == "external" {
+		e.warnDurability()
+	}
+	if err := e.setup(); err != nil {
+		e.shutdown()
+		return nil, err
+	}
+	return e, nil
+}
+
+// warnDurability says what an external server must be set to: its fsync
+// policy is not visible to a client, only its version.
+func (e *Engine) warnDurability() {
+	v := e.nc.ConnectedServerVersion()
+	if !versionAtLeast(v, 2, 10) {
+		e.log.Warn("asyncnats: the external NATS server predates sync_interval (2.10): its JetStream store fsyncs only every 2 minutes by default, so a 202 can be lost in a power failure; upgrade and set jetstream { sync_interval: always } (docs/async.md)", "version", v)
+		return
+	}
+	e.log.Warn("asyncnats: an external NATS server's fsync policy cannot be read by a client: it must run with jetstream { sync_interval: always }, or acknowledged submissions can be lost in a power failure (docs/async.md)", "version", v)
+}
+
+func versionAtLeast(v string, major, minor int) bool {
+	f := strings.SplitN(strings.TrimPrefix(v, "v"), ".", 3)
+	if len(f) < 2 {
+		return false
+	}
+	ma, err1 := strconv.Atoi(f[0])
+	mi, err2 := strconv.Atoi(f[1])
+	if err1 != nil || err2 != nil {
+		return false
+	}
+	return ma > major || ma == major && mi >= minor
+}
+
+func (e *Engine) setup() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	js, err := jetstream.New(e.nc)
+	if err != nil {
+		return err
+	}
+	e.js = js
+	e.stream, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name: StreamName, Subjects: []string{subjectBase + ">"}, Storage: jetstream.FileStorage,
+		Retention: jetstream.LimitsPolicy, MaxAge: e.cfg.Retention, Duplicates: e.cfg.IdempotencyWindow,
+		Description: "veer async invocations",
+	})
+	if err != nil {
+		return fmt.Errorf("asyncnats: stream %s: %w: %w", StreamName, async.ErrUnavailable, err)
+	}
+	e.dead, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name: DeadStream, Subjects: []string{deadBase + ">"}, Storage: jetstream.FileStorage,
+		Retention: jetstream.LimitsPolicy, MaxAge: e.cfg.Retention, Description: "veer async dead letters",
+	})
+	if err != nil {
+		return fmt.Errorf("asyncnats: stream %s: %w: %w", DeadStream, async.ErrUnavailable, err)
+	}
+	e.kv, err = js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: StatusKV, TTL: e.cfg.Retention,
+		Storage: jetstream.FileStorage, Description: "veer async invocation status"})
+	if err != nil {
+		return fmt.Errorf("asyncnats: bucket %s: %w: %w", StatusKV, async.ErrUnavailable, err)
+	}
+	for _, g := range e.cfg.Groups {
+		cons, err := e.stream.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
+			Durable: "veer-" + g.Name, FilterSubject: subjectBase + "*." + g.Name,
+			AckPolicy: jetstream.AckExplicitPolicy, AckWait: e.cfg.AckWait, MaxDeliver: -1,
+			MaxAckPending: max(4*g.Concurrency, 64), DeliverPolicy: jetstream.DeliverAllPolicy,
+		})
+		if err != nil {
+			return fmt.Errorf("asyncnats: consumer of group %s: %w: %w", g.Name, async.ErrUnavailable, err)
+		}
+		e.cons[g.Name] = cons
+	}
+	return nil
+}
+
+// Close drains the connection and stops an embedded server.
+func (e *Engine) Close() error {
+	e.shutdown()
+	return nil
+}
+
+func (e *Engine) shutdown() {
+	if e.nc != nil {
+		e.nc.Close()
+	}
+	if e.srv != nil {
+		e.srv.Shutdown()
+		e.srv.WaitForShutdown()
+	}
+}
+
+// meta is the stored form of an invocation, minus its body (the message
+// data) and id (its sequence and nonce).
+type meta struct {
+	async.Invocation
+	Nonce string `json:"nonce"`
+}
+
+func subject(tenant, group string) string {
+	return subjectBase + async.TenantToken(tenant) + "." + group
+}
+
+// Enqueue implements async.Engine: one publish, acknowledged by the server
+// after the write is synced.
+func (e *Engine) Enqueue(ctx context.Context, inv *async.Invocation) (string, bool, error) {
+	nonce := async.Nonce(inv.Tenant, inv.Key)
+	m := meta{Invocation: *inv, Nonce: nonce}
+	m.Body, m.ID = nil, ""
+	hdr, err := json.Marshal(m)
+	if err != nil {
+		return "", false, err
+	}
+	msg := &nats.Msg{Subject: subject(inv.Tenant, inv.Group), Data: inv.Body, Header: nats.Header{}}
+	msg.Header.Set(invHeader, string(hdr))
+	var popts []jetstream.PublishOpt
+	if inv.Key != "" {
+		popts = append(popts, jetstream.WithMsgID(async.DedupID(inv.Tenant, inv.Key)))
+	}
+	popts = append(popts, jetstream.WithExpectStream(StreamName))
+	ack, err := e.js.PublishMsg(ctx, msg, popts...)
+	if err != nil {
+		return "", false, fmt.Errorf("asyncnats: publish: %w: %w", async.ErrUnavailable, err)
+	}
+	id := async.FormatID(ack.Sequence, nonce)
+	inv.ID = id
+	return id, ack.Duplicate, nil
+}
+
+// decode rebuilds an invocation from a stored message.
+func decode(seq uint64, h nats.Header, data []byte) (*async.Invocation, error) {
+	var m meta
+	if err := json.Unmarshal([]byte(h.Get(invHeader)), &m); err != nil {
+		return nil, fmt.Errorf("asyncnats: message %d: %w", seq, err)
+	}
+	inv := m.Invocation
+	inv.ID = async.FormatID(seq, m.Nonce)
+	inv.Body = data
+	return &inv, nil
+}
+
+// Lookup implements async.Engine.
+func (e *Engine) Lookup(ctx context.Context, id string) (*async.Invocation, error) {
+	seq, nonce, err := async.ParseID(id)
+	if err != nil {
+		return nil, err
+	}
+	raw, err := e.stream.GetMsg(ctx, seq)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return nil, async.ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("asyncnats: %w: %w", async.ErrUnavailable, err)
+	}
+	inv, err := decode(seq, raw.Header, raw.Data)
+	if err != nil || !strings.HasSuffix(inv.ID, "-"+nonce) {
+		return nil, async.ErrNotFound
+	}
+	return inv, nil
+}
+
+func statusKey(id string) string { return strings.ReplaceAll(id, "-", "_") }
+
+// Status implements async.Engine.
+func (e *Engine) Status(ctx context.Context, id string) (async.Status, bool, error) {
+	ent, err := e.kv.Get(ctx, statusKey(id))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return async.Status{}, false, nil
+	}
+	if err != nil {
+		return async.Status{}, false, fmt.Errorf("asyncnats: %w: %w", async.ErrUnavailable, err)
+	}
+	var st async.Status
+	if err := json.Unmarshal(ent.Value(), &st); err != nil {
+		e.log.Warn("asyncnats: unreadable status record ignored", "id", id, "err", err)
+		return async.Status{}, false, nil
+	}
+	return st, true, nil
+}
+
+// SetStatus implements async.Engine.
+func (e *Engine) SetStatus(ctx context.Context, st async.Status) error {
+	b, err := json.Marshal(st)
+	if err != nil {
+		return err
+	}
+	if _, err := e.kv.Put(ctx, statusKey(st.ID), b); err != nil {
+		return fmt.Errorf("asyncnats: %w: %w", async.ErrUnavailable, err)
+	}
+	return nil
+}
+
+// List implements async.Engine: the stream's next message on the tenant's
+// subjects, page by page.
+func (e *Engine) List(ctx context.Context, tenant string, cursor uint64, limit int) ([]*async.Invocation, uint64, error) {
+	subj := subjectBase + async.TenantToken(tenant) + ".*"
+	seq := max(cursor, 1)
+	var out []*async.Invocation
+	for len(out) < limit {
+		raw, err := e.stream.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subj))
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			return out, 0, nil
+		}
+		if err != nil {
+			return nil, 0, fmt.Errorf("asyncnats: %w: %w", async.ErrUnavailable, err)
+		}
+		inv, err := decode(raw.Sequence, raw.Header, raw.Data)
+		if err == nil {
+			out = append(out, inv)
+		}
+		seq = raw.Sequence + 1
+	}
+	return out, seq, nil
+}
+
+// DeadLetter implements async.Engine.
+func (e *Engine) DeadLetter(ctx context.Context, inv *async.Invocation, st async.Status) error {
+	b, _ := json.Marshal(struct {
+		Invocation *async.Invocation `json:"invocation"`
+		Status     async.Status      `json:"status"`
+	}{inv, st})
+	msg := &nats.Msg{Subject: deadBase + inv.Group, Data: b, Header: nats.Header{}}
+	if _, err := e.js.PublishMsg(ctx, msg, jetstream.WithMsgID("dead:"+inv.ID), jetstream.WithExpectStream(DeadStream)); err != nil {
+		return fmt.Errorf("asyncnats: dead letter: %w: %w", async.ErrUnavailable, err)
+	}
+	return nil
+}
+
+// Fetch implements async.Engine.
+func (e *Engine) Fetch(ctx context.Context, group string) (async.Delivery, error) {
+	e.mu.Lock()
+	cons := e.cons[group]
+	e.mu.Unlock()
+	if cons == nil {
+		return nil, fmt.Errorf("asyncnats: no group %q", group)
+	}
+	for {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		fctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		msg, err := cons.Next(jetstream.FetchContext(fctx))
+		cancel()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) || errors.Is(err, jetstream.ErrNoMessages) {
+				continue
+			}
+			return nil, fmt.Errorf("asyncnats: fetch: %w: %w", async.ErrUnavailable, err)
+		}
+		md, err := msg.Metadata()
+		if err != nil {
+			_ = msg.Term()
+			continue
+		}
+		inv, err := decode(md.Sequence.Stream, msg.Headers(), msg.Data())
+		if err != nil {
+			e.log.Warn("asyncnats: undecodable message dropped", "seq", md.Sequence.Stream, "err", err)
+			_ = msg.Term()
+			continue
+		}
+		return &delivery{msg: msg, inv: inv}, nil
+	}
+}
+
+type delivery struct {
+	msg jetstream.Msg
+	inv *async.Invocation
+}
+
+func (d *delivery) Invocation() *async.Invocation { return d.inv }
+func (d *delivery) Ack() error                    { return d.msg.Ack() }
+func (d *delivery) InProgress() error             { return d.msg.InProgress() }
+func (d *delivery) Retry(delay time.Duration) error {
+	if delay <= 0 {
+		return d.msg.Nak()
+	}
+	return d.msg.NakWithDelay(delay)
+}
+
+// DataDir is the embedded store's directory under a gateway data dir.
+func DataDir(gatewayDataDir string) string { return filepath.Join(gatewayDataDir, "async") }

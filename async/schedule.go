@@ -1,0 +1,47 @@
+package async
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/veerhq/veer/outcome"
+	"github.com/veerhq/veer/retry"
+)
+
+// Decision is what follows an attempt: success, another attempt after
+// Wait, or failure.
+type Decision struct {
+	State State         // Succeeded, Retrying or Failed
+	Wait  time.Duration // before the next attempt, when Retrying
+	// Reason names the outcome that made the invocation retry or fail.
+	Reason string
+}
+
+// Decide is the retry schedule driver, a pure function: attempt n (1 for
+// the first) started the schedule at first and ended at now with outcome
+// o. Success ends it. A 4xx other than 429 fails at once. Everything else
+// (network errors, timeouts, 5xx, 429, 503) retries after
+// retry.Async().Base(n) (2 s doubling to 20 min), or after the upstream's
+// Retry-After when that is longer, as long as the next attempt starts
+// within 6 h of the first; otherwise the invocation fails with o.
+func Decide(n int, first, now time.Time, o outcome.Outcome) Decision {
+	switch o.Kind {
+	case outcome.Success:
+		return Decision{State: Succeeded}
+	case outcome.ClientError:
+		return Decision{State: Failed, Reason: reason(o) + " (not retried)"}
+	}
+	p := retry.Async()
+	wait := max(p.Base(n), o.RetryAfter)
+	if now.Add(wait).Sub(first) > p.Deadline {
+		return Decision{State: Failed, Reason: reason(o) + " (retry schedule exhausted)"}
+	}
+	return Decision{State: Retrying, Wait: wait, Reason: reason(o)}
+}
+
+func reason(o outcome.Outcome) string {
+	if o.Status != 0 {
+		return o.Kind.String() + " " + strconv.Itoa(o.Status)
+	}
+	return o.Kind.String()
+}
