@@ -77,6 +77,9 @@ type Config struct {
 	// limits documents replace the Shed and Limits sections while present
 	// (FollowStore, wired by cmd/veer); off by default.
 	ControlStore ControlStore `yaml:"control_store" json:"control_store"`
+	// Async: the durable invocation queue (async routes, Prefer:
+	// respond-async); off unless enabled or a route is async.
+	Async Async `yaml:"async" json:"async"`
 }
 
 // ControlStore names the control plane's store the gateway follows. Only
@@ -165,6 +168,9 @@ type Route struct {
 	// StaleOnError keeps successful GET answers and serves them when every
 	// attempt fails (e.g. a token endpoint, max_stale 24h). Off when nil.
 	StaleOnError *cache.Config `yaml:"stale_on_error" json:"stale_on_error"`
+	// Async: requests are stored in the async queue and answered 202 with
+	// an invocation id, then run by its workers (see Async).
+	Async bool `yaml:"async" json:"async"`
 }
 
 // RouteCluster is a cluster named by a route.

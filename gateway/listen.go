@@ -241,4 +241,5 @@ func (g *Gateway) close() {
 		_ = cl.Close()
 	}
 	g.alog.close()
+	g.closeAsync()
 }

@@ -28,6 +28,9 @@ func (g *Gateway) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	x := &exchange{rec: recorder{ResponseWriter: w}, st: reqState{snap: t}} // one allocation for both
 	rec, st := &x.rec, &x.st
 	defer g.finish(rec, r, st, start)
+	if g.serveAsyncStatus(rec, r, t) {
+		return
+	}
 	rt := t.match(r.Host, r.URL.Path)
 	if rt == nil {
 		http.Error(rec, "no route", http.StatusNotFound)
@@ -60,6 +63,9 @@ func (g *Gateway) serveHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		defer ticket.Release()
+	}
+	if g.submitAsync(rec, r, rt) {
+		return
 	}
 	if err := st.bufferBody(r, t.cfg.Retry.MaxReplayBody); err != nil {
 		var mbe *http.MaxBytesError

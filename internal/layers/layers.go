@@ -40,6 +40,7 @@ var Table = map[string]int{
 	"retry":    2,
 	"cache":    2,
 	"routing":  2,
+	"async":    2, // the durable invocation queue's core; its NATS code in async/asyncnats
 	// L3 services
 	"gateway":   3,
 	"control":   3,
@@ -107,5 +108,8 @@ var HeavyAllowed = map[string][]string{
 	"gateway":              {"prometheus"},                                                  // metrics per route, cluster, backend
 	"gateway/gatewayh3":    {"prometheus", "quic-go"},                                       // HTTP/3 listener
 	"gateway/gatewayredis": {"prometheus", "go-redis"},                                      // limits shared through Redis
-	"gateway/gatewayotel":  {"otel", "prometheus", "grpc"},                                  // OTLP span export; otlptracehttp links gRPC status types, package gateway prometheus
+	"gateway/gatewayotel":  {"otel", "prometheus", "grpc"},
+	"async":                {"prometheus"},         // queue metrics
+	"async/asyncnats":      {"prometheus", "nats"}, // JetStream, embedded or external
+	"gateway/gatewayasync": {"prometheus", "nats"}, // wires asyncnats into the gateway                                  // OTLP span export; otlptracehttp links gRPC status types, package gateway prometheus
 }
