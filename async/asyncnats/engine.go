@@ -74,7 +74,10 @@ func Open(cfg async.Config, opts Options) (*Engine, error) {
 		name = "veer-async"
 	}
 	nopts := []nats.Option{nats.Name(name), nats.MaxReconnects(-1), nats.ReconnectWait(250 * time.Millisecond),
-		nats.RetryOnFailedConnect(false)}
+		nats.RetryOnFailedConnect(false),
+		// no reconnect buffer: a publish while disconnected fails at once
+		// instead of landing later, after its submitter got a 503
+		nats.ReconnectBufSize(-1)}
 	var err error
 	if c.Engine == "embedded" {
 		if e.srv, err = startEmbedded(c.Dir, e.log); err != nil {
