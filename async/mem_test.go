@@ -120,4 +120,3 @@ func (d *memDelivery) Retry(delay time.Duration) error {
 	time.AfterFunc(delay, func() { d.e.ready[d.inv.Group] <- d })
 	return nil
 }
-

@@ -2,7 +2,7 @@ package asyncnats
 
 import (
 	"context"
-		"errors"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -179,4 +179,3 @@ func TestSubmitRunStatus(t *testing.T) {
 		t.Fatalf("List = %+v, %d, %v", list, next, err)
 	}
 }
-
