@@ -22,6 +22,7 @@ const (
 	DefaultConcurrency       = 16
 	DefaultRetryAfter        = 2 * time.Second
 	DefaultCallbackAttempts  = 3
+	DefaultPollInterval      = 100 * time.Millisecond
 	// MaxKeyLength bounds an Idempotency-Key.
 	MaxKeyLength = 255
 	// MaxTenantLength bounds a tenant name.
@@ -64,6 +65,15 @@ type Config struct {
 	// group "general" with DefaultConcurrency workers is added when not
 	// listed; it takes every tenant no other group names.
 	Groups []Group `yaml:"groups" json:"groups"`
+	// PollInterval is the consumption interval: how often an idle group
+	// looks for due invocations (a local submission wakes it at once) and
+	// refreshes its list of tenants; default 100ms.
+	PollInterval time.Duration `yaml:"poll_interval" json:"poll_interval"`
+	// TenantRate caps the invocations a tenant starts per second in each
+	// group (a token bucket of TenantBurst); default 0, no cap.
+	TenantRate float64 `yaml:"tenant_rate" json:"tenant_rate"`
+	// TenantBurst: the bucket's size; default 1.
+	TenantBurst int `yaml:"tenant_burst" json:"tenant_burst"`
 	// CallbackAttempts: attempts to deliver the result to a submission's
 	// callback URL (Veer-Callback header); default 3.
 	CallbackAttempts int `yaml:"callback_attempts" json:"callback_attempts"`
@@ -99,6 +109,9 @@ func (c *Config) Validate() error {
 		config.NotNegative("ack_wait", c.AckWait),
 		config.NotNegative("attempt_timeout", c.AttemptTimeout),
 		config.NotNegative("callback_attempts", c.CallbackAttempts),
+		config.NotNegative("poll_interval", c.PollInterval),
+		config.NotNegative("tenant_rate", c.TenantRate),
+		config.NotNegative("tenant_burst", c.TenantBurst),
 	)
 	d := c.withDefaults()
 	if d.IdempotencyWindow > d.Retention {
@@ -142,6 +155,7 @@ func (c Config) withDefaults() Config {
 	c.AckWait = cmp.Or(c.AckWait, DefaultAckWait)
 	c.AttemptTimeout = cmp.Or(c.AttemptTimeout, DefaultAttemptTimeout)
 	c.CallbackAttempts = cmp.Or(c.CallbackAttempts, DefaultCallbackAttempts)
+	c.PollInterval = cmp.Or(c.PollInterval, DefaultPollInterval)
 	groups := make([]Group, 0, len(c.Groups)+1)
 	general := false
 	for _, g := range c.Groups {

@@ -16,8 +16,12 @@ type Engine interface {
 	// nothing. An error wraps ErrUnavailable and means nothing was
 	// acknowledged.
 	Enqueue(ctx context.Context, inv *Invocation) (id string, existing bool, err error)
-	// Fetch blocks until an invocation of group is due, or ctx ends.
-	Fetch(ctx context.Context, group string) (Delivery, error)
+	// Tenants lists the tenants that have (or had, within the retention)
+	// invocations in group: the fair scheduler's round.
+	Tenants(ctx context.Context, group string) ([]string, error)
+	// FetchTenant returns at once up to max of tenant's due invocations
+	// in group, none when there are none.
+	FetchTenant(ctx context.Context, group, tenant string, max int) ([]Delivery, error)
 	// Lookup returns the stored invocation, ErrNotFound or ErrBadID.
 	Lookup(ctx context.Context, id string) (*Invocation, error)
 	// Status returns the recorded status of id; found is false when

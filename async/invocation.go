@@ -156,6 +156,18 @@ func ParseKey(h http.Header) (string, error) {
 	return v, nil
 }
 
+// ParseTenantToken decodes a TenantToken.
+func ParseTenantToken(tok string) (string, bool) {
+	if tok == "_" {
+		return "", true
+	}
+	b, err := hex.DecodeString(tok)
+	if err != nil {
+		return "", false
+	}
+	return string(b), true
+}
+
 // TenantToken encodes a tenant as one NATS subject token (hex), so that any
 // tenant string is a safe subject.
 func TenantToken(tenant string) string {

@@ -16,15 +16,15 @@ type memEngine struct {
 	invs   map[string]*Invocation
 	keys   map[string]string
 	status map[string]Status
-	ready  map[string]chan *memDelivery
+	ready  map[string]map[string][]*memDelivery // group -> tenant -> due
 	dead   chan Status
 }
 
 func newMemEngine(groups ...string) *memEngine {
 	e := &memEngine{invs: map[string]*Invocation{}, keys: map[string]string{}, status: map[string]Status{},
-		ready: map[string]chan *memDelivery{}, dead: make(chan Status, 100)}
+		ready: map[string]map[string][]*memDelivery{}, dead: make(chan Status, 100)}
 	for _, g := range append(groups, DefaultGroup) {
-		e.ready[g] = make(chan *memDelivery, 10000)
+		e.ready[g] = map[string][]*memDelivery{}
 	}
 	return e
 }
@@ -45,17 +45,36 @@ func (e *memEngine) Enqueue(ctx context.Context, inv *Invocation) (string, bool,
 	if inv.Key != "" {
 		e.keys[DedupID(inv.Tenant, inv.Key)] = c.ID
 	}
-	e.ready[c.Group] <- &memDelivery{e: e, inv: &c}
+	e.ready[c.Group][c.Tenant] = append(e.ready[c.Group][c.Tenant], &memDelivery{e: e, inv: &c})
 	return c.ID, false, nil
 }
 
-func (e *memEngine) Fetch(ctx context.Context, group string) (Delivery, error) {
-	select {
-	case d := <-e.ready[group]:
-		return d, nil
-	case <-ctx.Done():
-		return nil, ctx.Err()
+func (e *memEngine) Tenants(ctx context.Context, group string) ([]string, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var out []string
+	for t := range e.ready[group] {
+		out = append(out, t)
 	}
+	return out, nil
+}
+
+func (e *memEngine) FetchTenant(ctx context.Context, group, tenant string, n int) ([]Delivery, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	q := e.ready[group][tenant]
+	var out []Delivery
+	now := time.Now()
+	var rest []*memDelivery
+	for _, d := range q {
+		if len(out) < n && !d.due.After(now) {
+			out = append(out, d)
+		} else {
+			rest = append(rest, d)
+		}
+	}
+	e.ready[group][tenant] = rest
+	return out, nil
 }
 
 func (e *memEngine) Lookup(ctx context.Context, id string) (*Invocation, error) {
@@ -111,12 +130,17 @@ func (e *memEngine) Close() error { return nil }
 type memDelivery struct {
 	e   *memEngine
 	inv *Invocation
+	due time.Time // invisible until then, as a JetStream message after NakWithDelay
 }
 
 func (d *memDelivery) Invocation() *Invocation { return d.inv }
 func (d *memDelivery) Ack() error              { return nil }
 func (d *memDelivery) InProgress() error       { return nil }
 func (d *memDelivery) Retry(delay time.Duration) error {
-	time.AfterFunc(delay, func() { d.e.ready[d.inv.Group] <- d })
+	d.e.mu.Lock()
+	defer d.e.mu.Unlock()
+	d.due = time.Now().Add(delay)
+	q := d.e.ready[d.inv.Group]
+	q[d.inv.Tenant] = append(q[d.inv.Tenant], d)
 	return nil
 }

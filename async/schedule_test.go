@@ -129,7 +129,7 @@ func TestScheduleThroughWorkers(t *testing.T) {
 			return &http.Response{StatusCode: 503, Header: http.Header{}, Body: http.NoBody}, nil
 		})
 		var sts []Status
-		s, err := New(Config{Groups: []Group{{Name: DefaultGroup, Concurrency: 1}}}, eng, d,
+		s, err := New(Config{PollInterval: time.Hour, Groups: []Group{{Name: DefaultGroup, Concurrency: 1}}}, eng, d,
 			Options{Logger: obs.Discard, Registerer: prometheus.NewRegistry(), OnStatus: func(st Status) { mu.Lock(); sts = append(sts, st); mu.Unlock() }})
 		if err != nil {
 			t.Fatal(err)

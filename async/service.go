@@ -72,6 +72,9 @@ type Service struct {
 	cb     *http.Client
 	onSt   func(Status)
 	group  map[string]string // dedicated tenant -> group
+	scheds map[string]*scheduler
+	pmu    sync.RWMutex
+	pauses map[string]bool // "g:" + group or "t:" + tenant
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -99,10 +102,12 @@ func New(cfg Config, eng Engine, d Dispatcher, opts Options) (*Service, error) {
 	if s.cb == nil {
 		s.cb = &http.Client{Timeout: 5 * time.Second}
 	}
+	s.scheds, s.pauses = map[string]*scheduler{}, map[string]bool{}
 	for _, g := range c.Groups {
 		for _, t := range g.Tenants {
 			s.group[t] = g.Name
 		}
+		s.scheds[g.Name] = newScheduler(s, g)
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	return s, nil
@@ -111,12 +116,10 @@ func New(cfg Config, eng Engine, d Dispatcher, opts Options) (*Service, error) {
 // Config returns the config in force, with defaults.
 func (s *Service) Config() Config { return s.cfg }
 
-// Start runs every group's workers until Close.
+// Start runs every group's scheduler and workers until Close.
 func (s *Service) Start() {
-	for _, g := range s.cfg.Groups {
-		for range g.Concurrency {
-			s.wg.Go(func() { s.work(g.Name) })
-		}
+	for _, sc := range s.scheds {
+		s.wg.Go(func() { sc.run(s.ctx, &s.wg) })
 	}
 }
 
@@ -159,6 +162,9 @@ func (s *Service) Submit(ctx context.Context, inv *Invocation) (id string, exist
 	start := time.Now()
 	id, existing, err = s.eng.Enqueue(ctx, inv)
 	s.m.submitted(err, existing, time.Since(start))
+	if err == nil && !existing {
+		s.scheds[inv.Group].notify()
+	}
 	return id, existing, err
 }
 
@@ -208,32 +214,6 @@ func (s *Service) List(ctx context.Context, tenant string, cursor uint64, limit 
 	return out, next, nil
 }
 
-// work is one worker of group: fetch, run, repeat until Close.
-func (s *Service) work(group string) {
-	for s.ctx.Err() == nil {
-		d, err := s.eng.Fetch(s.ctx, group)
-		if err != nil {
-			if s.ctx.Err() != nil {
-				return
-			}
-			s.log.Warn("async: fetch failed; retrying in 1s", "group", group, "err", err)
-			s.pause(time.Second)
-			continue
-		}
-		s.run(group, d)
-	}
-}
-
-// pause waits d on the service's clock, or until Close.
-func (s *Service) pause(d time.Duration) {
-	t := s.clk.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C():
-	case <-s.ctx.Done():
-	}
-}
-
 // run makes one attempt of a delivered invocation and records what
 // follows. The status is written before the delivery is acknowledged, so
 // a crash in between only delivers it again, and the redelivery sees the
@@ -257,6 +237,7 @@ func (s *Service) run(group string, d Delivery) {
 		return
 	case st.State == Retrying && now.Before(st.NextAttempt):
 		_ = d.Retry(st.NextAttempt.Sub(now)) // delivered early (a restart): wait for its time
+		s.scheds[group].wakeAfter(st.NextAttempt.Sub(now))
 		return
 	}
 	st.Attempts++
@@ -295,6 +276,7 @@ func (s *Service) run(group string, d Delivery) {
 		s.onSt(st)
 		s.m.retries.WithLabelValues(group).Inc()
 		_ = d.Retry(dec.Wait)
+		s.scheds[group].wakeAfter(dec.Wait)
 	case Failed:
 		if err := s.eng.DeadLetter(ctx, inv, st); err != nil {
 			s.log.Warn("async: dead letter failed; delivering again later", "id", inv.ID, "err", err)
@@ -384,7 +366,7 @@ func (s *Service) callback(inv *Invocation, st Status) {
 	body, _ := json.Marshal(st)
 	for i := range s.cfg.CallbackAttempts {
 		if i > 0 {
-			s.pause(time.Duration(1<<(i-1)) * time.Second)
+			s.sleep(time.Duration(1<<(i-1)) * time.Second)
 		}
 		req, err := http.NewRequestWithContext(s.ctx, http.MethodPost, inv.Callback, bytes.NewReader(body))
 		if err != nil {
@@ -405,4 +387,14 @@ func (s *Service) callback(inv *Invocation, st Status) {
 	}
 	s.m.callbackFailed.Inc()
 	s.log.Warn("async: callback failed", "id", inv.ID, "url", inv.Callback)
+}
+
+// sleep waits d on the service's clock, or until Close.
+func (s *Service) sleep(d time.Duration) {
+	t := s.clk.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C():
+	case <-s.ctx.Done():
+	}
 }

@@ -2,6 +2,8 @@ package asyncnats
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -152,17 +154,6 @@ func (e *Engine) setup() error {
 		Storage: jetstream.FileStorage, Description: "veer async invocation status"})
 	if err != nil {
 		return fmt.Errorf("asyncnats: bucket %s: %w: %w", StatusKV, async.ErrUnavailable, err)
-	}
-	for _, g := range e.cfg.Groups {
-		cons, err := e.stream.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
-			Durable: "veer-" + g.Name, FilterSubject: subjectBase + "*." + g.Name,
-			AckPolicy: jetstream.AckExplicitPolicy, AckWait: e.cfg.AckWait, MaxDeliver: -1,
-			MaxAckPending: max(4*g.Concurrency, 64), DeliverPolicy: jetstream.DeliverAllPolicy,
-		})
-		if err != nil {
-			return fmt.Errorf("asyncnats: consumer of group %s: %w: %w", g.Name, async.ErrUnavailable, err)
-		}
-		e.cons[g.Name] = cons
 	}
 	return nil
 }
@@ -319,30 +310,67 @@ func (e *Engine) DeadLetter(ctx context.Context, inv *async.Invocation, st async
 	return nil
 }
 
-// Fetch implements async.Engine.
-func (e *Engine) Fetch(ctx context.Context, group string) (async.Delivery, error) {
-	e.mu.Lock()
-	cons := e.cons[group]
-	e.mu.Unlock()
-	if cons == nil {
-		return nil, fmt.Errorf("asyncnats: no group %q", group)
+// Tenants implements async.Engine: the tenant tokens of the group's
+// subjects in the stream.
+func (e *Engine) Tenants(ctx context.Context, group string) ([]string, error) {
+	info, err := e.stream.Info(ctx, jetstream.WithSubjectFilter(subjectBase+"*."+group))
+	if err != nil {
+		return nil, fmt.Errorf("asyncnats: %w: %w", async.ErrUnavailable, err)
 	}
-	for {
-		if err := ctx.Err(); err != nil {
-			return nil, err
+	out := make([]string, 0, len(info.State.Subjects))
+	for subj := range info.State.Subjects {
+		tok := strings.TrimSuffix(strings.TrimPrefix(subj, subjectBase), "."+group)
+		if t, ok := async.ParseTenantToken(tok); ok {
+			out = append(out, t)
 		}
-		fctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		msg, err := cons.Next(jetstream.FetchContext(fctx))
-		cancel()
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil, ctx.Err()
-			}
-			if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) || errors.Is(err, jetstream.ErrNoMessages) {
-				continue
-			}
-			return nil, fmt.Errorf("asyncnats: fetch: %w: %w", async.ErrUnavailable, err)
+	}
+	return out, nil
+}
+
+// consumer returns the durable pull consumer of (group, tenant), created
+// the first time: one per tenant, so that a tenant's backlog never stands
+// in front of another's (the scheduler takes turns over them).
+func (e *Engine) consumer(ctx context.Context, group, tenant string) (jetstream.Consumer, error) {
+	key := group + "\x00" + tenant
+	e.mu.Lock()
+	c := e.cons[key]
+	e.mu.Unlock()
+	if c != nil {
+		return c, nil
+	}
+	h := sha256.Sum256([]byte(tenant))
+	conc := async.DefaultConcurrency
+	for _, g := range e.cfg.Groups {
+		if g.Name == group {
+			conc = g.Concurrency
 		}
+	}
+	c, err := e.stream.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
+		Durable: "veer-" + group + "-" + hex.EncodeToString(h[:8]), FilterSubject: subject(tenant, group),
+		AckPolicy: jetstream.AckExplicitPolicy, AckWait: e.cfg.AckWait, MaxDeliver: -1,
+		MaxAckPending: max(4*conc, 64), DeliverPolicy: jetstream.DeliverAllPolicy,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("asyncnats: consumer of group %s: %w: %w", group, async.ErrUnavailable, err)
+	}
+	e.mu.Lock()
+	e.cons[key] = c
+	e.mu.Unlock()
+	return c, nil
+}
+
+// FetchTenant implements async.Engine.
+func (e *Engine) FetchTenant(ctx context.Context, group, tenant string, n int) ([]async.Delivery, error) {
+	cons, err := e.consumer(ctx, group, tenant)
+	if err != nil {
+		return nil, err
+	}
+	batch, err := cons.FetchNoWait(n)
+	if err != nil {
+		return nil, fmt.Errorf("asyncnats: fetch: %w: %w", async.ErrUnavailable, err)
+	}
+	var out []async.Delivery
+	for msg := range batch.Messages() {
 		md, err := msg.Metadata()
 		if err != nil {
 			_ = msg.Term()
@@ -354,8 +382,12 @@ func (e *Engine) Fetch(ctx context.Context, group string) (async.Delivery, error
 			_ = msg.Term()
 			continue
 		}
-		return &delivery{msg: msg, inv: inv}, nil
+		out = append(out, &delivery{msg: msg, inv: inv})
 	}
+	if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, jetstream.ErrNoMessages) && len(out) == 0 {
+		return nil, fmt.Errorf("asyncnats: fetch: %w: %w", async.ErrUnavailable, err)
+	}
+	return out, nil
 }
 
 type delivery struct {

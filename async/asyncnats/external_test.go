@@ -91,9 +91,9 @@ func TestAckDeadlineRedelivers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := e.Fetch(ctx, async.DefaultGroup) // the worker that dies
-	if err != nil || d.Invocation().ID != id {
-		t.Fatalf("Fetch = %v, %v", d, err)
+	ds, err := e.FetchTenant(ctx, async.DefaultGroup, "t", 1) // the worker that dies
+	if err != nil || len(ds) != 1 || ds[0].Invocation().ID != id {
+		t.Fatalf("FetchTenant = %v, %v", ds, err)
 	}
 	if err := e.SetStatus(ctx, async.Status{ID: id, Tenant: "t", State: async.Running, Attempts: 1, FirstAttempt: time.Now()}); err != nil {
 		t.Fatal(err)
