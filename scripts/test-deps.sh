@@ -20,6 +20,7 @@ declare -A pkgs=(
   [h2load]=nghttp2-client
   [curl]=curl
   [slowhttptest]=slowhttptest
+  [nats-server]=nats-server
 )
 for cmd in "${!pkgs[@]}"; do
   command -v "$cmd" >/dev/null 2>&1 || need+=("${pkgs[$cmd]}")
