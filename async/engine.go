@@ -35,6 +35,16 @@ type Engine interface {
 	List(ctx context.Context, tenant string, cursor uint64, limit int) (invs []*Invocation, next uint64, err error)
 	// DeadLetter stores a failed invocation with its final status.
 	DeadLetter(ctx context.Context, inv *Invocation, st Status) error
+	// Depth returns how many of group's invocations wait or run, and the
+	// submission time of the oldest (zero when none).
+	Depth(ctx context.Context, group string) (n uint64, oldest time.Time, err error)
+	// Replay submits up to max of group's dead letters again (new ids,
+	// not deduplicated by their keys) and removes them from the dead
+	// letters; it returns the new ids.
+	Replay(ctx context.Context, group string, max int) ([]string, error)
+	// Purge drops the queued invocations of a group, a tenant, or a
+	// tenant in a group ("" for any): they are forgotten, never run.
+	Purge(ctx context.Context, group, tenant string) error
 	// Close releases the engine (and stops an embedded server).
 	Close() error
 }

@@ -144,3 +144,38 @@ func (d *memDelivery) Retry(delay time.Duration) error {
 	q[d.inv.Tenant] = append(q[d.inv.Tenant], d)
 	return nil
 }
+
+func (e *memEngine) Depth(ctx context.Context, group string) (uint64, time.Time, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var n uint64
+	var oldest time.Time
+	for _, q := range e.ready[group] {
+		for _, d := range q {
+			n++
+			if oldest.IsZero() || d.inv.Submitted.Before(oldest) {
+				oldest = d.inv.Submitted
+			}
+		}
+	}
+	return n, oldest, nil
+}
+
+func (e *memEngine) Replay(ctx context.Context, group string, max int) ([]string, error) {
+	return nil, nil
+}
+
+func (e *memEngine) Purge(ctx context.Context, group, tenant string) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for g, byTenant := range e.ready {
+		if group == "" || g == group {
+			for t := range byTenant {
+				if tenant == "" || t == tenant {
+					delete(byTenant, t)
+				}
+			}
+		}
+	}
+	return nil
+}

@@ -33,7 +33,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		retries: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "veer_async_retries_total",
 			Help: "Attempts followed by a scheduled retry, by group."}, []string{"group"}),
 		done: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "veer_async_finished_total",
-			Help: "Invocations finished, by group and state (succeeded, failed = dead-lettered)."}, []string{"group", "state"}),
+			Help: "Invocations finished, by group and state (succeeded; failed: dead-lettered)."}, []string{"group", "state"}),
 		queueDelay: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "veer_async_queue_delay_seconds",
 			Help: "From submission to the first attempt, by group.", Buckets: long}, []string{"group"}),
 		e2e: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "veer_async_end_to_end_seconds",

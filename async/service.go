@@ -110,6 +110,9 @@ func New(cfg Config, eng Engine, d Dispatcher, opts Options) (*Service, error) {
 		s.scheds[g.Name] = newScheduler(s, g)
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
+	if err := reg.Register(newDepthCollector(s)); err != nil {
+		s.log.Warn("async: depth metrics not registered", "err", err)
+	}
 	return s, nil
 }
 

@@ -116,6 +116,14 @@ func (g *Gateway) closeAsync() {
 	}
 }
 
+// mountAsyncAdmin serves the queue's operations (async.Service.AdminHandler)
+// on the admin listener behind the admin token.
+func (g *Gateway) mountAsyncAdmin(mux *http.ServeMux, token string) {
+	if g.async != nil {
+		mux.Handle("/admin/async/", g.auth(token, g.async.AdminHandler().ServeHTTP))
+	}
+}
+
 // Async returns the gateway's async service, nil when off.
 func (g *Gateway) Async() *async.Service { return g.async }
 

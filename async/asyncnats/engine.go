@@ -188,7 +188,15 @@ func subject(tenant, group string) string {
 // Enqueue implements async.Engine: one publish, acknowledged by the server
 // after the write is synced.
 func (e *Engine) Enqueue(ctx context.Context, inv *async.Invocation) (string, bool, error) {
-	nonce := async.Nonce(inv.Tenant, inv.Key)
+	id, dup, err := e.enqueue(ctx, inv, true)
+	return id, dup, err
+}
+
+func (e *Engine) enqueue(ctx context.Context, inv *async.Invocation, dedup bool) (string, bool, error) {
+	nonce := async.Nonce(inv.Tenant, "")
+	if dedup {
+		nonce = async.Nonce(inv.Tenant, inv.Key)
+	}
 	m := meta{Invocation: *inv, Nonce: nonce}
 	m.Body, m.ID = nil, ""
 	hdr, err := json.Marshal(m)
@@ -198,7 +206,7 @@ func (e *Engine) Enqueue(ctx context.Context, inv *async.Invocation) (string, bo
 	msg := &nats.Msg{Subject: subject(inv.Tenant, inv.Group), Data: inv.Body, Header: nats.Header{}}
 	msg.Header.Set(invHeader, string(hdr))
 	var popts []jetstream.PublishOpt
-	if inv.Key != "" {
+	if inv.Key != "" && dedup {
 		popts = append(popts, jetstream.WithMsgID(async.DedupID(inv.Tenant, inv.Key)))
 	}
 	popts = append(popts, jetstream.WithExpectStream(StreamName))
