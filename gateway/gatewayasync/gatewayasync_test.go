@@ -229,6 +229,9 @@ func TestAsyncRoute(t *testing.T) {
 	// a 4xx upstream fails at once, with its reason
 	resp, body = do(t, "POST", w.url+"/jobs/bad", "x", "X-Tenant", "acme")
 	_ = json.Unmarshal([]byte(body), &rep)
+	if resp.StatusCode != 202 {
+		t.Fatalf("submit: %d %s", resp.StatusCode, body)
+	}
 	st = w.wait(t, rep.ID, async.Failed)
 	if st.UpstreamStatus != 422 || st.Attempts != 1 || !strings.Contains(st.Reason, "422") {
 		t.Fatalf("4xx status %+v", st)
@@ -403,5 +406,25 @@ func TestAsyncAdmin(t *testing.T) {
 	}
 	if code, _ := admin(t, w, "POST", "/admin/async/pause?group=nope", true); code != 404 {
 		t.Fatalf("unknown group: %d", code)
+	}
+}
+
+// TestAsyncConfigErrors: a bad async section names file:line: field.
+func TestAsyncConfigErrors(t *testing.T) {
+	for y, want := range map[string]string{
+		"async:\n  engine: kafka\n":            "test.yaml:2: async.engine",
+		"async:\n  engine: external\n":         "async.urls",
+		"async:\n  tenant_key: cookie\n":       "test.yaml:2: async.tenant_key",
+		"async:\n  groups: [{name: 'a b'}]\n":  "async.groups[0].name",
+		"async:\n  retention: 1h\n":            "test.yaml:2: async.retention",
+		"async:\n  max_body: -1\n":             "test.yaml:2: async.max_body",
+		"async:\n  idempotency_window: 100h\n": "async.idempotency_window",
+	} {
+		base := "routes: [{name: r, async: true, clusters: [{name: c}]}]\nclusters: [{name: c, backends: [{address: '127.0.0.1:1'}]}]\n"
+		var cfg gateway.Config
+		err := config.Parse([]byte(y+base), "test.yaml", &cfg)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: %v, want %q", y, err, want)
+		}
 	}
 }
