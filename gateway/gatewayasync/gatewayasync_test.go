@@ -428,3 +428,29 @@ func TestAsyncConfigErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestAsyncCallback: a submission's Veer-Callback URL receives the final
+// status once the invocation succeeded.
+func TestAsyncCallback(t *testing.T) {
+	live, _ := backend(t)
+	got := make(chan async.Status, 1)
+	cb := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var st async.Status
+		_ = json.NewDecoder(r.Body).Decode(&st)
+		got <- st
+	}))
+	defer cb.Close()
+	w := start(t, live, "")
+	resp, body := do(t, "POST", w.url+"/jobs/cb", "x", "X-Tenant", "t", async.CallbackHeader, cb.URL+"/done")
+	if resp.StatusCode != 202 {
+		t.Fatalf("submit: %d %s", resp.StatusCode, body)
+	}
+	select {
+	case st := <-got:
+		if st.ID != resp.Header.Get(async.IDHeader) || st.State != async.Succeeded || st.UpstreamStatus != 201 {
+			t.Fatalf("callback got %+v", st)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("no callback in 30s")
+	}
+}
