@@ -174,7 +174,7 @@ func (c *crashRun) check(t *testing.T, n int) {
 		}
 	}
 	for id := range c.runs {
-		if _, ok := c.keyOf[id]; !ok || c.accepted[c.keyOf[id]] == nil {
+		if ids := c.accepted[c.keyOf[id]]; len(ids) == 0 || ids[0] != id {
 			t.Fatalf("the backend ran %s, which no 202 named", id)
 		}
 	}
