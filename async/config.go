@@ -74,6 +74,11 @@ type Config struct {
 	TenantRate float64 `yaml:"tenant_rate" json:"tenant_rate"`
 	// TenantBurst: the bucket's size; default 1.
 	TenantBurst int `yaml:"tenant_burst" json:"tenant_burst"`
+	// Batch packs concurrent submissions of one tenant and group that
+	// carry no Idempotency-Key into one stored message, so that they share
+	// one synced write (group commit); each is acknowledged (202) only
+	// after that write. Default false: one message per submission.
+	Batch bool `yaml:"batch" json:"batch"`
 	// CallbackAttempts: attempts to deliver the result to a submission's
 	// callback URL (Veer-Callback header); default 3.
 	CallbackAttempts int `yaml:"callback_attempts" json:"callback_attempts"`

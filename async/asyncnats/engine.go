@@ -55,6 +55,14 @@ type Engine struct {
 	kv     jetstream.KeyValue
 	mu     sync.Mutex
 	cons   map[string]jetstream.Consumer
+	left   map[string][]async.Delivery // (group, tenant) -> members of a fetched pack not handed out yet
+
+	bmu   sync.Mutex
+	bq    map[string]*subjQueue // packing: subject -> submissions waiting for the next publish
+	pmu   sync.Mutex
+	packs map[*packMsg]bool // delivered packs with unfinished members
+	stop  chan struct{}
+	wg    sync.WaitGroup
 }
 
 var _ async.Engine = (*Engine)(nil)
@@ -70,7 +78,8 @@ func Open(cfg async.Config, opts Options) (*Engine, error) {
 		return nil, err
 	}
 	c := cfg.WithDefaults()
-	e := &Engine{cfg: c, log: obs.LoggerOr(opts.Logger), cons: map[string]jetstream.Consumer{}}
+	e := &Engine{cfg: c, log: obs.LoggerOr(opts.Logger), cons: map[string]jetstream.Consumer{}, left: map[string][]async.Delivery{},
+		bq: map[string]*subjQueue{}, packs: map[*packMsg]bool{}, stop: make(chan struct{})}
 	name := opts.Name
 	if name == "" {
 		name = "veer-async"
@@ -100,6 +109,7 @@ func Open(cfg async.Config, opts Options) (*Engine, error) {
 		e.shutdown()
 		return nil, err
 	}
+	e.wg.Go(e.keepPacks)
 	return e, nil
 }
 
@@ -160,6 +170,12 @@ func (e *Engine) setup() error {
 
 // Close drains the connection and stops an embedded server.
 func (e *Engine) Close() error {
+	select {
+	case <-e.stop:
+	default:
+		close(e.stop)
+	}
+	e.wg.Wait()
 	e.shutdown()
 	return nil
 }
@@ -193,6 +209,10 @@ func (e *Engine) Enqueue(ctx context.Context, inv *async.Invocation) (string, bo
 }
 
 func (e *Engine) enqueue(ctx context.Context, inv *async.Invocation, dedup bool) (string, bool, error) {
+	if e.cfg.Batch && (inv.Key == "" || !dedup) {
+		id, err := e.enqueuePacked(ctx, inv)
+		return id, false, err
+	}
 	nonce := async.Nonce(inv.Tenant, "")
 	if dedup {
 		nonce = async.Nonce(inv.Tenant, inv.Key)
@@ -244,11 +264,16 @@ func (e *Engine) Lookup(ctx context.Context, id string) (*async.Invocation, erro
 	if err != nil {
 		return nil, fmt.Errorf("asyncnats: %w: %w", async.ErrUnavailable, err)
 	}
-	inv, err := decode(seq, raw.Header, raw.Data)
-	if err != nil || !strings.HasSuffix(inv.ID, "-"+nonce) {
+	invs, err := decodeAll(seq, raw.Header, raw.Data)
+	if err != nil {
 		return nil, async.ErrNotFound
 	}
-	return inv, nil
+	for _, inv := range invs {
+		if strings.HasSuffix(inv.ID, "-"+nonce) {
+			return inv, nil
+		}
+	}
+	return nil, async.ErrNotFound
 }
 
 func statusKey(id string) string { return strings.ReplaceAll(id, "-", "_") }
@@ -296,9 +321,9 @@ func (e *Engine) List(ctx context.Context, tenant string, cursor uint64, limit i
 		if err != nil {
 			return nil, 0, fmt.Errorf("asyncnats: %w: %w", async.ErrUnavailable, err)
 		}
-		inv, err := decode(raw.Sequence, raw.Header, raw.Data)
+		invs, err := decodeAll(raw.Sequence, raw.Header, raw.Data)
 		if err == nil {
-			out = append(out, inv)
+			out = append(out, invs...) // a pack is listed whole: a page may exceed limit by its size
 		}
 		seq = raw.Sequence + 1
 	}
@@ -369,6 +394,16 @@ func (e *Engine) consumer(ctx context.Context, group, tenant string) (jetstream.
 
 // FetchTenant implements async.Engine.
 func (e *Engine) FetchTenant(ctx context.Context, group, tenant string, n int) ([]async.Delivery, error) {
+	key := group + "\x00" + tenant
+	e.mu.Lock()
+	if l := e.left[key]; len(l) > 0 {
+		k := min(n, len(l))
+		out := l[:k:k]
+		e.left[key] = l[k:]
+		e.mu.Unlock()
+		return out, nil
+	}
+	e.mu.Unlock()
 	cons, err := e.consumer(ctx, group, tenant)
 	if err != nil {
 		return nil, err
@@ -384,13 +419,29 @@ func (e *Engine) FetchTenant(ctx context.Context, group, tenant string, n int) (
 			_ = msg.Term()
 			continue
 		}
-		inv, err := decode(md.Sequence.Stream, msg.Headers(), msg.Data())
-		if err != nil {
+		invs, err := decodeAll(md.Sequence.Stream, msg.Headers(), msg.Data())
+		if err != nil || len(invs) == 0 {
 			e.log.Warn("asyncnats: undecodable message dropped", "seq", md.Sequence.Stream, "err", err)
 			_ = msg.Term()
 			continue
 		}
-		out = append(out, &delivery{msg: msg, inv: inv})
+		if msg.Headers().Get(packHeader) == "" {
+			out = append(out, &delivery{msg: msg, inv: invs[0]})
+			continue
+		}
+		p := &packMsg{e: e, msg: msg, open: len(invs)}
+		e.pmu.Lock()
+		e.packs[p] = true
+		e.pmu.Unlock()
+		for _, inv := range invs {
+			out = append(out, &member{p: p, inv: inv})
+		}
+	}
+	if len(out) > n {
+		e.mu.Lock()
+		e.left[key] = append(e.left[key], out[n:]...)
+		e.mu.Unlock()
+		out = out[:n]
 	}
 	if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, jetstream.ErrNoMessages) && len(out) == 0 {
 		return nil, fmt.Errorf("asyncnats: fetch: %w: %w", async.ErrUnavailable, err)

@@ -34,6 +34,7 @@ func startEmbedded(dir string, log *slog.Logger) (*server.Server, error) {
 		NoLog:              true,
 		SyncAlways:         true,
 		JetStreamMaxMemory: 64 << 20,
+		MaxPayload:         8 << 20, // a 1 MiB body with its headers, or a pack of them
 	}
 	s, err := server.NewServer(opts)
 	if err != nil {

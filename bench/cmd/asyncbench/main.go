@@ -3,6 +3,7 @@
 // in one run, alternating the contenders (A B C D A B C D …) over rounds:
 //
 //	embedded   asyncnats' in-process nats-server, every write synced (what a 202 waits for)
+//	batch      the same with batch: true: concurrent submissions of a tenant packed into one write
 //	external   a nats-server -js process on loopback (Debian's 2.9, whose store
 //	           syncs on an interval: NOT durable per write; shown for its cost)
 //	fsync      the floor: append the 1 KiB record to a file and fsync, per submission
@@ -13,7 +14,7 @@
 // The fsync cost of the disk is measured first (1 KiB synced writes, like
 // dd bs=1k oflag=dsync).
 //
-// Usage: go run ./cmd/asyncbench [-rounds 5] [-n 5000] [-c 64] [-size 1024]
+// Usage: go run ./cmd/asyncbench [-rounds 5] [-n 5000] [-c 64] [-size 1024] [-tenants 8]
 package main
 
 import (
@@ -52,6 +53,7 @@ func main() {
 	n := flag.Int("n", 5000, "submissions per contender per round")
 	c := flag.Int("c", 64, "concurrent submitters")
 	size := flag.Int("size", 1024, "body bytes per submission")
+	tenants := flag.Int("tenants", 8, "tenants the submissions are spread over (a pack holds one tenant's)")
 	flag.Parse()
 	body := make([]byte, *size)
 	for i := range body {
@@ -74,7 +76,7 @@ func main() {
 				return nil, nil, err
 			}
 			submit := func(i int) error {
-				inv := &async.Invocation{Tenant: fmt.Sprintf("t%d", i%8), Group: async.DefaultGroup, Method: "POST", Host: "h", Path: "/job", Body: body, Submitted: time.Now()}
+				inv := &async.Invocation{Tenant: fmt.Sprintf("t%d", i%*tenants), Group: async.DefaultGroup, Method: "POST", Host: "h", Path: "/job", Body: body, Submitted: time.Now()}
 				_, _, err := e.Enqueue(context.Background(), inv)
 				return err
 			}
@@ -91,6 +93,7 @@ func main() {
 	}
 	cs := []*contender{
 		{name: "embedded (sync always)", open: mkEngine(async.Config{})},
+		{name: "embedded, batch: true (sync always, packed)", open: mkEngine(async.Config{Batch: true})},
 		{name: "fsync per submission", open: fileFsync(body)},
 		{name: "group commit", open: fileGroup(body)},
 	}
@@ -99,7 +102,7 @@ func main() {
 	}
 	for r := range *rounds {
 		for _, ct := range cs {
-			dir := filepath.Join(root, fmt.Sprintf("%d-%s", r, ct.name[:5]))
+			dir := filepath.Join(root, fmt.Sprintf("%d-%d", r, slices.Index(cs, ct)))
 			must(os.MkdirAll(dir, 0o755))
 			submit, closeFn, err := ct.open(dir)
 			must(err)
@@ -107,7 +110,7 @@ func main() {
 			closeFn()
 		}
 	}
-	fmt.Printf("%d rounds × %d submissions of %d B, %d concurrent submitters, closed loop; median [min, max]\n\n", *rounds, *n, *size, *c)
+	fmt.Printf("%d rounds × %d submissions of %d B over %d tenants, %d concurrent submitters, closed loop; median [min, max]\n\n", *rounds, *n, *size, *tenants, *c)
 	fmt.Println("| contender | acknowledged submissions/s | p99 to acknowledgement |")
 	fmt.Println("|---|---|---|")
 	for _, ct := range cs {
