@@ -70,7 +70,8 @@ bench-guard: deps
 bench-async:
 	./scripts/test-deps.sh
 	cd bench && $(GO) build -o ../bin/asyncbench ./cmd/asyncbench
-	bin/asyncbench -rounds 5 -n 5000 -c 64 | tee bench-async.md
+	bin/asyncbench -rounds 5 -n 5000 -c 64 -tenants 8 | tee bench-async.md
+	bin/asyncbench -rounds 5 -n 5000 -c 64 -tenants 1 | tee -a bench-async.md
 
 ## bench-gateway: veer gateway vs HAProxy, nginx, Caddy and a tuned ReverseProxy, 3 interleaved
 ## rounds, one core each for backend+load and proxy; see docs/gateway.md.
