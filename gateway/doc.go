@@ -30,7 +30,7 @@
 // is where gray release will add canary selection.
 //
 // Async: a route marked async: true, or a request with Prefer:
-// respond-async while the async section is enabled, is stored in the
+// respond-async while the queue runs (async.enabled or an async route), is stored in the
 // durable queue (package async; JetStream wired by gateway/gatewayasync)
 // and answered 202 with an invocation id once stored; the queue's workers
 // run it later through this same dispatch. /v1/invocations/ on every host
