@@ -44,8 +44,8 @@ type crashRun struct {
 	backend  *httptest.Server
 	url      string
 	got202   atomic.Int64
-	failed   atomic.Int64 // submissions answered with an error or not at all
-	unkeyed  bool         // submissions without a key, not resent (batch: true packs them)
+	failed   atomic.Int64    // submissions answered with an error or not at all
+	unkeyed  bool            // submissions without a key, not resent (batch: true packs them)
 	lost     map[string]bool // unkeyed: submissions whose answer never came (stored or not: unknown)
 }
 
