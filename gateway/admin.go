@@ -124,6 +124,7 @@ func (g *Gateway) adminHandler(token string) http.Handler {
 			_ = json.NewEncoder(w).Encode(g.State())
 		}))
 	}
+	g.mountAsyncAdmin(mux, token)
 	return mux
 }
 

@@ -92,6 +92,9 @@ type Config struct {
 	// limits documents replace the Shed and Limits sections while present
 	// (FollowStore, wired by cmd/veer); off by default.
 	ControlStore ControlStore `yaml:"control_store" json:"control_store"`
+	// Async: the durable invocation queue (async routes, Prefer:
+	// respond-async); off unless enabled or a route is async.
+	Async Async `yaml:"async" json:"async"`
 }
 
 // ControlStore names the control plane's store the gateway follows. Only
@@ -195,6 +198,9 @@ type Route struct {
 	// `veer gateway slo-rules` turns it into Prometheus recording rules and
 	// burn-rate alerts over the gateway's metrics. Off when nil.
 	SLO *slo.Objective `yaml:"slo" json:"slo"`
+	// Async: requests are stored in the async queue and answered 202 with
+	// an invocation id, then run by its workers (see Async).
+	Async bool `yaml:"async" json:"async"`
 }
 
 // RouteCluster is a cluster named by a route.

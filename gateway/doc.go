@@ -33,6 +33,13 @@
 // cluster selection (ordered or weighted, scaled by each cluster's share)
 // is where gray release will add canary selection.
 //
+// Async: a route marked async: true, or a request with Prefer:
+// respond-async while the queue runs (async.enabled or an async route), is stored in the
+// durable queue (package async; JetStream wired by gateway/gatewayasync)
+// and answered 202 with an invocation id once stored; the queue's workers
+// run it later through this same dispatch. /v1/invocations/ on every host
+// is the status API, /admin/async/ on the admin listener its operations.
+//
 // HTTP/3 lives in gateway/gatewayh3 and Redis-shared limits in
 // gateway/gatewayredis, so that this package links neither QUIC nor a
 // Redis client; cmd/veer wires both.

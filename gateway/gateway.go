@@ -16,6 +16,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/veerhq/veer/async"
 	"github.com/veerhq/veer/breaker"
 	"github.com/veerhq/veer/config"
 	"github.com/veerhq/veer/limit"
@@ -52,6 +53,11 @@ type Options struct {
 	// HTTP3 starts the HTTP/3 listener (gateway/gatewayh3.Listen); nil:
 	// no HTTP/3 and no Alt-Svc.
 	HTTP3 HTTP3Func
+	// AsyncEngine opens the async queue's engine when the config uses it
+	// (gateway/gatewayasync.Engine); required then.
+	AsyncEngine AsyncEngineFunc
+	// OnAsyncStatus, if set, sees every status the async workers record.
+	OnAsyncStatus func(async.Status)
 }
 
 // Gateway is the edge proxy. Build it with New, start it with Start, feed
@@ -85,6 +91,9 @@ type Gateway struct {
 
 	srv  servers
 	rngs sync.Pool
+
+	async       *async.Service // nil when off
+	asyncTenant keySource
 }
 
 func (g *Gateway) rng() *rand.Rand {
@@ -146,6 +155,9 @@ func New(cfg Config, opts Options) (*Gateway, error) {
 		return nil, err
 	}
 	g.snap.Store(t)
+	if err := g.startAsync(&c); err != nil {
+		return nil, err
+	}
 	g.health = startHealth(g, t)
 	g.ready.Store(true)
 	return g, nil
@@ -232,6 +244,7 @@ func (g *Gateway) swapLocked(cfg Config) error {
 	fixed("access_log", old.AccessLog, c.AccessLog)
 	fixed("tracing", old.Tracing, c.Tracing)
 	fixed("control_store", old.ControlStore, c.ControlStore)
+	errs = append(errs, g.asyncFixed(old, &c)...)
 	if (len(old.Limits.Dimensions) == 0) != (len(c.Limits.Dimensions) == 0) {
 		errs = append(errs, config.Field("limits.dimensions", "turning limits on or off needs a restart"))
 	}

@@ -243,4 +243,5 @@ func (g *Gateway) close() {
 		_ = cl.Close()
 	}
 	g.alog.close()
+	g.closeAsync()
 }

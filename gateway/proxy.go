@@ -34,6 +34,9 @@ func (g *Gateway) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		g.serveClientHealth(rec, r, t, st)
 		return
 	}
+	if g.serveAsyncStatus(rec, r, t) {
+		return
+	}
 	rt := t.match(r.Host, r.URL.Path)
 	if rt == nil {
 		http.Error(rec, "no route", http.StatusNotFound)
@@ -69,6 +72,9 @@ func (g *Gateway) serveHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		defer adm.Done()
+	}
+	if g.submitAsync(rec, r, rt) {
+		return
 	}
 	if err := st.bufferBody(r, t.cfg.Retry.MaxReplayBody); err != nil {
 		var mbe *http.MaxBytesError

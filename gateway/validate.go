@@ -52,6 +52,7 @@ func (c *Config) Validate() error {
 		errs = append(errs, config.In("breaker", bc.Validate()))
 	}
 	errs = append(errs, config.In("control_store", c.ControlStore.validate()))
+	errs = append(errs, config.In("async", c.Async.validate()))
 	for i, n := range c.TrustedNetworks {
 		if _, err := netip.ParsePrefix(n); err != nil {
 			add(fmt.Sprintf("trusted_networks[%d]", i), "not a CIDR: %v", err)

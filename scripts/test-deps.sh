@@ -21,6 +21,7 @@ declare -A pkgs=(
   [curl]=curl
   [slowhttptest]=slowhttptest
   [promtool]=prometheus
+  [nats-server]=nats-server
 )
 for cmd in "${!pkgs[@]}"; do
   command -v "$cmd" >/dev/null 2>&1 || need+=("${pkgs[$cmd]}")

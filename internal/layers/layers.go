@@ -50,6 +50,7 @@ var Table = map[string]int{
 	"slo":      2,
 	// document schemas the services share (they import config)
 	"store/docs": 2,
+	"async":      2, // the durable invocation queue's core; its NATS code in async/asyncnats
 	// L3 services
 	"gateway":   3,
 	"control":   3,
@@ -119,4 +120,7 @@ var HeavyAllowed = map[string][]string{
 	"gateway/gatewayh3":    {"prometheus", "quic-go"},                          // HTTP/3 listener
 	"gateway/gatewayredis": {"prometheus", "go-redis"},                         // limits shared through Redis
 	"gateway/gatewayotel":  {"otel", "prometheus", "grpc"},                     // OTLP span export; otlptracehttp links gRPC status types, package gateway prometheus
+	"async":                {"prometheus"},                                     // queue metrics
+	"async/asyncnats":      {"prometheus", "nats"},                             // JetStream, embedded or external
+	"gateway/gatewayasync": {"prometheus", "nats"},                             // wires asyncnats into the gateway
 }
