@@ -19,6 +19,11 @@
     for (const k of kids.flat()) if (k != null) e.append(k.nodeType ? k : String(k));
     return e;
   }
+  // put replaces parent's children with kids (nested arrays flattened, null
+  // skipped).
+  function put(parent, ...kids) {
+    parent.replaceChildren(...kids.flat(Infinity).filter((k) => k != null));
+  }
   function svg(tag, attrs) {
     const e = document.createElementNS('http://www.w3.org/2000/svg', tag);
     for (const [k, v] of Object.entries(attrs || {})) e.setAttribute(k, v);
@@ -114,7 +119,7 @@
 
   function renderRules() {
     const box = $('rules-list');
-    box.replaceChildren();
+    put(box, );
     $('rules-raw-box').hidden = !S.raw;
     $('rule-add').hidden = S.raw || !canWrite('admin');
     if (S.raw) { $('rules-raw').value = S.tableText; $('rules-raw').readOnly = !canWrite('admin'); return; }
@@ -233,7 +238,7 @@
 
   function renderMoves(box, rep) {
     const { summary, pairs } = movesReport(rep);
-    box.replaceChildren(el('p', { class: 'moves-summary', text: summary + (pairs.length ? ':' : '.') }),
+    put(box, el('p', { class: 'moves-summary', text: summary + (pairs.length ? ':' : '.') }),
       pairs.length ? el('ul', {}, pairs.map(([k, n]) => el('li', { text: k + ': ' + n }))) : null);
   }
 
@@ -264,7 +269,7 @@
   async function showConflict(msg) {
     const t = await loadTable();
     const box = $('rules-conflict');
-    box.replaceChildren(
+    put(box, 
       el('p', { text: 'Not published (409 Conflict): someone else published version ' + t.version + ' after you loaded version ' + S.tableVersion + '. ' + msg }),
       el('p', { text: 'The newer version ' + t.version + ' is below; your edit is still in the form.' }),
       el('pre', { class: 'diff', text: t.doc ? JSON.stringify(t.doc, null, 2) : t.text }),
@@ -285,7 +290,7 @@
         el('button', { type: 'button', class: 'secondary', text: 'Diff v' + c.version, onclick: () => showDiff(c) }),
         (canWrite('admin') && !c.deleted && c.version !== S.tableVersion)
           ? el('button', { type: 'button', class: 'secondary rollback', 'data-version': c.version, text: 'Roll back to v' + c.version, onclick: () => rollback(c.version) }) : null)));
-    box.replaceChildren(el('div', { class: 'scroll' }, el('table', {},
+    put(box, el('div', { class: 'scroll' }, el('table', {},
       el('thead', {}, el('tr', {}, ['Version', 'Time', 'Author', 'Reason', ''].map((h) => el('th', { scope: 'col', text: h })))),
       el('tbody', {}, rows))));
   }
@@ -310,7 +315,7 @@
   function showDiff(c) {
     const pre = $('rules-diff');
     const lines = lineDiff(pretty(c.before), pretty(c.after));
-    pre.replaceChildren(el('span', { class: 'same', text: 'version ' + c.version + ' (' + (c.reason || 'no reason') + '): - before, + after' }),
+    put(pre, el('span', { class: 'same', text: 'version ' + c.version + ' (' + (c.reason || 'no reason') + '): - before, + after' }),
       lines.map(([op, t]) => el('span', { class: op === '+' ? 'add' : op === '-' ? 'del' : 'same', text: op + ' ' + t })));
     pre.hidden = false;
   }
@@ -354,12 +359,12 @@
     const items = [];
     if (S.emergency.global) items.push(el('li', { text: 'Global: every device gets ' + desc(S.emergency.global) }));
     for (const [r, o] of Object.entries(S.emergency.regions || {})) items.push(el('li', { text: 'Region ' + r + ': ' + desc(o) }));
-    cur.replaceChildren(el('h3', { text: 'In force' }), items.length
+    put(cur, el('h3', { text: 'In force' }), items.length
       ? el('ul', { id: 'em-list' }, items)
       : el('p', { id: 'em-none', text: 'No override: the rules decide.' }));
-    $('em-scope').replaceChildren(el('option', { value: '', text: 'Global (every device)' }),
+    put($('em-scope'), el('option', { value: '', text: 'Global (every device)' }),
       (table.regions || []).map((r) => el('option', { value: r.name, text: 'Region ' + r.name })));
-    $('em-site').replaceChildren(el('option', { value: '', text: '(a domain instead)' }),
+    put($('em-site'), el('option', { value: '', text: '(a domain instead)' }),
       (table.sites || []).map((s) => el('option', { value: s.name, text: s.name })));
   }
 
@@ -422,7 +427,7 @@
           el('td', { class: 'write' }, el('button', { type: 'button', class: cd ? '' : 'danger', text: (cd ? 'Mark ' + c.name + ' up' : 'Mark ' + c.name + ' down') + '…', onclick: () => playbook(cd ? 'cluster_up' : 'cluster_down', s.name, c.name) }))));
       }
     }
-    $('sites-list').replaceChildren(el('div', { class: 'scroll' }, el('table', {},
+    put($('sites-list'), el('div', { class: 'scroll' }, el('table', {},
       el('thead', {}, el('tr', {}, ['Name', 'State', 'Domain / sibling', ''].map((h) => el('th', { scope: 'col', text: h })))), el('tbody', {}, rows))));
     applyRole();
   }
@@ -453,7 +458,7 @@
     const rows = res.data.filter((c) => (!author || (c.author || '').toLowerCase().includes(author)) && (!text || (c.reason || '').toLowerCase().includes(text)))
       .map((c) => el('tr', {}, el('td', { text: new Date(c.time).toLocaleString() }), el('td', { text: c.key }), el('td', { text: c.deleted ? 'deleted' : 'v' + c.version }),
         el('td', { text: c.author || '' }), el('td', { text: c.reason || '' })));
-    $('audit-list').replaceChildren(el('p', { text: rows.length + ' entries' }), el('div', { class: 'scroll' }, el('table', { id: 'audit-table' },
+    put($('audit-list'), el('p', { text: rows.length + ' entries' }), el('div', { class: 'scroll' }, el('table', { id: 'audit-table' },
       el('thead', {}, el('tr', {}, ['Time', 'Key', 'Version', 'Author', 'Reason'].map((h) => el('th', { scope: 'col', text: h })))), el('tbody', {}, rows))));
   }
   $('audit-form').addEventListener('submit', (ev) => { ev.preventDefault(); loadAudit(); });
@@ -514,7 +519,7 @@
         c.name + ': ' + fmt(c.rps) + '/s',
         c.breaker ? el('span', { class: 'badge ' + (c.breaker === 'closed' ? 'up' : c.breaker === 'open' ? 'down' : 'warn'), text: 'breaker ' + (c.breaker === 'closed' ? '● ' : c.breaker === 'open' ? '✖ ' : '◐ ') + c.breaker }) : null,
         c.out.length ? el('span', { class: 'badge down', text: '✖ ' + c.out.length + '/' + c.backends + ' backends out: ' + c.out.join(', ') }) : el('span', { class: 'badge up', text: '● ' + c.backends + ' backends in' })))))));
-    $('live-gateways').replaceChildren(el('div', { class: 'scroll' }, el('table', { id: 'gw-table' },
+    put($('live-gateways'), el('div', { class: 'scroll' }, el('table', { id: 'gw-table' },
       el('thead', {}, el('tr', {}, ['Gateway', 'State', 'Req/s', 'Errors/s by kind', 'Shed by tier / limited by dimension', 'Routes', 'Clusters'].map((h) => el('th', { scope: 'col', text: h })))),
       el('tbody', {}, rows))));
   }
@@ -575,7 +580,7 @@
         pts.forEach((p, i) => { base[i] = tops[i]; });
       }
     }
-    c.replaceChildren(...kids);
+    put(c, ...kids);
     c.dataset.points = String(pts.length);
     c.dataset.last = pts.length ? tot[tot.length - 1].toFixed(1) : '0';
     const lg = $('live-legend');
