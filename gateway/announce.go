@@ -87,9 +87,9 @@ func (g *Gateway) Announce(ctx context.Context, s store.Store, opts AnnounceOpti
 		}
 		g.log.Info("announced to the control store", "key", key, "admin", url)
 	}
-	check()
 	t := clk.NewTicker(cmp.Or(opts.Every, DefaultAnnounceEvery))
 	defer t.Stop()
+	check()
 	for {
 		select {
 		case <-t.C():

@@ -20,6 +20,8 @@ declare -A pkgs=(
   [h2load]=nghttp2-client
   [curl]=curl
   [slowhttptest]=slowhttptest
+  [chromium]=chromium
+  [chromedriver]=chromium-driver
 )
 for cmd in "${!pkgs[@]}"; do
   command -v "$cmd" >/dev/null 2>&1 || need+=("${pkgs[$cmd]}")

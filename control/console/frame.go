@@ -137,12 +137,16 @@ func parseSamples(r io.Reader) (samples, error) {
 }
 
 // fill computes g's rates from two scrapes dt seconds apart (dt 0: the
-// first scrape, rates 0) and its states from the newer one.
+// first scrape, rates 0) and its states from the newer one. A counter
+// that went down (the gateway restarted) counts from 0.
 func (g *Gateway) fill(prev, cur samples, dt float64) {
 	rate := func(k string, s sample) float64 {
-		p, ok := prev[k]
-		if dt <= 0 || !ok || s.value < p.value { // new series or a restart
+		if dt <= 0 { // the gateway's first scrape: nothing to compare with
 			return 0
+		}
+		p := prev[k]           // a series new since the last scrape started at 0
+		if s.value < p.value { // the gateway restarted between scrapes
+			return s.value / dt
 		}
 		return (s.value - p.value) / dt
 	}
