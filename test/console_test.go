@@ -23,6 +23,7 @@ import (
 
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
 
 	"github.com/veerhq/veer/store/storeetcd/etcdtest"
 )
@@ -112,13 +113,19 @@ func startVeer(t *testing.T, args ...string) *veerProc {
 // await returns the first submatch of re in the process's output.
 func (p *veerProc) await(t *testing.T, re string) string {
 	t.Helper()
+	return p.awaitAll(t, re)[1]
+}
+
+// awaitAll returns the submatches of re in the first output line matching.
+func (p *veerProc) awaitAll(t *testing.T, re string) []string {
+	t.Helper()
 	rx := regexp.MustCompile(re)
 	deadline := time.After(20 * time.Second)
 	for {
 		select {
 		case l := <-p.lines:
 			if m := rx.FindStringSubmatch(l); m != nil {
-				return m[1]
+				return m
 			}
 		case <-deadline:
 			t.Fatalf("no line matching %q within 20s", re)
@@ -187,7 +194,11 @@ func TestConsoleEndToEnd(t *testing.T) {
 	} else if err := os.MkdirAll(shots, 0o755); err != nil {
 		t.Fatal(err)
 	}
+	go buildVeer() // in parallel with etcd's start
 	etcd := etcdtest.New(t)
+	if _, err := buildVeer(); err != nil {
+		t.Fatal(err)
+	}
 	dir := t.TempDir()
 	const viewerToken = "viewer-token-0123456789"
 	sum := sha256.Sum256([]byte(viewerToken))
@@ -231,7 +242,8 @@ control_store: {endpoints: [%q]}
 		t.Fatal(err)
 	}
 	gw := startVeer(t, "gateway", "--config", filepath.Join(dir, "gateway.yaml"))
-	gwPlain := gw.await(t, `"plain":"([^"]+)"`)
+	gwAddrs := gw.awaitAll(t, `"plain":"([^"]+)","admin":"([^"]+)"`)
+	gwPlain, gwAdmin := gwAddrs[1], gwAddrs[2]
 	gw.await(t, `(announced to the control store)`)
 
 	// the browser
@@ -318,6 +330,40 @@ control_store: {endpoints: [%q]}
 		waitJS("signed in", `document.getElementById('who').textContent.includes('Signed in')`)
 		waitJS("rules loaded", `document.getElementById('rules-info').textContent.includes('version')`)
 	}
+	axeSrc, err := os.ReadFile("testdata/axe/axe.min.js")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// accessible runs axe-core in the page: no serious or critical
+	// violation.
+	accessible := func(page string) {
+		t.Helper()
+		if eval(`typeof axe === 'undefined'`) == true {
+			if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](string(axeSrc)+"\n;true")); err != nil {
+				t.Fatalf("loading axe-core: %v", err)
+			}
+		}
+		v := eval(`axe.run(document, {resultTypes: ['violations']}).then(r => ({passes: r.passes.length, all: r.violations.map(v => v.impact + ' ' + v.id).join(', '),
+			bad: r.violations.filter(v => v.impact === 'serious' || v.impact === 'critical').map(v => v.impact + ' ' + v.id + ': ' + v.help + ' at ' + v.nodes.slice(0, 3).map(n => n.target.join(' ')).join(', '))}))`).(map[string]any)
+		if l, ok := v["bad"].([]any); !ok || len(l) > 0 || v["passes"].(float64) < 10 {
+			t.Errorf("%s: axe-core: %v", page, v)
+		}
+		t.Logf("%s: axe-core: %v rules passed; minor/moderate: %q", page, v["passes"], v["all"])
+	}
+	// keyboard Tabs through the page: every visible control gets focus.
+	keyboard := func(page string) {
+		t.Helper()
+		const controls = `[...document.querySelectorAll('a[href], button, input, select, textarea')].filter(e => e.offsetParent !== null && !e.disabled && !e.closest('dialog'))`
+		n := eval(`window.__seen = new Set(); if (!window.__kb) { window.__kb = true; document.addEventListener('focusin', e => window.__seen.add(e.target), true); } document.activeElement && document.activeElement.blur(); ` + controls + `.length`).(float64)
+		tabs := make([]chromedp.Action[chromedp.Void], int(n)+3)
+		for i := range tabs {
+			tabs[i] = chromedp.KeyEvent(kb.Tab)
+		}
+		run("tab through "+page, tabs...)
+		if missed := eval(controls + `.filter(e => !window.__seen.has(e)).map(e => e.id || e.textContent.trim()).join(', ')`); missed != "" {
+			t.Errorf("%s: not reached by Tab: %v", page, missed)
+		}
+	}
 	tableVersion := func() string {
 		_, h, _ := adminCall(t, "GET", admin+"/v1/admin/docs/routing/table", adminToken, "")
 		return h.Get("ETag")
@@ -326,12 +372,18 @@ control_store: {endpoints: [%q]}
 	// 1. a viewer sees no write control, and the API refuses its writes
 	run("open", chromedp.Navigate(admin+"/ui/"), chromedp.WaitVisible(css("#token")))
 	shot("01-signin")
+	accessible("sign-in")
 	signIn(viewerToken)
 	waitJS("viewer sees the rules", `document.querySelector('#rule-0-name') !== null`)
-	visibleWrites := eval(`[...document.querySelectorAll('.write, .rollback, #rule-add, #em-set, #rules-publish')].filter(e => e.offsetParent !== null).length`)
-	if visibleWrites != 0.0 {
-		t.Errorf("viewer sees %d write controls", visibleWrites)
+	for _, page := range []string{"rules", "emergency", "sites", "criticality", "docs", "audit"} {
+		eval(`location.hash = '#` + page + `'`)
+		waitJS("viewer on "+page, `!document.getElementById('page-`+page+`').hidden`)
+		visibleWrites := eval(`[...document.querySelectorAll('.write, .admin-only, .rollback, #rule-add, #em-set, #rules-publish, #crit-publish, #doc-publish')].filter(e => e.offsetParent !== null).length`)
+		if visibleWrites != 0.0 {
+			t.Errorf("viewer sees %v write controls on %s", visibleWrites, page)
+		}
 	}
+	eval(`location.hash = '#rules'`)
 	if ro := eval(`document.getElementById('rule-0-name').readOnly`); ro != true {
 		t.Error("viewer's rule fields are editable")
 	}
@@ -425,7 +477,48 @@ control_store: {endpoints: [%q]}
 	waitJS("sites", `document.querySelector('[data-cluster="a/a1"]') !== null`)
 	shot("11-sites")
 
-	// 9. live traffic: the chart moves when load starts; a killed gateway
+	// 9. the criticality table: a caller's tier picked per endpoint,
+	// published, applied by the gateway
+	eval(`location.hash = '#criticality'`)
+	waitJS("criticality page", `document.getElementById('crit-info').textContent !== ''`)
+	run("add endpoint", chromedp.Click(css("#crit-add")), chromedp.SetValue(css("#crit-0-name"), "api"),
+		chromedp.Click(css("#crit-0-add")))
+	waitJS("caller row", `document.getElementById('crit-0-c0') !== null`)
+	run("pick a tier", chromedp.SetValue(css("#crit-0-c0"), "checkout"), chromedp.SetValue(css("#crit-0-t0"), "critical"),
+		chromedp.SetValue(css("#crit-reason"), "checkout is trip flow"), chromedp.Click(css("#crit-publish")))
+	waitJS("criticality published", `document.getElementById('crit-status').textContent.includes('Published version')`)
+	shot("12-criticality")
+	untilTrue(t, "the gateway applied gateway/criticality", func() bool {
+		resp, err := http.Get("http://" + gwAdmin + "/metrics")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return strings.Contains(string(b), `veer_gateway_store_documents_total{document="gateway/criticality",result="applied"} 1`)
+	})
+
+	// 10. any document as text: an invalid one shows its line and field and
+	// is not written
+	eval(`location.hash = '#docs'`)
+	waitJS("documents", `document.querySelector('#docs-table') !== null`)
+	run("new document", chromedp.Click(css("#doc-new")), chromedp.SetValue(css("#doc-key"), "access/nodes"),
+		chromedp.SetValue(css("#doc-text"), "ttl_seconds: 300\nregions:\n  east: [{addr: \"not an address\"}]\n"),
+		chromedp.SetValue(css("#doc-reason"), "edge nodes"), chromedp.Click(css("#doc-publish")))
+	waitJS("document field error", `document.getElementById('doc-field-error').textContent.startsWith('line ')`)
+	if code, _, _ := adminCall(t, "GET", admin+"/v1/admin/docs/access/nodes", adminToken, ""); code != 404 {
+		t.Errorf("an invalid access/nodes was written: GET answers %d", code)
+	}
+	shot("13-documents-field-error")
+
+	for _, page := range []string{"rules", "emergency", "sites", "criticality", "docs", "audit"} {
+		eval(`location.hash = '#` + page + `'`)
+		waitJS(page, `!document.getElementById('page-`+page+`').hidden`)
+		accessible(page)
+		keyboard(page)
+	}
+
+	// 11. live traffic: the chart moves when load starts; a killed gateway
 	// turns red within 3 s
 	eval(`location.hash = '#live'`)
 	waitJS("gateway listed up", `document.querySelector('#gw-table tr.gw-up') !== null`)
@@ -450,9 +543,10 @@ control_store: {endpoints: [%q]}
 		}
 	}()
 	waitJS("chart moves", `Number(document.getElementById('live-chart').dataset.last) > 5 && document.querySelector('#live-chart path[data-series="critical"]') !== null`)
-	shot("12-live")
+	shot("14-live")
+	accessible("live")
 	run("phone width", chromedp.EmulateViewport(390, 844))
-	shot("13-live-phone")
+	shot("15-live-phone")
 	run("desktop width", chromedp.EmulateViewport(1280, 800))
 	close(stop)
 	<-loadDone
@@ -464,7 +558,7 @@ control_store: {endpoints: [%q]}
 	if d := time.Since(killed); d > 3*time.Second {
 		t.Errorf("the killed gateway was shown down after %v, want within 3s", d)
 	}
-	shot("14-live-gateway-down")
+	shot("16-live-gateway-down")
 
 	cmu.Lock()
 	defer cmu.Unlock()

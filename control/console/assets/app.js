@@ -81,7 +81,7 @@
     for (const e of document.querySelectorAll('.admin-only')) e.hidden = !canWrite('admin');
   }
 
-  const pages = ['signin', 'rules', 'emergency', 'sites', 'audit', 'live'];
+  const pages = ['signin', 'rules', 'emergency', 'sites', 'criticality', 'docs', 'audit', 'live'];
   function route() {
     let p = (location.hash || '#signin').slice(1);
     if (!S.token || !pages.includes(p)) p = S.token ? 'rules' : 'signin';
@@ -90,7 +90,7 @@
       if (a.getAttribute('href') === '#' + p) a.setAttribute('aria-current', 'page'); else a.removeAttribute('aria-current');
     }
     if (p !== 'live') stopLive();
-    ({ rules: loadRules, emergency: loadEmergency, sites: loadSites, audit: loadAudit, live: startLive, signin: () => $('token').focus() })[p]();
+    ({ rules: loadRules, emergency: loadEmergency, sites: loadSites, criticality: loadCrit, docs: loadDocs, audit: loadAudit, live: startLive, signin: () => $('token').focus() })[p]();
   }
   window.addEventListener('hashchange', route);
 
@@ -206,10 +206,15 @@
     for (const e of document.querySelectorAll('.field-error')) e.textContent = '';
   }
 
+  // parseFieldError splits the API's "key:line: field: problem".
+  function parseFieldError(msg) {
+    return /^[^:\s]+:(\d+): ([A-Za-z0-9_.[\]/-]+): ([\s\S]*)$/.exec(msg);
+  }
+
   // showFieldError puts "key:line: field: problem" next to that field.
   function showFieldError(msg) {
     clearFieldErrors();
-    const m = /^[^:\s]+:(\d+): ([A-Za-z0-9_.[\]]+): ([\s\S]*)$/.exec(msg);
+    const m = parseFieldError(msg);
     if (!m) { $('rules-error').textContent = msg; return; }
     const [, line, field, why] = m;
     if (S.raw) {
@@ -291,7 +296,7 @@
         (canWrite('admin') && !c.deleted && c.version !== S.tableVersion)
           ? el('button', { type: 'button', class: 'secondary rollback', 'data-version': c.version, text: 'Roll back to v' + c.version, onclick: () => rollback(c.version) }) : null)));
     put(box, el('div', { class: 'scroll' }, el('table', {},
-      el('thead', {}, el('tr', {}, ['Version', 'Time', 'Author', 'Reason', ''].map((h) => el('th', { scope: 'col', text: h })))),
+      el('thead', {}, el('tr', {}, ['Version', 'Time', 'Author', 'Reason', 'Actions'].map((h) => el('th', { scope: 'col', text: h })))),
       el('tbody', {}, rows))));
   }
 
@@ -428,7 +433,7 @@
       }
     }
     put($('sites-list'), el('div', { class: 'scroll' }, el('table', {},
-      el('thead', {}, el('tr', {}, ['Name', 'State', 'Domain / sibling', ''].map((h) => el('th', { scope: 'col', text: h })))), el('tbody', {}, rows))));
+      el('thead', {}, el('tr', {}, ['Name', 'State', 'Domain / sibling', 'Actions'].map((h) => el('th', { scope: 'col', text: h })))), el('tbody', {}, rows))));
     applyRole();
   }
 
@@ -445,6 +450,136 @@
     await loadSites();
     $('sites-status').textContent = action + ' done (routing/state version ' + res.data.version + ').';
   }
+
+  // ---- criticality table (gateway/criticality, shed.Config's shape)
+  const TIER_NAMES = { critical_plus: 'critical+ (never shed)', critical: 'critical (never shed)', sheddable_plus: 'sheddable+', sheddable: 'sheddable (shed first)' };
+  function tierSelect(id, field, value, ro, withDefault) {
+    const opts = (withDefault ? [['', '(the gateway default)']] : []).concat(TIERS.map((t) => [t, TIER_NAMES[t]]));
+    return el('select', { id, 'data-field': field, disabled: ro }, opts.map(([v, t]) => el('option', { value: v, selected: v === (value || ''), text: t })));
+  }
+
+  async function loadCrit() {
+    $('crit-error').textContent = ''; $('crit-status').textContent = '';
+    const res = await api('GET', '/v1/admin/docs/gateway/criticality');
+    if (res.status === 404) { S.crit = { endpoints: [] }; S.critVersion = 0; S.critRaw = false; $('crit-info').textContent = 'No criticality document yet: gateways use their files\' shed sections.'; }
+    else if (!res.ok) { $('crit-error').textContent = errText(res); return; }
+    else {
+      S.critVersion = Number(res.etag); S.critRaw = typeof res.data !== 'object' || !res.data; S.crit = S.critRaw ? null : res.data; S.critText = res.text;
+      $('crit-info').textContent = 'gateway/criticality version ' + S.critVersion + '.';
+    }
+    renderCrit();
+  }
+
+  function renderCrit() {
+    const ro = !canWrite('admin');
+    $('crit-raw-box').hidden = !S.critRaw;
+    $('crit-add').hidden = S.critRaw || ro;
+    if (S.critRaw) { $('crit-raw').value = S.critText; $('crit-raw').readOnly = ro; put($('crit-list')); return; }
+    const eps = S.crit.endpoints = S.crit.endpoints || [];
+    put($('crit-list'), eps.map((ep, i) => {
+      const callers = Object.entries(ep.callers || {});
+      const f = 'endpoints[' + i + ']';
+      return el('fieldset', { class: 'rule', 'data-endpoint': i },
+        el('legend', { text: 'Endpoint ' + (ep.name || '(unnamed)') }),
+        el('div', {}, el('label', { for: 'crit-' + i + '-name', text: 'Endpoint (route name)' }),
+          el('input', { id: 'crit-' + i + '-name', type: 'text', value: ep.name || '', 'data-field': f + '.name', readonly: ro })),
+        el('div', {}, el('label', { for: 'crit-' + i + '-default', text: 'Tier of unlisted callers' }), tierSelect('crit-' + i + '-default', f + '.default_tier', ep.default_tier, ro, true)),
+        el('div', { class: 'callers' }, el('table', {},
+          el('caption', { text: 'Callers of ' + (ep.name || 'this endpoint') }),
+          el('thead', {}, el('tr', {}, el('th', { scope: 'col', text: 'Caller (Rpc-Caller)' }), el('th', { scope: 'col', text: 'Tier' }), el('th', { scope: 'col', text: 'Actions' }))),
+          el('tbody', {}, callers.map(([c, t], j) => el('tr', { 'data-caller': c },
+            el('td', {}, el('label', { for: 'crit-' + i + '-c' + j, class: 'sr', text: 'Caller ' + (j + 1) }),
+              el('input', { id: 'crit-' + i + '-c' + j, type: 'text', value: c, 'data-field': f + '.callers.' + c, readonly: ro })),
+            el('td', {}, el('label', { for: 'crit-' + i + '-t' + j, class: 'sr', text: 'Tier of caller ' + (c || j + 1) }), tierSelect('crit-' + i + '-t' + j, f + '.callers.' + c, t, ro, false)),
+            el('td', {}, ro ? null : el('button', { type: 'button', class: 'secondary', text: 'Remove ' + (c || 'caller'), onclick: () => { readCrit(); delete S.crit.endpoints[i].callers[c]; renderCrit(); } }))))))),
+        ro ? null : el('div', {}, el('button', { type: 'button', class: 'secondary', id: 'crit-' + i + '-add', text: 'Add caller to ' + (ep.name || 'endpoint'), onclick: () => {
+          readCrit(); const e = S.crit.endpoints[i]; e.callers = e.callers || {}; let n = 1; while (e.callers['caller-' + n]) n++; e.callers['caller-' + n] = 'sheddable_plus'; renderCrit();
+        } })),
+        el('p', { class: 'field-error', id: 'crit-err-' + i }));
+    }));
+  }
+
+  function readCrit() {
+    if (S.critRaw) return;
+    S.crit.endpoints.forEach((ep, i) => {
+      ep.name = $('crit-' + i + '-name').value;
+      const d = $('crit-' + i + '-default').value;
+      if (d) ep.default_tier = d; else delete ep.default_tier;
+      const callers = {};
+      Object.keys(ep.callers || {}).forEach((c, j) => { const name = $('crit-' + i + '-c' + j).value.trim(); if (name) callers[name] = $('crit-' + i + '-t' + j).value; });
+      ep.callers = callers;
+    });
+  }
+
+  $('crit-add').addEventListener('click', () => { readCrit(); S.crit.endpoints.push({ name: '', callers: {} }); renderCrit(); $('crit-' + (S.crit.endpoints.length - 1) + '-name').focus(); });
+
+  $('crit-form').addEventListener('submit', async (ev) => {
+    ev.preventDefault();
+    for (const e of document.querySelectorAll('#crit-list .field-error')) e.textContent = '';
+    const reason = $('crit-reason').value, bad = checkReason(reason);
+    if (bad) { $('crit-error').textContent = bad; $('crit-reason').focus(); return; }
+    readCrit();
+    const body = S.critRaw ? $('crit-raw').value : JSON.stringify(S.crit, null, 2);
+    const res = await api('PUT', '/v1/admin/docs/gateway/criticality', { body, ifMatch: S.critVersion || undefined, reason });
+    if (res.status === 400) {
+      const m = parseFieldError(errText(res)), em = m && /^endpoints\[(\d+)\]/.exec(m[2]);
+      if (em && $('crit-err-' + em[1])) { $('crit-err-' + em[1]).textContent = m[2] + ': ' + m[3]; $('crit-error').textContent = 'Not published: the API refused the edit (see the endpoint marked below).'; }
+      else $('crit-error').textContent = errText(res);
+      return;
+    }
+    if (!res.ok) { $('crit-error').textContent = (res.status === 409 ? 'Not published (409 Conflict): someone else changed it; reload the page to see their version. ' : '') + errText(res); return; }
+    $('crit-reason').value = '';
+    await loadCrit();
+    $('crit-status').textContent = 'Published version ' + res.data.version + '.';
+  });
+
+  // ---- any document, as text
+  async function loadDocs() {
+    const res = await api('GET', '/v1/admin/docs');
+    if (!res.ok) { put($('docs-list'), el('p', { class: 'error', text: errText(res) })); return; }
+    put($('docs-list'), el('div', { class: 'scroll' }, el('table', { id: 'docs-table' },
+      el('thead', {}, el('tr', {}, ['Key', 'Version', 'Actions'].map((h) => el('th', { scope: 'col', text: h })))),
+      el('tbody', {}, res.data.docs.map((d) => el('tr', {}, el('td', { text: d.key }), el('td', { text: 'v' + d.version }),
+        el('td', {}, el('button', { type: 'button', class: 'secondary', text: (canWrite('admin') ? 'Edit ' : 'View ') + d.key, onclick: () => openDoc(d.key) }))))))));
+    applyRole();
+  }
+
+  async function openDoc(key) {
+    $('doc-error').textContent = ''; $('doc-status').textContent = ''; $('doc-field-error').textContent = '';
+    $('doc-form').hidden = false;
+    $('doc-key').value = key; $('doc-key').readOnly = !!key;
+    $('doc-text').readOnly = !canWrite('admin');
+    S.docVersion = 0; $('doc-text').value = '';
+    if (key) {
+      const res = await api('GET', '/v1/admin/docs/' + key);
+      if (!res.ok) { $('doc-error').textContent = errText(res); return; }
+      S.docVersion = Number(res.etag); $('doc-text').value = res.text;
+      $('doc-status').textContent = key + ' version ' + S.docVersion + '.';
+    }
+    $('doc-text').focus();
+  }
+  $('doc-new').addEventListener('click', () => openDoc(''));
+
+  async function putDoc(dry) {
+    $('doc-error').textContent = ''; $('doc-status').textContent = ''; $('doc-field-error').textContent = ''; $('doc-text').removeAttribute('aria-invalid');
+    const key = $('doc-key').value.trim(), reason = $('doc-reason').value;
+    if (!dry) { const bad = checkReason(reason); if (bad) { $('doc-error').textContent = bad; $('doc-reason').focus(); return; } }
+    const res = await api('PUT', '/v1/admin/docs/' + key + (dry ? '?dry_run=true&sample=1000' : ''), { body: $('doc-text').value, ifMatch: S.docVersion || undefined, reason: dry ? undefined : reason });
+    if (res.status === 400) {
+      const m = parseFieldError(errText(res));
+      $('doc-text').setAttribute('aria-invalid', 'true');
+      $('doc-field-error').textContent = m ? 'line ' + m[1] + ': ' + m[2] + ': ' + m[3] : errText(res);
+      return;
+    }
+    if (!res.ok) { $('doc-error').textContent = (res.status === 409 ? '409 Conflict: someone else changed ' + key + '; open it again to see their version. ' : '') + errText(res); return; }
+    if (dry) { $('doc-status').textContent = res.data.moves ? movesReport(res.data).summary + '.' : key + ' is valid.'; return; }
+    $('doc-reason').value = '';
+    S.docVersion = res.data.version;
+    $('doc-status').textContent = 'Published ' + key + ' version ' + res.data.version + '.';
+    loadDocs();
+  }
+  $('doc-validate').addEventListener('click', () => putDoc(true));
+  $('doc-form').addEventListener('submit', (ev) => { ev.preventDefault(); putDoc(false); });
 
   // ---- audit log
   async function loadAudit() {
