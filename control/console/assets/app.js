@@ -635,6 +635,7 @@
 
   function onFrame(f) {
     const up = f.gateways.filter((g) => g.up).length;
+    $('live-status').className = (up < f.gateways.length || f.error) ? 'status down-status' : 'status';
     $('live-status').textContent = new Date(f.time).toLocaleTimeString() + ': ' + up + ' of ' + f.gateways.length + ' gateways answering, ' + fmt(f.rps) + ' requests/s' + (f.error ? '; ' + f.error : '');
     const tiers = {};
     let tiered = 0;
