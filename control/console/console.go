@@ -149,6 +149,10 @@ func (c *Console) Mount(admin http.Handler, st store.Store) http.Handler {
 			http.Error(w, msg, code)
 			return
 		}
+		if st == nil {
+			http.Error(w, "live traffic needs the control store", http.StatusServiceUnavailable)
+			return
+		}
 		live.serve(w, r)
 	})
 	mux.HandleFunc("GET /ui/", func(w http.ResponseWriter, r *http.Request) {

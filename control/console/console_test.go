@@ -332,8 +332,8 @@ func FuzzParseSamples(f *testing.F) {
 		g.fill(nil, s, 1)
 		f := Frame{Gateways: []Gateway{g}}
 		f.total()
-		if _, err := json.Marshal(f); err != nil && !strings.Contains(err.Error(), "unsupported value") {
-			t.Fatal(err)
+		if _, err := json.Marshal(f); err != nil {
+			t.Fatalf("frame of %q does not encode: %v", in, err)
 		}
 	})
 }

@@ -2,6 +2,7 @@ package console
 
 import (
 	"io"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -79,6 +80,10 @@ const (
 	mLimited   = "veer_limit_rejected_total"
 )
 
+// maxRate bounds a rate (per second) taken from a gateway's counters, so
+// that sums stay finite whatever a /metrics answer says.
+const maxRate = 1e15
+
 var wanted = []string{mRequests, mAttempts, mBreaker, mUsable, mEjections, mAdmitted, mShed, mLimited}
 
 // sample is one series' value.
@@ -141,14 +146,18 @@ func parseSamples(r io.Reader) (samples, error) {
 // that went down (the gateway restarted) counts from 0.
 func (g *Gateway) fill(prev, cur samples, dt float64) {
 	rate := func(k string, s sample) float64 {
-		if dt <= 0 { // the gateway's first scrape: nothing to compare with
+		if dt <= 0 || math.IsNaN(s.value) || math.IsInf(s.value, 0) { // the first scrape, or no number
 			return 0
 		}
-		p := prev[k]           // a series new since the last scrape started at 0
+		p := prev[k] // a series new since the last scrape started at 0
+		r := (s.value - p.value) / dt
 		if s.value < p.value { // the gateway restarted between scrapes
-			return s.value / dt
+			r = s.value / dt
 		}
-		return (s.value - p.value) / dt
+		if !(r >= 0 && r < maxRate) { // a negative or absurd counter
+			return 0
+		}
+		return r
 	}
 	g.Errors, g.Admitted, g.Shed, g.Limited = map[string]float64{}, map[string]float64{}, map[string]float64{}, map[string]float64{}
 	routes, clusters := map[string]*Route{}, map[string]*Cluster{}
@@ -182,6 +191,9 @@ func (g *Gateway) fill(prev, cur samples, dt float64) {
 				c.Errors[l["kind"]] += r
 			}
 		case mBreaker:
+			if math.IsNaN(s.value) {
+				continue
+			}
 			cl(l["cluster"]).Breaker = [...]string{"closed", "open", "half-open"}[min(max(int(s.value), 0), 2)]
 		case mUsable:
 			c := cl(l["cluster"])

@@ -145,8 +145,11 @@ func (h *hub) run(ctx context.Context, done chan struct{}) {
 		if ctx.Err() != nil {
 			return
 		}
-		b, _ := json.Marshal(f)
-		h.broadcast(b)
+		if b, err := json.Marshal(f); err != nil {
+			h.c.log.Error("console: live frame not encoded", "err", err)
+		} else {
+			h.broadcast(b)
+		}
 		select {
 		case <-ctx.Done():
 			return
