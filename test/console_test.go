@@ -475,6 +475,13 @@ control_store: {endpoints: [%q]}
 
 	eval(`location.hash = '#sites'`)
 	waitJS("sites", `document.querySelector('[data-cluster="a/a1"]') !== null`)
+	run("cluster down", chromedp.SetValue(css("#sites-reason"), "a1 maintenance"), chromedp.Click(css(`[data-cluster="a/a1"] button`)))
+	waitJS("playbook confirmation", `document.getElementById('confirm').open && document.getElementById('confirm-text').textContent.includes('a/a1 down')`)
+	run("confirm", chromedp.Click(css("#confirm-yes")))
+	waitJS("cluster shown down", `document.getElementById('sites-status').textContent.includes('cluster_down done') && document.querySelector('[data-cluster="a/a1"] .badge.down') !== null`)
+	if code, _, b := adminCall(t, "GET", admin+"/v1/admin/docs/routing/state", adminToken, ""); code != 200 || !strings.Contains(string(b), `"a/a1"`) {
+		t.Errorf("routing/state after the playbook: %d %s", code, b)
+	}
 	shot("11-sites")
 
 	// 9. the criticality table: a caller's tier picked per endpoint,
