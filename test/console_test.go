@@ -517,6 +517,12 @@ control_store: {endpoints: [%q]}
 		t.Errorf("an invalid access/nodes was written: GET answers %d", code)
 	}
 	shot("13-documents-field-error")
+	run("valid access nodes", chromedp.SetValue(css("#doc-text"), `{"regions": {"east": [{"addr": "203.0.113.10:443", "protocols": ["h3", "h2"]}, {"addr": "203.0.113.11:443", "down": true}]}}`),
+		chromedp.SetValue(css("#doc-reason"), "edge nodes"), chromedp.Click(css("#doc-publish")))
+	waitJS("access nodes published", `document.getElementById('doc-status').textContent.includes('Published access/nodes version 1')`)
+	eval(`location.hash = '#sites'`)
+	waitJS("access nodes with their state", `document.querySelector('[data-node="203.0.113.11:443"] .badge.down') !== null && document.querySelector('[data-node="203.0.113.10:443"] .badge.up') !== null`)
+	shot("13b-sites-access-nodes")
 
 	for _, page := range []string{"rules", "emergency", "sites", "criticality", "docs", "audit"} {
 		eval(`location.hash = '#` + page + `'`)

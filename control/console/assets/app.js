@@ -435,6 +435,21 @@
     put($('sites-list'), el('div', { class: 'scroll' }, el('table', {},
       el('thead', {}, el('tr', {}, ['Name', 'State', 'Domain / sibling', 'Actions'].map((h) => el('th', { scope: 'col', text: h })))), el('tbody', {}, rows))));
     applyRole();
+    loadNodes();
+  }
+
+  async function loadNodes() {
+    const res = await api('GET', '/v1/admin/docs/access/nodes');
+    if (res.status === 404) { put($('nodes-list'), el('p', { text: 'No access/nodes document: the scheduling API answers 503 and the private DNS has no access answers.' })); return; }
+    if (!res.ok || typeof res.data !== 'object') { put($('nodes-list'), el('p', { text: res.ok ? 'access/nodes is stored as YAML: see it on the Documents page.' : errText(res) })); return; }
+    const groups = Object.entries(res.data.regions || {}).map(([r, ns]) => ['region ' + r, ns]);
+    if (res.data.default) groups.push(['default (no region)', res.data.default]);
+    const rows = groups.flatMap(([g, ns]) => ns.map((n) => el('tr', { 'data-node': n.addr },
+      el('td', { text: g }), el('td', { text: n.addr + (n.server_name ? ' (' + n.server_name + ')' : '') }),
+      el('td', {}, el('span', { class: 'badge ' + (n.down ? 'down' : 'up'), text: n.down ? '✖ down' : '● in service' })),
+      el('td', { text: (n.protocols || []).join(', ') || 'any' }), el('td', { text: String(n.weight || 0) }), el('td', { text: (n.domains || []).join(', ') || 'all' }))));
+    put($('nodes-list'), el('div', { class: 'scroll' }, el('table', { id: 'nodes-table' },
+      el('thead', {}, el('tr', {}, ['Region', 'Address', 'State', 'Protocols', 'Weight', 'Domains'].map((h) => el('th', { scope: 'col', text: h })))), el('tbody', {}, rows))));
   }
 
   async function playbook(action, site, cluster) {
