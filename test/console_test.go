@@ -276,7 +276,7 @@ control_store: {endpoints: [%q]}
 			// errors of the page
 			if e.Entry.Source != cdplog.EntrySourceNetwork && (e.Entry.Level == cdplog.EntryLevelError || e.Entry.Level == cdplog.EntryLevelWarning) {
 				consoleErrs = append(consoleErrs, string(e.Entry.Source)+" "+string(e.Entry.Level)+": "+e.Entry.Text)
-					}
+			}
 		case *runtime.EventExceptionThrown:
 			d := e.ExceptionDetails
 			msg := d.Text
