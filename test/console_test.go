@@ -579,6 +579,8 @@ control_store: {endpoints: [%q]}
 	waitJS("killed gateway turns red", `document.querySelector('#gw-table tr.gw-down') !== null`)
 	if d := time.Since(killed); d > 3*time.Second {
 		t.Errorf("the killed gateway was shown down after %v, want within 3s", d)
+	} else {
+		t.Logf("the killed gateway was shown down %v after SIGKILL", d.Round(time.Millisecond))
 	}
 	shot("16-live-gateway-down")
 
