@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"net/netip"
 	"path/filepath"
 
@@ -172,4 +173,8 @@ type Options struct {
 	// service does not read them. cmd/veer adds the private DNS's
 	// dns/zones. Default none.
 	Documents map[string]func([]byte) error
+	// UI, if set, wraps the admin listener's handler (the admin API) with
+	// the web console (control/console's Console.Mount: /ui/ beside
+	// /v1/admin/), given the service's store. Default none.
+	UI func(admin http.Handler, st store.Store) http.Handler
 }

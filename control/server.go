@@ -97,7 +97,11 @@ func (s *Service) listen() (Addrs, error) {
 		return a, err
 	}
 	a.Admin = al.Addr().String()
-	as := &http.Server{Handler: s.AdminHandler(), ReadHeaderTimeout: 10 * time.Second}
+	admin := s.AdminHandler()
+	if s.ui != nil {
+		admin = s.ui(admin, s.st)
+	}
+	as := &http.Server{Handler: admin, ReadHeaderTimeout: 10 * time.Second}
 	s.serve(func() error { return as.Serve(al) }, as.Close)
 	return a, nil
 }

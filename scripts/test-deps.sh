@@ -22,6 +22,8 @@ declare -A pkgs=(
   [slowhttptest]=slowhttptest
   [promtool]=prometheus
   [nats-server]=nats-server
+  [chromium]=chromium
+  [chromedriver]=chromium-driver
 )
 for cmd in "${!pkgs[@]}"; do
   command -v "$cmd" >/dev/null 2>&1 || need+=("${pkgs[$cmd]}")

@@ -16,6 +16,7 @@ import (
 
 	"github.com/veerhq/veer/config"
 	"github.com/veerhq/veer/control"
+	"github.com/veerhq/veer/control/console"
 	"github.com/veerhq/veer/dnsserver/dnsstore"
 	"github.com/veerhq/veer/obs"
 )
@@ -70,8 +71,12 @@ func serveControl(ctx context.Context, out io.Writer, cfg control.Config) error 
 	if err != nil {
 		return err
 	}
+	con, err := console.New(console.Config{}, console.Options{Logger: log})
+	if err != nil {
+		return err
+	}
 	svc, err := control.New(cfg, control.Options{Logger: log, Registerer: obs.NewRegistry(),
-		Documents: map[string]func([]byte) error{dnsstore.KeyZones: dnsstore.ValidateZones}})
+		Documents: map[string]func([]byte) error{dnsstore.KeyZones: dnsstore.ValidateZones}, UI: con.Mount})
 	if err != nil {
 		return err
 	}
@@ -93,6 +98,7 @@ func serveControl(ctx context.Context, out io.Writer, cfg control.Config) error 
 		fmt.Fprintf(out, ", plain http://%s", addrs.Plain)
 	}
 	fmt.Fprintf(out, "\nveer control: admin API http://%s; admin token in %s%s\n", addrs.Admin, path, note)
+	fmt.Fprintf(out, "veer control: web console http://%s/ui/\n", addrs.Admin)
 	fmt.Fprintf(out, "veer control: answers signed with Ed25519 public key %s\n", control.PublicKeyString(svc.PublicKey()))
 	return <-done
 }

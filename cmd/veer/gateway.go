@@ -171,9 +171,17 @@ func followControlStore(g *gateway.Gateway, cs gateway.ControlStore, log *slog.L
 		defer close(done)
 		g.FollowStore(ctx, st, gateway.StoreOptions{})
 	}()
+	announced := make(chan struct{}) // the console reads the admin listener it names
+	go func() {
+		defer close(announced)
+		if err := g.Announce(ctx, st, gateway.AnnounceOptions{}); err != nil {
+			log.Info("not announced to the control store", "why", err)
+		}
+	}()
 	return func() {
 		cancel()
 		<-done
+		<-announced
 		_ = st.Close()
 	}, nil
 }

@@ -123,4 +123,5 @@ var HeavyAllowed = map[string][]string{
 	"async":                {"prometheus"},                                     // queue metrics
 	"async/asyncnats":      {"prometheus", "nats"},                             // JetStream, embedded or external
 	"gateway/gatewayasync": {"prometheus", "nats"},                             // wires asyncnats into the gateway
+	"control/console":      {"prometheus"},                                     // the web console (through obs); reads gateways' metrics text
 }
