@@ -25,7 +25,7 @@ func TestAccessParseErrorsNameKeyLineField(t *testing.T) {
 		{"port zero", "default:\n  - addr: 192.0.2.1:0\n", "access/nodes:2: default[0].addr"},
 		{"unknown protocol", "regions:\n  eu:\n    - addr: 192.0.2.1:443\n      protocols: [spdy]\n", "access/nodes:4: regions.eu[0].protocols: \"spdy\": want h3, h2 or http/1.1"},
 		{"negative weight", "default:\n  - addr: 192.0.2.1:443\n    weight: -1\n", "access/nodes:3: default[0].weight: negative"},
-		{"unknown field", "default:\n  - addr: 192.0.2.1:443\n    bogus: 1\n", "field bogus not found"},
+		{"unknown field", "default:\n  - addr: 192.0.2.1:443\n    bogus: 1\n", "access/nodes:3: default[0].bogus: unknown field"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var a docs.Access
