@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/veerhq/veer/clock"
-	"github.com/veerhq/veer/config"
 	"github.com/veerhq/veer/control"
 	"github.com/veerhq/veer/routing"
 )
@@ -199,8 +198,9 @@ func TestParsePreconditions(t *testing.T) {
 	}
 }
 
-// TestDocumentErrorForms holds every decoder message DocumentError
-// converts; a new yaml version that words them differently fails here.
+// TestDocumentErrorForms: a document's decoding errors, YAML or JSON, read
+// "key:line: field: problem" (config.Parse's form); a new yaml version that
+// words them differently fails here.
 func TestDocumentErrorForms(t *testing.T) {
 	cases := []struct{ body, want string }{
 		{"sites:\n  - name: a\n    clusters: [{name: c, domian: x}]\n", "routing/table:3: sites[0].clusters[0].domian: unknown field"},
@@ -213,18 +213,10 @@ func TestDocumentErrorForms(t *testing.T) {
 		{"default_domain: x\n---\ndefault_domain: y\n", "routing/table: more than one YAML document"},
 	}
 	for _, c := range cases {
-		_, err := control.ValidateDocument(control.KeyTable, []byte(c.body))
-		got := control.DocumentError(err, control.KeyTable, []byte(c.body))
+		_, got := control.ValidateDocument(control.KeyTable, []byte(c.body))
 		if got == nil || got.Error() != c.want {
 			t.Errorf("%q: %v\nwant %s", c.body, got, c.want)
 		}
-	}
-	if control.DocumentError(nil, "k", nil) != nil {
-		t.Fatal("DocumentError(nil) != nil")
-	}
-	plain := config.Field("x", "bad")
-	if control.DocumentError(plain, "k", nil) != error(plain) {
-		t.Fatal("a FieldError is not passed through")
 	}
 }
 

@@ -1,7 +1,6 @@
 package gatewayasync_test
 
 import (
-	"context"
 	"encoding/json"
 	"io"
 	"net"
@@ -20,6 +19,7 @@ import (
 	"github.com/veerhq/veer/config"
 	"github.com/veerhq/veer/gateway"
 	"github.com/veerhq/veer/gateway/gatewayasync"
+	"github.com/veerhq/veer/gateway/gatewaytest"
 	"github.com/veerhq/veer/internal/metrictest"
 	"github.com/veerhq/veer/obs"
 )
@@ -111,7 +111,7 @@ func start(t *testing.T, live, extra string) *gw {
 	}
 	cfg.Listen.Addr, cfg.Listen.Plain = "off", "127.0.0.1:0"
 	w := &gw{last: map[string]async.Status{}, ch: make(chan struct{}, 1), reg: prometheus.NewRegistry()}
-	g, err := gateway.New(cfg, gateway.Options{Logger: obs.Discard, Registerer: w.reg,
+	g := gatewaytest.Start(t, cfg, gateway.Options{Logger: obs.Discard, Registerer: w.reg,
 		AsyncEngine: gatewayasync.Engine(obs.Discard), OnAsyncStatus: func(st async.Status) {
 			w.mu.Lock()
 			w.last[st.ID] = st
@@ -121,17 +121,6 @@ func start(t *testing.T, live, extra string) *gw {
 			default:
 			}
 		}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := g.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = g.Shutdown(ctx)
-	})
 	w.g, w.url = g, "http://"+g.Addrs().Plain
 	return w
 }

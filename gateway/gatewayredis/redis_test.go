@@ -1,12 +1,10 @@
 package gatewayredis_test
 
 import (
-	"context"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"testing"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/goleak"
@@ -14,6 +12,7 @@ import (
 	"github.com/veerhq/veer/config"
 	"github.com/veerhq/veer/gateway"
 	"github.com/veerhq/veer/gateway/gatewayredis"
+	"github.com/veerhq/veer/gateway/gatewaytest"
 	"github.com/veerhq/veer/internal/redistest"
 	"github.com/veerhq/veer/obs"
 )
@@ -38,19 +37,8 @@ limits:
 		t.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
-	g, err := gateway.New(cfg, gateway.Options{Logger: obs.Discard, Registerer: reg, Gatherer: reg,
+	g := gatewaytest.Start(t, cfg, gateway.Options{Registerer: reg, Gatherer: reg,
 		SharedLimiter: gatewayredis.SharedLimiter(reg, obs.Discard)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := g.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = g.Shutdown(ctx)
-	})
 	return "http://" + g.Addrs().Plain
 }
 

@@ -119,6 +119,7 @@ var HeavyAllowed = map[string][]string{
 	"gateway":              {"prometheus"},                                     // metrics per route, cluster, backend
 	"gateway/gatewayh3":    {"prometheus", "quic-go"},                          // HTTP/3 listener
 	"gateway/gatewayredis": {"prometheus", "go-redis"},                         // limits shared through Redis
+	"gateway/gatewaytest":  {"prometheus"},                                     // tests' gateway: a fresh registry each
 	"gateway/gatewayotel":  {"otel", "prometheus", "grpc"},                     // OTLP span export; otlptracehttp links gRPC status types, package gateway prometheus
 	"async":                {"prometheus"},                                     // queue metrics
 	"async/asyncnats":      {"prometheus", "nats"},                             // JetStream, embedded or external
