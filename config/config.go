@@ -129,13 +129,21 @@ func (e *FieldError) Error() string {
 
 func (e *FieldError) Unwrap() error { return e.Err }
 
-// ParseError is a syntax or decoding error (including an unknown field).
+// ParseError is a syntax or decoding error (a wrong type, an unknown or
+// duplicate field). Its message has the house form "file:line: field: why";
+// Line and Field are filled in when the decoder names a line (a type error
+// names the field written there). A file with several type errors gives one
+// ParseError each, joined.
 type ParseError struct {
-	File string
-	Err  error
+	File  string
+	Line  int
+	Field string
+	Err   error
 }
 
-func (e *ParseError) Error() string { return e.File + ": " + e.Err.Error() }
+func (e *ParseError) Error() string {
+	return (&FieldError{File: e.File, Line: e.Line, Field: e.Field, Err: e.Err}).Error()
+}
 func (e *ParseError) Unwrap() error { return e.Err }
 
 // Load reads the file at path and parses it into v (a pointer to a struct).
@@ -177,7 +185,7 @@ func Parse(data []byte, name string, v any) error {
 	case errors.Is(err, io.EOF):
 		// empty document: zero value
 	case err != nil:
-		return &ParseError{File: name, Err: err}
+		return decodeError(err, name, &root)
 	default:
 		var extra yaml.Node
 		if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
@@ -186,7 +194,7 @@ func Parse(data []byte, name string, v any) error {
 		strict := yaml.NewDecoder(bytes.NewReader(data))
 		strict.KnownFields(true)
 		if err := strict.Decode(v); err != nil {
-			return &ParseError{File: name, Err: err}
+			return decodeError(err, name, &root)
 		}
 	}
 	val, ok := v.(Validator)

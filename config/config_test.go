@@ -2,6 +2,7 @@ package config_test
 
 import (
 	"errors"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -75,13 +76,19 @@ func TestParseErrorsNameFieldAndLine(t *testing.T) {
 		name, in string
 		want     []string // substrings of the error
 	}{
-		{"unknown field", "listen: x\nendpoints:\n  - name: a\n    tagret: 5ms\n", []string{"bad.yaml", "line 4", "tagret"}},
-		{"wrong type", "limits:\n  rate: lots\n", []string{"line 2", "lots"}},
+		{"unknown field", "listen: x\nendpoints:\n  - name: a\n    tagret: 5ms\n", []string{"bad.yaml:4: endpoints[0].tagret: unknown field"}},
+		{"wrong type", "limits:\n  rate: lots\n", []string{`bad.yaml:2: limits.rate: want an integer, got "lots"`}},
+		{"duration in words", "endpoints:\n  - name: a\n  - name: b\n    target: 2 seconds\n", []string{`bad.yaml:4: endpoints[1].target: want a duration such as "2s" or "500ms", got "2 seconds"`}},
+		{"mapping for a string", "listen:\n  a: b\n", []string{"bad.yaml:2: listen: want a string, got !!map"}},
+		{"list in flow form", "endpoints: [{name: a, target: 1ms}, {name: b, target: soon}]\n", []string{`bad.yaml:1: endpoints[1].target: want a duration such as "2s" or "500ms", got "soon"`}},
+		{"two type errors", "listen: [1]\nlimits:\n  rate: x\n", []string{"bad.yaml:1: listen: want a string, got !!seq", `bad.yaml:3: limits.rate: want an integer, got "x"`}},
 		{"validation in list", "endpoints:\n  - name: a\n    target: 1ms\n  - name: b\n    target: -3ms\n", []string{"bad.yaml:5: endpoints[1].target: must not be negative"}},
 		{"validation in nested struct", "listen: x\n\nlimits:\n  rate: -1\n", []string{"bad.yaml:4: limits.rate: must not be negative"}},
-		{"two documents", "listen: a\n---\nlisten: b\n", []string{"more than one YAML document"}},
-		{"syntax", "listen: [\n", []string{"bad.yaml"}},
-		{"duplicate key", "listen: a\nlisten: b\n", []string{"already defined"}},
+		{"two documents", "listen: a\n---\nlisten: b\n", []string{"bad.yaml: more than one YAML document"}},
+		{"syntax", "listen: [\n", []string{"bad.yaml:1: did not find expected node content"}},
+		{"syntax in flow", "listen: [a b\n", []string{"bad.yaml:1: did not find expected ','"}},
+		{"syntax later", "listen: a\nlimits:\n  rate: 1\n   x: y\n", []string{"bad.yaml:4: "}},
+		{"duplicate key", "listen: a\nlisten: b\n", []string{"bad.yaml:2: listen: written twice (first at line 1)"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -95,9 +102,20 @@ func TestParseErrorsNameFieldAndLine(t *testing.T) {
 					t.Errorf("error %q lacks %q", err, w)
 				}
 			}
+			if decoderForm.MatchString(err.Error()) {
+				t.Errorf("error %q keeps the decoder's own form", err)
+			}
+			var pe *config.ParseError
+			if !strings.HasPrefix(tt.name, "validation") && !errors.As(err, &pe) {
+				t.Errorf("error %q is not a *ParseError", err)
+			}
 		})
 	}
 }
+
+// decoderForm matches the YAML decoder's own error form ("yaml: line 4:",
+// "unmarshal errors:"), which Parse must not pass through.
+var decoderForm = regexp.MustCompile(`(^|[^.])yaml: |unmarshal errors|(^|[^t] )line [0-9]+:`)
 
 func TestFieldErrorIsMatchable(t *testing.T) {
 	var c testConfig

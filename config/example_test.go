@@ -26,8 +26,7 @@ func ExampleParse() {
 	fmt.Println(err)
 	// Output:
 	// server.yaml:2: workers: must be >= 0, got -2
-	// server.yaml: yaml: unmarshal errors:
-	//   line 2: field workerz not found in type config_test.server
+	// server.yaml:2: workerz: unknown field
 }
 
 type limits struct {

@@ -20,15 +20,15 @@ import (
 // are recorded in the audit log with the token's name.
 func (s *Service) AdminHandler() http.Handler {
 	mux := http.NewServeMux()
-	h := func(pattern string, role Role, f func(http.ResponseWriter, *http.Request, principal)) {
+	h := func(pattern string, need func(*http.Request) Role, f func(http.ResponseWriter, *http.Request, principal)) {
 		mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 			p := s.tokens.authenticate(r)
-			switch {
-			case p.role == RoleNone:
+			if p.role == RoleNone {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="veer"`)
 				httpError(w, http.StatusUnauthorized, "missing or unknown token")
 				return
-			case p.role < role:
+			}
+			if role := need(r); p.role < role {
 				httpError(w, http.StatusForbidden, fmt.Sprintf("%s role needed, token %q is %s", role, p.name, p.role))
 				return
 			}
@@ -36,17 +36,18 @@ func (s *Service) AdminHandler() http.Handler {
 			f(w, r, p)
 		})
 	}
-	h("GET /v1/admin/whoami", RoleViewer, func(w http.ResponseWriter, r *http.Request, p principal) {
+	viewer, operator, admin := fixedRole(RoleViewer), fixedRole(RoleOperator), fixedRole(RoleAdmin)
+	h("GET /v1/admin/whoami", viewer, func(w http.ResponseWriter, r *http.Request, p principal) {
 		writeJSON(w, http.StatusOK, map[string]string{"name": p.name, "role": p.role.String()})
 	})
-	h("GET /v1/admin/docs", RoleViewer, s.listDocs)
-	h("GET /v1/admin/docs/{key...}", RoleViewer, s.getDoc)
-	h("PUT /v1/admin/docs/{key...}", RoleOperator, s.putDoc)
-	h("DELETE /v1/admin/docs/{key...}", RoleAdmin, s.deleteDoc)
-	h("GET /v1/admin/history/{key...}", RoleViewer, s.history)
-	h("GET /v1/admin/audit", RoleViewer, s.history)
-	h("POST /v1/admin/rollback/{key...}", RoleOperator, s.rollback)
-	h("POST /v1/admin/playbook", RoleOperator, s.playbook)
+	h("GET /v1/admin/docs", viewer, s.listDocs)
+	h("GET /v1/admin/docs/{key...}", viewer, s.getDoc)
+	h("PUT /v1/admin/docs/{key...}", keyWriteRole, s.putDoc)
+	h("DELETE /v1/admin/docs/{key...}", admin, s.deleteDoc)
+	h("GET /v1/admin/history/{key...}", viewer, s.history)
+	h("GET /v1/admin/audit", viewer, s.history)
+	h("POST /v1/admin/rollback/{key...}", keyWriteRole, s.rollback)
+	h("POST /v1/admin/playbook", operator, s.playbook)
 	return mux
 }
 
@@ -104,18 +105,29 @@ func ParseIfMatch(h string) (int64, error) {
 	return v, nil
 }
 
-// write checks the caller's role for key and builds the store.Write.
-func writeFor(w http.ResponseWriter, r *http.Request, p principal, key string) (store.Write, bool) {
-	if p.role < RoleAdmin && !slices.Contains(operatorKeys, key) {
-		httpError(w, http.StatusForbidden, fmt.Sprintf("admin role needed to change %s, token %q is %s", key, p.name, p.role))
-		return store.Write{}, false
+func fixedRole(r Role) func(*http.Request) Role { return func(*http.Request) Role { return r } }
+
+// WriteRole is the role needed to write (PUT, roll back) the document key:
+// operator for the playbook documents (routing/state, routing/emergency),
+// admin for every other.
+func WriteRole(key string) Role {
+	if slices.Contains(operatorKeys, key) {
+		return RoleOperator
 	}
-	v, err := ParseIfMatch(r.Header.Get("If-Match"))
+	return RoleAdmin
+}
+
+func keyWriteRole(r *http.Request) Role { return WriteRole(r.PathValue("key")) }
+
+// writeFor reads a write's preconditions and builds its store.Write (the
+// role was checked by the handler: WriteRole).
+func writeFor(w http.ResponseWriter, r *http.Request, p principal) (store.Write, Precondition, bool) {
+	pre, err := ParsePreconditions(r.Header.Get("If-Match"), r.Header.Get("If-None-Match"))
 	if err != nil {
 		httpError(w, http.StatusBadRequest, err.Error())
-		return store.Write{}, false
+		return store.Write{}, Precondition{}, false
 	}
-	return store.Write{Expect: v, Author: p.name, Reason: r.Header.Get("X-Veer-Reason")}, true
+	return store.Write{Author: p.name, Reason: r.Header.Get("X-Veer-Reason")}, pre, true
 }
 
 type docInfo struct {
@@ -151,7 +163,7 @@ func (s *Service) getDoc(w http.ResponseWriter, r *http.Request, _ principal) {
 
 func (s *Service) putDoc(w http.ResponseWriter, r *http.Request, p principal) {
 	key := r.PathValue("key")
-	wr, ok := writeFor(w, r, p, key)
+	wr, pre, ok := writeFor(w, r, p)
 	if !ok {
 		return
 	}
@@ -159,10 +171,7 @@ func (s *Service) putDoc(w http.ResponseWriter, r *http.Request, p principal) {
 	if !ok {
 		return
 	}
-	doc, err := s.validateDocument(key, body)
-	if err == nil {
-		err = checkAgainstTable(doc, s.table())
-	}
+	doc, err := s.checkDocument(key, body)
 	if err != nil {
 		httpError(w, http.StatusBadRequest, err.Error())
 		return
@@ -171,9 +180,13 @@ func (s *Service) putDoc(w http.ResponseWriter, r *http.Request, p principal) {
 		s.dryRun(w, r, key, doc)
 		return
 	}
-	d, err := s.st.Put(r.Context(), key, body, wr)
+	var d store.Doc
+	err = s.conditional(r.Context(), key, pre, wr, func(wr store.Write) (err error) {
+		d, err = s.st.Put(r.Context(), key, body, wr)
+		return err
+	})
 	if err != nil {
-		storeError(w, err)
+		writeError(w, err)
 		return
 	}
 	w.Header().Set("ETag", strconv.Quote(strconv.FormatInt(d.Version, 10)))
@@ -182,12 +195,15 @@ func (s *Service) putDoc(w http.ResponseWriter, r *http.Request, p principal) {
 
 func (s *Service) deleteDoc(w http.ResponseWriter, r *http.Request, p principal) {
 	key := r.PathValue("key")
-	wr, ok := writeFor(w, r, p, key)
+	wr, pre, ok := writeFor(w, r, p)
 	if !ok {
 		return
 	}
-	if err := s.st.Delete(r.Context(), key, wr); err != nil {
-		storeError(w, err)
+	err := s.conditional(r.Context(), key, pre, wr, func(wr store.Write) error {
+		return s.st.Delete(r.Context(), key, wr)
+	})
+	if err != nil {
+		writeError(w, err)
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -251,7 +267,7 @@ func newAuditEntry(c store.Change) auditEntry {
 // rollback writes the value of an earlier version as a new version.
 func (s *Service) rollback(w http.ResponseWriter, r *http.Request, p principal) {
 	key := r.PathValue("key")
-	wr, ok := writeFor(w, r, p, key)
+	wr, pre, ok := writeFor(w, r, p)
 	if !ok {
 		return
 	}
@@ -277,18 +293,18 @@ func (s *Service) rollback(w http.ResponseWriter, r *http.Request, p principal) 
 		httpError(w, http.StatusNotFound, fmt.Sprintf("%s has no version %d to roll back to", key, req.Version))
 		return
 	}
-	doc, err := s.validateDocument(key, chs[i].After)
-	if err == nil {
-		err = checkAgainstTable(doc, s.table())
-	}
-	if err != nil {
+	if _, err := s.checkDocument(key, chs[i].After); err != nil {
 		httpError(w, http.StatusConflict, fmt.Sprintf("version %d no longer validates: %v", req.Version, err))
 		return
 	}
 	wr.Reason = strings.TrimSpace(fmt.Sprintf("rollback to version %d: %s %s", req.Version, req.Reason, wr.Reason))
-	d, err := s.st.Put(r.Context(), key, chs[i].After, wr)
+	var d store.Doc
+	err = s.conditional(r.Context(), key, pre, wr, func(wr store.Write) (err error) {
+		d, err = s.st.Put(r.Context(), key, chs[i].After, wr)
+		return err
+	})
 	if err != nil {
-		storeError(w, err)
+		writeError(w, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, docInfo{d.Key, d.Version, d.Revision})

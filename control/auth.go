@@ -50,6 +50,27 @@ func (t Token) validate() error {
 	return nil
 }
 
+// BearerToken reads the token of an Authorization header value:
+// "Bearer TOKEN", the scheme in any case, one or more spaces after it (RFC
+// 9110 §11.1 and §11.4, RFC 6750 §2.1). ok is false for another scheme, a
+// missing or empty token, or a token with a space or control character in it.
+func BearerToken(h string) (tok string, ok bool) {
+	scheme, rest, found := strings.Cut(h, " ")
+	if !found || !strings.EqualFold(scheme, "bearer") {
+		return "", false
+	}
+	tok = strings.TrimLeft(rest, " ")
+	if tok == "" {
+		return "", false
+	}
+	for i := 0; i < len(tok); i++ {
+		if c := tok[i]; c <= ' ' || c == 0x7f {
+			return "", false
+		}
+	}
+	return tok, true
+}
+
 // principal is an authenticated token holder.
 type principal struct {
 	name string
@@ -84,9 +105,8 @@ func newTokens(admin string, cfg []Token) *tokens {
 // authenticate returns the request's principal (role RoleNone when the
 // token is missing or unknown).
 func (ts *tokens) authenticate(r *http.Request) principal {
-	h := r.Header.Get("Authorization")
-	tok, ok := strings.CutPrefix(h, "Bearer ")
-	if !ok || tok == "" {
+	tok, ok := BearerToken(r.Header.Get("Authorization"))
+	if !ok {
 		return principal{}
 	}
 	sum := sha256.Sum256([]byte(tok))

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"net/netip"
 	"path/filepath"
 
@@ -113,6 +114,30 @@ func (c *Config) Validate() error {
 	return nil
 }
 
+// AdminURL is the admin API's URL for a client on the same machine (the
+// `veer control` CLI with --config): http:// and admin_listen (default
+// DefaultAdminListen), an unspecified host (empty, 0.0.0.0, ::) asked on
+// loopback.
+func (c Config) AdminURL() string {
+	c = c.withDefaults()
+	host, port, err := net.SplitHostPort(c.AdminListen)
+	if err != nil {
+		return "http://" + c.AdminListen
+	}
+	if ip, err := netip.ParseAddr(host); host == "" || err == nil && ip.IsUnspecified() {
+		host = "127.0.0.1"
+		if err == nil && ip.Is6() && !ip.Is4In6() {
+			host = "::1"
+		}
+	}
+	return "http://" + net.JoinHostPort(host, port)
+}
+
+// TokenFile is the admin token's file: admin_token_file, default
+// data_dir/admin.token (relative paths from the current directory, as the
+// service reads them).
+func (c Config) TokenFile() string { return c.withDefaults().AdminTokenFile }
+
 func (c Config) withDefaults() Config {
 	if c.DataDir == "" {
 		c.DataDir = DefaultDataDir
@@ -148,4 +173,8 @@ type Options struct {
 	// service does not read them. cmd/veer adds the private DNS's
 	// dns/zones. Default none.
 	Documents map[string]func([]byte) error
+	// UI, if set, wraps the admin listener's handler (the admin API) with
+	// the web console (control/console's Console.Mount: /ui/ beside
+	// /v1/admin/), given the service's store. Default none.
+	UI func(admin http.Handler, st store.Store) http.Handler
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/netip"
 	"testing"
+	"time"
 
 	"github.com/veerhq/veer/routing"
 )
@@ -26,7 +27,7 @@ func FuzzParseScheduleRequest(f *testing.F) {
 	f.Add([]byte(`{"version":2}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		r, err := ParseScheduleRequest(b)
-		if err == nil && (r.Version != 1 || !validDomain(r.Domain)) {
+		if err == nil && (r.Version != 1 || !routing.ValidDomain(r.Domain)) {
 			t.Fatalf("accepted %+v", r)
 		}
 	})
@@ -72,7 +73,7 @@ func FuzzTable(f *testing.F) {
 		}
 		s := Compile(v.(*Table), &State{}, &Emergency{}, 1, key)
 		a, _ := netip.ParseAddr(addr)
-		if _, err := routing.Verify(s.Body(a, device, device), []ed25519.PublicKey{pub}); err != nil {
+		if _, err := routing.VerifyFor(s.Body(a, device, device, time.Unix(1e9, 0)), []ed25519.PublicKey{pub}, device, time.Unix(1e9, 0)); err != nil {
 			t.Fatalf("answer does not verify: %v", err)
 		}
 	})

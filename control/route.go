@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/netip"
 	"strings"
+	"sync"
 
 	"github.com/veerhq/veer/routing"
 )
@@ -60,10 +61,16 @@ func (s *Service) serveRoute(w http.ResponseWriter, r *http.Request) {
 	s.recent.add(Probe{Addr: addr, DeviceID: req.DeviceID, CustomerID: req.CustomerID})
 	h := w.Header()
 	h["Content-Type"] = jsonType
-	w.Write(a.body)
+	buf := bodyPool.Get().(*[]byte)
+	*buf = snap.appendBody((*buf)[:0], a, req.DeviceID, s.clk.Now())
+	w.Write(*buf)
+	bodyPool.Put(buf)
 }
 
 var jsonType = []string{"application/json"}
+
+// bodyPool holds the buffers signed answers are written from.
+var bodyPool = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
 
 // ParseRouteRequest decodes and validates a POST /v1/route body. Unknown
 // fields are ignored; a device or customer ID is required.

@@ -72,6 +72,11 @@ func TestBootstrapEndToEnd(t *testing.T) {
 	if res.Source != routing.SourcePersisted || res.Primary != "b1.example.com" || res.Err == nil {
 		t.Fatalf("service down, within TTL: %+v", res)
 	}
+	// The answer is bound to vip-1: the same state file on another device
+	// is refused.
+	if res, _ := routing.Bootstrap(context.Background(), cfg, routing.Request{DeviceID: "vip-2"}, quiet); res.Source != routing.SourceDefault {
+		t.Fatalf("vip-1's persisted answer served vip-2: %+v", res)
+	}
 	clk.Advance(601 * time.Second)
 	res, _ = routing.Bootstrap(context.Background(), cfg, routing.Request{DeviceID: "vip-1"}, quiet)
 	if res.Source != routing.SourceDefault || res.Primary != "wap.example.com" {

@@ -5,12 +5,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/netip"
 	"slices"
 
 	"github.com/veerhq/veer/config"
-	"github.com/veerhq/veer/lastmile"
+	"github.com/veerhq/veer/routing"
+	"github.com/veerhq/veer/routing/schedule"
 	"github.com/veerhq/veer/store"
+	"github.com/veerhq/veer/store/docs"
 )
 
 // Scheduling defaults.
@@ -18,69 +19,17 @@ const (
 	// DefaultScheduleTTL is the schedule answers' ttl_seconds when the
 	// Access document says none.
 	DefaultScheduleTTL = 300
-	maxScheduleNodes   = 32
+	maxScheduleNodes   = schedule.MaxNodes
 )
 
-// Access is the scheduling API's document (KeyAccess): access nodes by
-// region (regions and their CIDRs come from the routing Table).
-type Access struct {
-	// TTLSeconds of the answers; default DefaultScheduleTTL.
-	TTLSeconds int `json:"ttl_seconds,omitempty" yaml:"ttl_seconds,omitempty"`
-	// Regions maps a region name to its nodes.
-	Regions map[string][]Node `json:"regions,omitempty" yaml:"regions,omitempty"`
-	// Default nodes serve clients in no region, or in a region without
-	// healthy nodes.
-	Default []Node `json:"default,omitempty" yaml:"default,omitempty"`
-}
+// Access is the scheduling API's document (KeyAccess), whose schema is
+// store/docs': access nodes by region (regions and their CIDRs come from the
+// routing Table).
+type Access = docs.Access
 
-// Node is one access node.
-type Node struct {
-	// Addr is ip:port.
-	Addr string `json:"addr" yaml:"addr"`
-	// ServerName is its TLS name; empty: the requested domain.
-	ServerName string `json:"server_name,omitempty" yaml:"server_name,omitempty"`
-	// Protocols it serves (h3, h2, http/1.1); empty: all.
-	Protocols []string `json:"protocols,omitempty" yaml:"protocols,omitempty"`
-	// Weight orders the nodes, highest first; default 1.
-	Weight int `json:"weight,omitempty" yaml:"weight,omitempty"`
-	// Down takes the node out of the answers (health).
-	Down bool `json:"down,omitempty" yaml:"down,omitempty"`
-	// Domains it serves; empty: every domain.
-	Domains []string `json:"domains,omitempty" yaml:"domains,omitempty"`
-}
-
-// Validate names the bad field.
-func (a *Access) Validate() error {
-	if a.TTLSeconds < 0 || a.TTLSeconds > 86400 {
-		return config.Field("ttl_seconds", "%d out of 0..86400", a.TTLSeconds)
-	}
-	check := func(f string, ns []Node) error {
-		for i, n := range ns {
-			ap, err := netip.ParseAddrPort(n.Addr)
-			if err != nil || ap.Port() == 0 {
-				return config.Field(fmt.Sprintf("%s[%d].addr", f, i), "%q: want ip:port", n.Addr)
-			}
-			for _, p := range n.Protocols {
-				if p != "h3" && p != "h2" && p != "http/1.1" {
-					return config.Field(fmt.Sprintf("%s[%d].protocols", f, i), "%q: want h3, h2 or http/1.1", p)
-				}
-			}
-			if n.Weight < 0 {
-				return config.Field(fmt.Sprintf("%s[%d].weight", f, i), "negative")
-			}
-		}
-		return nil
-	}
-	if err := check("default", a.Default); err != nil {
-		return err
-	}
-	for r, ns := range a.Regions {
-		if err := check("regions."+r, ns); err != nil {
-			return err
-		}
-	}
-	return nil
-}
+// Node is one access node of the Access document (docs.AccessNode: the
+// wire node clients are told, plus weight, health and domains).
+type Node = docs.AccessNode
 
 // accessSnap is the compiled Access document: healthy nodes by region,
 // in weight order.
@@ -119,8 +68,8 @@ func (s *Service) applyAccess(sn *store.Snapshot) error {
 }
 
 // nodes returns the schedule for a client in region for domain.
-func (as *accessSnap) nodes(region, domain string) []lastmile.AccessNode {
-	var out []lastmile.AccessNode
+func (as *accessSnap) nodes(region, domain string) []schedule.Node {
+	var out []schedule.Node
 	add := func(ns []Node) {
 		for _, n := range ns {
 			if len(out) == maxScheduleNodes {
@@ -129,7 +78,7 @@ func (as *accessSnap) nodes(region, domain string) []lastmile.AccessNode {
 			if len(n.Domains) > 0 && !slices.Contains(n.Domains, domain) {
 				continue
 			}
-			out = append(out, lastmile.AccessNode{Addr: n.Addr, ServerName: n.ServerName, Protocols: n.Protocols})
+			out = append(out, n.Node)
 		}
 	}
 	add(as.regions[region])
@@ -165,20 +114,20 @@ func (s *Service) serveSchedule(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
-	json.NewEncoder(w).Encode(lastmile.ScheduleResponse{Version: lastmile.ScheduleVersion, TTLSeconds: as.ttl, Nodes: nodes})
+	json.NewEncoder(w).Encode(schedule.Response{Version: schedule.Version, TTLSeconds: as.ttl, Nodes: nodes})
 }
 
 // ParseScheduleRequest decodes and validates a scheduling API request
 // body; unknown fields are ignored (additions within version 1).
-func ParseScheduleRequest(body []byte) (lastmile.ScheduleRequest, error) {
-	var req lastmile.ScheduleRequest
+func ParseScheduleRequest(body []byte) (schedule.Request, error) {
+	var req schedule.Request
 	if err := json.Unmarshal(body, &req); err != nil {
 		return req, fmt.Errorf("bad JSON: %v", err)
 	}
-	if req.Version != lastmile.ScheduleVersion {
-		return req, fmt.Errorf("version %d: this service speaks version %d", req.Version, lastmile.ScheduleVersion)
+	if req.Version != schedule.Version {
+		return req, fmt.Errorf("version %d: this service speaks version %d", req.Version, schedule.Version)
 	}
-	if req.Domain == "" || !validDomain(req.Domain) {
+	if req.Domain == "" || !routing.ValidDomain(req.Domain) {
 		return req, fmt.Errorf("domain %q: want a domain", req.Domain)
 	}
 	return req, nil

@@ -11,6 +11,7 @@ import (
 	"github.com/veerhq/veer/control"
 	"github.com/veerhq/veer/lastmile"
 	"github.com/veerhq/veer/lastmile/lmtest"
+	"github.com/veerhq/veer/routing/schedule"
 )
 
 // TestScheduleWithLastmileClient: lastmile's real client, with only the
@@ -34,9 +35,9 @@ func TestScheduleWithLastmileClient(t *testing.T) {
 	e.put(control.KeyTable, table())
 	e.waitVersion(e.put(control.KeyAccess, control.Access{TTLSeconds: 120, Regions: map[string][]control.Node{
 		"local": {
-			{Addr: down.Addr(), Down: true, Weight: 9},
-			{Addr: node.Addr(), ServerName: "api.test", Protocols: []string{"h3", "h2"}, Weight: 5},
-			{Addr: "127.0.0.1:1", Domains: []string{"other.test"}},
+			{Node: schedule.Node{Addr: down.Addr()}, Down: true, Weight: 9},
+			{Node: schedule.Node{Addr: node.Addr(), ServerName: "api.test", Protocols: []string{"h3", "h2"}}, Weight: 5},
+			{Node: schedule.Node{Addr: "127.0.0.1:1"}, Domains: []string{"other.test"}},
 		},
 	}}))
 	pool := ca.Pool()
@@ -82,7 +83,7 @@ func TestScheduleRequestErrors(t *testing.T) {
 	if code, _ := post(`{"version":1,"domain":"api.test"}`); code != 503 {
 		t.Fatalf("no access document: %d, want 503", code)
 	}
-	e.waitVersion(e.put(control.KeyAccess, control.Access{Default: []control.Node{{Addr: "192.0.2.1:443"}}}))
+	e.waitVersion(e.put(control.KeyAccess, control.Access{Default: []control.Node{{Node: schedule.Node{Addr: "192.0.2.1:443"}}}}))
 	for body, want := range map[string]int{
 		`{"version":2,"domain":"api.test"}`: 400,
 		`{"version":1}`:                     400,
@@ -94,7 +95,7 @@ func TestScheduleRequestErrors(t *testing.T) {
 			t.Fatalf("%s: %d %s, want %d", body, code, b, want)
 		}
 		if code == 200 {
-			resp, err := lastmile.ParseScheduleResponse([]byte(b))
+			resp, err := schedule.ParseResponse([]byte(b))
 			if err != nil || resp.TTLSeconds != control.DefaultScheduleTTL || resp.Nodes[0].Addr != "192.0.2.1:443" {
 				t.Fatalf("response %s: %v", b, err)
 			}

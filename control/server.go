@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/quic-go/quic-go/http3"
+
+	"github.com/veerhq/veer/internal/listenpair"
 )
 
 // Addrs are the bound addresses of a started Service.
@@ -68,7 +70,7 @@ func (s *Service) listen() (Addrs, error) {
 	}
 	pub := s.PublicHandler()
 	// Public: TLS over TCP (h2, http/1.1) and HTTP/3 on the same UDP port.
-	ln, err := net.Listen("tcp", s.cfg.Listen)
+	ln, pc, err := listenpair.Listen(s.cfg.Listen)
 	if err != nil {
 		return a, err
 	}
@@ -76,10 +78,6 @@ func (s *Service) listen() (Addrs, error) {
 	tlsCfg := &tls.Config{Certificates: []tls.Certificate{cert}, NextProtos: []string{"h2", "http/1.1"}, MinVersion: tls.VersionTLS12}
 	hs := &http.Server{Handler: pub, TLSConfig: tlsCfg, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 	s.serve(func() error { return hs.ServeTLS(ln, "", "") }, hs.Close)
-	pc, err := net.ListenPacket("udp", a.Public)
-	if err != nil {
-		return a, err
-	}
 	h3 := &http3.Server{Handler: pub, TLSConfig: http3.ConfigureTLSConfig(&tls.Config{Certificates: []tls.Certificate{cert}})}
 	s.serve(func() error { return h3.Serve(pc) }, func() error { err := h3.Close(); pc.Close(); return err })
 	hs.Handler = h3Advertise(h3, pub)
@@ -99,7 +97,11 @@ func (s *Service) listen() (Addrs, error) {
 		return a, err
 	}
 	a.Admin = al.Addr().String()
-	as := &http.Server{Handler: s.AdminHandler(), ReadHeaderTimeout: 10 * time.Second}
+	admin := s.AdminHandler()
+	if s.ui != nil {
+		admin = s.ui(admin, s.st)
+	}
+	as := &http.Server{Handler: admin, ReadHeaderTimeout: 10 * time.Second}
 	s.serve(func() error { return as.Serve(al) }, as.Close)
 	return a, nil
 }

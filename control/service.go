@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -39,6 +40,7 @@ type Service struct {
 	m          *metrics
 	onApply    func(int64, *Snapshot)
 	extraDocs  map[string]func([]byte) error
+	ui         func(http.Handler, store.Store) http.Handler
 	recent     recent
 	parsed     parseCache
 	trusted    []netip.Prefix
@@ -69,6 +71,7 @@ func New(cfg Config, opts Options) (*Service, error) {
 	s := &Service{cfg: cfg, clk: clock.Or(opts.Clock), log: obs.LoggerOr(opts.Logger), ready: make(chan struct{})}
 	s.m = newMetrics(opts.Registerer)
 	s.extraDocs = opts.Documents
+	s.ui = opts.UI
 	for _, p := range cfg.TrustedProxies {
 		s.trusted = append(s.trusted, netip.MustParsePrefix(p).Masked()) // validated
 	}

@@ -4,7 +4,9 @@ import (
 	"crypto/ed25519"
 	"net/netip"
 	"slices"
+	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/veerhq/veer/routing"
 )
@@ -23,6 +25,8 @@ type Snapshot struct {
 	defaultAnswer *signed
 	defaultDomain string
 	key           ed25519.PrivateKey
+	keyOnce       sync.Once
+	keyID         string // routing.KeyID of key's public half
 }
 
 // maxBackups bounds an answer's backups.
@@ -64,10 +68,10 @@ type cOverride struct {
 	answer *signed
 }
 
-// signed is one answer and its signed body.
+// signed is one decided answer, encoded once; each request gets it signed
+// for its device and time (AppendBody).
 type signed struct {
-	routing.Answer
-	body []byte
+	routing.Prepared
 }
 
 // Version is the rule set's revision, the answers' version.
@@ -102,9 +106,24 @@ func (s *Snapshot) Decide(addr netip.Addr, deviceID, customerID string) *routing
 	return &s.decide(addr, deviceID, customerID).Answer
 }
 
-// Body returns the signed response body for a request.
-func (s *Snapshot) Body(addr netip.Addr, deviceID, customerID string) []byte {
-	return s.decide(addr, deviceID, customerID).body
+// Body returns the signed response body for a request at now: the
+// decided answer bound to the device (routing.Answer.Bind).
+func (s *Snapshot) Body(addr netip.Addr, deviceID, customerID string, now time.Time) []byte {
+	return s.AppendBody(nil, addr, deviceID, customerID, now)
+}
+
+// AppendBody is Body appending to dst; with a dst of room enough it
+// allocates nothing.
+func (s *Snapshot) AppendBody(dst []byte, addr netip.Addr, deviceID, customerID string, now time.Time) []byte {
+	return s.appendBody(dst, s.decide(addr, deviceID, customerID), deviceID, now)
+}
+
+// appendBody appends a's signed body, bound to deviceID at now, to dst: one
+// Ed25519 signature per request, since the bytes name the device and the
+// time (the answer itself was encoded once per snapshot).
+func (s *Snapshot) appendBody(dst []byte, a *signed, deviceID string, now time.Time) []byte {
+	s.keyOnce.Do(func() { s.keyID = routing.KeyID(s.PublicKey()) })
+	return a.AppendSigned(dst, s.key, s.keyID, deviceID, now)
 }
 
 func (s *Snapshot) decide(addr netip.Addr, deviceID, customerID string) *signed {
@@ -252,12 +271,10 @@ func (s *Snapshot) withLastResort(primary string, backups []string) []string {
 	return backups[:min(len(backups), maxBackups)]
 }
 
+// sign prepares a for signing (routing.Prepare encodes it once); the
+// signature is per request (appendBody).
 func (s *Snapshot) sign(a routing.Answer) *signed {
-	body, err := routing.Sign(a, s.key)
-	if err != nil {
-		panic("control: cannot encode an answer: " + err.Error()) // plain strings and ints: cannot fail
-	}
-	return &signed{Answer: a, body: append(body, '\n')}
+	return &signed{routing.Prepare(a)}
 }
 
 // hashID is the salted bucket hash of an ID: FNV-1a over salt, NUL, id,

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/netip"
 	"testing"
+	"time"
 
 	"github.com/veerhq/veer/routing"
 )
@@ -97,7 +98,7 @@ func TestDecideRuleOrder(t *testing.T) {
 		if a.Rule != st.rule || a.Primary[:len(st.siteWant)] != st.siteWant || a.Version != 5 {
 			t.Errorf("%s: rule %q primary %q, want %q on %s", st.name, a.Rule, a.Primary, st.rule, st.siteWant)
 		}
-		got, err := routing.Verify(s.Body(st.addr, st.device, st.cust), []ed25519.PublicKey{s.PublicKey()})
+		got, err := routing.VerifyFor(s.Body(st.addr, st.device, st.cust, time.Now()), []ed25519.PublicKey{s.PublicKey()}, st.device, time.Now())
 		if err != nil || got.Primary != a.Primary || got.Rule != a.Rule {
 			t.Errorf("%s: signed body %+v %v", st.name, got, err)
 		}
@@ -167,9 +168,10 @@ func TestBucketMoveExact(t *testing.T) {
 func TestSameDeviceSameAnswer(t *testing.T) {
 	key := testKey(t)
 	s1, s2 := Compile(twoSites(), nil, nil, 1, key), Compile(twoSites(), nil, nil, 1, key)
+	now := time.Now()
 	for i := range 1000 {
 		id := fmt.Sprint(i)
-		if a, b := s1.Decide(east, id, ""), s2.Decide(east, id, ""); a.Primary != b.Primary || string(s1.Body(east, id, "")) != string(s2.Body(east, id, "")) {
+		if a, b := s1.Decide(east, id, ""), s2.Decide(east, id, ""); a.Primary != b.Primary || string(s1.Body(east, id, "", now)) != string(s2.Body(east, id, "", now)) {
 			t.Fatalf("%s: %s vs %s", id, a.Primary, b.Primary)
 		}
 	}
@@ -177,9 +179,13 @@ func TestSameDeviceSameAnswer(t *testing.T) {
 
 func TestDecideAllocatesNothing(t *testing.T) {
 	s := Compile(twoSites(), nil, nil, 1, testKey(t))
-	s.Body(east, "dev-1", "") // sign once
-	if n := testing.AllocsPerRun(1000, func() { s.Body(east, "dev-1", "c") }); n != 0 {
+	s.Decide(east, "dev-1", "") // encode once
+	if n := testing.AllocsPerRun(1000, func() { s.Decide(east, "dev-1", "c") }); n != 0 {
 		t.Fatalf("Decide allocates %v per call", n)
+	}
+	buf := make([]byte, 0, 1024)
+	if n := testing.AllocsPerRun(100, func() { buf = s.AppendBody(buf[:0], east, "dev-1", "c", time.Unix(1e9, 0)) }); n != 0 {
+		t.Fatalf("AppendBody allocates %v per call", n)
 	}
 }
 
@@ -290,7 +296,7 @@ func TestAnswersAlwaysCarryABackup(t *testing.T) {
 		if a.Primary != st.primary || fmt.Sprint(a.Backups) != fmt.Sprint(st.backups) {
 			t.Errorf("%s: %s %v, want %s %v", st.name, a.Primary, a.Backups, st.primary, st.backups)
 		}
-		got, err := routing.Verify(s.Body(east, "dev-1", ""), []ed25519.PublicKey{s.PublicKey()})
+		got, err := routing.VerifyFor(s.Body(east, "dev-1", "", time.Unix(1e9, 0)), []ed25519.PublicKey{s.PublicKey()}, "dev-1", time.Unix(1e9, 0))
 		if err != nil || fmt.Sprint(got.Backups) != fmt.Sprint(st.backups) {
 			t.Errorf("%s: signed body %+v %v", st.name, got, err)
 		}

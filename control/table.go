@@ -6,21 +6,23 @@ import (
 	"strings"
 
 	"github.com/veerhq/veer/config"
+	"github.com/veerhq/veer/routing"
 	"github.com/veerhq/veer/store"
 )
 
-// Document keys in the store.
+// Document keys in the store: the control plane's names for store's keys
+// (store/keys.go, where every key is defined once).
 const (
-	// KeyTable holds the routing Table (JSON).
-	KeyTable = "routing/table"
+	// KeyTable holds the routing Table.
+	KeyTable = store.KeyTable
 	// KeyState holds the sites' and clusters' State (playbooks).
-	KeyState = "routing/state"
+	KeyState = store.KeyState
 	// KeyEmergency holds the Emergency overrides.
-	KeyEmergency = "routing/emergency"
+	KeyEmergency = store.KeyEmergency
 	// KeyAccess holds the scheduling API's Access nodes.
-	KeyAccess = "access/nodes"
+	KeyAccess = store.KeyAccess
 	// KeyWhitelists prefixes the Whitelist documents named by rules.
-	KeyWhitelists = "routing/whitelists/"
+	KeyWhitelists = store.KeyWhitelists
 	// KeyCriticality holds the criticality table published to gateways
 	// (shed.Config's shape).
 	KeyCriticality = store.KeyGatewayCriticality
@@ -115,7 +117,7 @@ type Bucket struct {
 
 // Validate names the bad field.
 func (t *Table) Validate() error {
-	if !validDomain(t.DefaultDomain) {
+	if !routing.ValidDomain(t.DefaultDomain) {
 		return config.Field("default_domain", "%q: want a domain", t.DefaultDomain)
 	}
 	if t.TTLSeconds < 0 || t.TTLSeconds > 7*24*3600 {
@@ -137,7 +139,7 @@ func (t *Table) Validate() error {
 				return config.Field(fmt.Sprintf("%s.clusters[%d].name", f, j), "%q: empty or duplicate", c.Name)
 			}
 			names[c.Name] = true
-			if !validDomain(c.Domain) {
+			if !routing.ValidDomain(c.Domain) {
 				return config.Field(fmt.Sprintf("%s.clusters[%d].domain", f, j), "%q: want a domain", c.Domain)
 			}
 		}
@@ -207,20 +209,6 @@ func (r Rule) validate(sites, regions map[string]bool) error {
 	return nil
 }
 
-// validDomain accepts host names and host:port.
-func validDomain(d string) bool {
-	if d == "" || len(d) > 253 {
-		return false
-	}
-	for i := 0; i < len(d); i++ {
-		c := d[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '.' || c == ':' || c == '[' || c == ']') {
-			return false
-		}
-	}
-	return true
-}
-
 // Whitelist is a document of IDs (KeyWhitelists+name) for a rule's List.
 type Whitelist struct {
 	DeviceIDs   []string `json:"device_ids,omitempty" yaml:"device_ids,omitempty"`
@@ -268,11 +256,11 @@ func (o Override) validate() error {
 	if (o.Site == "") == (o.Primary == "") {
 		return config.Field("site", "set either site or primary")
 	}
-	if o.Primary != "" && !validDomain(o.Primary) {
+	if o.Primary != "" && !routing.ValidDomain(o.Primary) {
 		return config.Field("primary", "%q: want a domain", o.Primary)
 	}
 	for i, b := range o.Backups {
-		if !validDomain(b) {
+		if !routing.ValidDomain(b) {
 			return config.Field(fmt.Sprintf("backups[%d]", i), "%q: want a domain", b)
 		}
 	}

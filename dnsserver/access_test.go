@@ -99,7 +99,7 @@ func TestAccessFailover(t *testing.T) {
 	defer web.Close()
 	yaml := fmt.Sprintf(`
 listen: 127.0.0.1:0
-health: {interval: 3s, timeout: 1s}
+health: {interval: 3s, timeout: 3s} # a real-time bound on each probe, as long as allowed: a busy machine took over 1 s (no step waits for it: dead nodes refuse at once)
 regions:
   - {cidr: 10.1.0.0/16, region: east}
   - {cidr: 10.2.0.0/16, region: west}

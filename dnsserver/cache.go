@@ -28,8 +28,9 @@ type cachedAnswer struct {
 func newAnswerCache() *answerCache { return &answerCache{m: map[string]cachedAnswer{}} }
 
 // plainQuery is what the fast path knows of a query of the common shape:
-// one IN question, no compression in it, no answer or authority records,
-// and either no additional record or one OPT without options.
+// one IN question, no compression in it, labels of letters, digits, '-'
+// and '_' only, no answer or authority records, and either no additional
+// record or one OPT without options.
 type plainQuery struct {
 	key     []byte // lower-case name, qtype, EDNS flag
 	qtype   uint16
@@ -65,8 +66,14 @@ func parsePlain(wire []byte, key []byte) (q plainQuery, ok bool) {
 			return q, false
 		}
 		for _, c := range wire[off+1 : off+1+l] {
-			if 'A' <= c && c <= 'Z' {
+			switch {
+			case 'A' <= c && c <= 'Z':
 				c += 'a' - 'A'
+			case 'a' <= c && c <= 'z', '0' <= c && c <= '9', c == '-', c == '_':
+			default:
+				// A byte the text form escapes (a dot inside a label, a
+				// space, ...): the key would not be the zone's name.
+				return q, false
 			}
 			key = append(key, c)
 		}
@@ -119,16 +126,9 @@ func (s *Server) fast(st *state, q plainQuery, wire []byte, tr Transport, buf []
 	c, hit := st.cache.m[string(q.key)]
 	st.cache.mu.RUnlock()
 	if !hit {
-		return nil, false
+		return s.fastNegative(st, q, wire, tr, buf, start)
 	}
-	limit := st.cfg.MaxAnswerBytes
-	if tr == UDP {
-		client := dns.MinMsgSize
-		if q.edns {
-			client = q.udpSize
-		}
-		limit = min(limit, client, st.cfg.UDPSize, st.cfg.Amplification*len(wire))
-	}
+	limit := s.limit(st, q, wire, tr)
 	if len(c.wire) > limit {
 		return nil, false
 	}
@@ -140,6 +140,19 @@ func (s *Server) fast(st *state, q plainQuery, wire []byte, tr Transport, buf []
 	s.m.query(tr, q.qtype, c.rcode)
 	s.m.latency[tr].Observe(time.Since(start).Seconds())
 	return out, true
+}
+
+// limit is the largest answer to q over tr (see Answer).
+func (s *Server) limit(st *state, q plainQuery, wire []byte, tr Transport) int {
+	limit := st.cfg.MaxAnswerBytes
+	if tr == UDP {
+		client := dns.MinMsgSize
+		if q.edns {
+			client = q.udpSize
+		}
+		limit = min(limit, client, st.cfg.UDPSize, st.cfg.Amplification*len(wire))
+	}
+	return limit
 }
 
 // put stores a full (not truncated) answer to a plain query.

@@ -15,7 +15,7 @@ func TestConfigErrors(t *testing.T) {
 		yaml string
 		want []string
 	}{
-		{"unknown field", "listen: :53\nbogus: 1\n", []string{"field bogus not found"}},
+		{"unknown field", "listen: :53\nbogus: 1\n", []string{"test.yaml:2: bogus: unknown field"}},
 		{"bad listen", "listen: nowhere\n", []string{"test.yaml:1: listen: want ip:port"}},
 		{"udp size", "udp_size: 100\n", []string{"test.yaml:1: udp_size: must be 512..4096"}},
 		{"tls needed", "dot_listen: 127.0.0.1:853\n", []string{"tls: cert and key are required"}},

@@ -127,6 +127,7 @@ func compileData(d Data) (*snapshot, error) {
 		return nil, err
 	}
 	s.sortRegions()
+	s.precompute()
 	return s, nil
 }
 
@@ -146,7 +147,11 @@ func compileZone(z Zone) (*zone, error) {
 	cz := newZone(origin)
 	soaText := z.SOA
 	if soaText == "" {
-		soaText = fmt.Sprintf("ns1.%s hostmaster.%s 1 3600 600 86400 60", origin, origin)
+		below := origin // names below the origin: "ns1." + origin, but "ns1." for the root
+		if below == "." {
+			below = ""
+		}
+		soaText = fmt.Sprintf("ns1.%s hostmaster.%s 1 3600 600 86400 60", below, below)
 	}
 	rr, err := parseRR(fmt.Sprintf("@ %d IN SOA %s", ttl, soaText), origin, ttl)
 	if err != nil {

@@ -9,7 +9,10 @@
 // answered from health-checked access nodes: the healthy nodes of the
 // client's region (EDNS Client Subnet, RFC 7871, else the source address,
 // against the region table), weighted-shuffled; when every node is down all
-// are answered (fail open).
+// are answered (fail open). Names come back in the letter case the
+// question was asked in (0x20, as NSD and Knot), and MX, SRV and NS answers
+// carry the A and AAAA records of their in-zone targets in the additional
+// section, left out without TC when only they do not fit.
 //
 // Transports: UDP and TCP on one port and DNS over TLS (RFC 7858) here;
 // DNS over HTTPS (RFC 8484, HTTP/2 and HTTP/3) in the sub-package
@@ -20,8 +23,12 @@
 // limiting's per-prefix bucket and the answer cache's read lock. Apply and
 // SetData swap the snapshot (and an empty cache) whole, so a reload never
 // drops or half-answers a query. Answers to plain queries for static names
-// are cached packed and served by copy and patch (ID, RD, CD, the question
-// as asked); access-domain answers are computed for every query.
+// (records or NODATA) are cached packed and served by copy and patch (ID,
+// RD, CD, the question as asked); NXDOMAIN comes from the zone's packed
+// template and REFUSED without unpacking, byte for byte the full path's
+// answer; access-domain answers are computed for every query. On Linux the
+// UDP readers use recvmmsg and sendmmsg with buffers set up once, so a
+// query allocates nothing on these paths.
 //
 // Failure modes: a malformed packet, or a packet that is itself a response,
 // is dropped and counted (veer_dnsserver_dropped_total), never answered

@@ -1,9 +1,11 @@
 package dnsserver
 
 import (
+	"bytes"
 	"encoding/binary"
 	"net/netip"
 	"testing"
+	"time"
 
 	"github.com/miekg/dns"
 
@@ -56,6 +58,17 @@ func FuzzAnswer(f *testing.F) {
 			f.Add(wire, uint8(tr))
 		}
 	}
+	for _, name := range []string{"nope.example.test.", "a.b.c.other.org.", "x.ns1.example.test."} {
+		for _, edns := range []bool{false, true} {
+			m := new(dns.Msg) // plain queries: the template and fast REFUSED
+			m.SetQuestion(name, dns.TypeA)
+			if edns {
+				m.SetEdns0(1232, false)
+			}
+			wire, _ := m.Pack()
+			f.Add(wire, uint8(UDP))
+		}
+	}
 	f.Add([]byte{0, 0, 1, 0, 0, 2, 0, 0, 0, 0, 0, 0}, uint8(0))
 	cfg := parseConfig(f, bigZone("amplification: 4\n")+`    access:
       - name: api
@@ -70,6 +83,17 @@ regions: [{cidr: 10.0.0.0/8, region: a}]
 	buf := make([]byte, maxMsg)
 	f.Fuzz(func(t *testing.T, wire []byte, tr uint8) {
 		transport := Transport(tr % uint8(numTransports))
+		// The NXDOMAIN template and the fast REFUSED answer are the full
+		// path's answer, byte for byte.
+		if pq, plain := parsePlain(wire, nil); plain {
+			st := s.state.Load()
+			if fast, ok := s.fastNegative(st, pq, wire, transport, make([]byte, maxMsg), time.Now()); ok {
+				full, ok := s.answerFull(st, wire, netip.MustParseAddr("127.0.0.1"), transport, make([]byte, maxMsg), time.Now(), pq, false)
+				if !ok || !bytes.Equal(fast, full) {
+					t.Fatalf("fast negative answer differs from the full path's\n% x\n% x", fast, full)
+				}
+			}
+		}
 		out, ok := s.Answer(wire, netip.MustParseAddr("127.0.0.1"), transport, buf)
 		if !ok {
 			return

@@ -1,6 +1,7 @@
 package dnsserver
 
 import (
+	"encoding/binary"
 	"net"
 	"net/netip"
 	"strings"
@@ -34,6 +35,12 @@ func (s *Server) Answer(wire []byte, src netip.Addr, tr Transport, buf []byte) (
 			}
 		}
 	}
+	return s.answerFull(st, wire, src, tr, buf, start, pq, plain)
+}
+
+// answerFull is Answer's full path: unpack, look up, pack. pq is the
+// parsed query when plain.
+func (s *Server) answerFull(st *state, wire []byte, src netip.Addr, tr Transport, buf []byte, start time.Time, pq plainQuery, plain bool) (out []byte, ok bool) {
 	req := new(dns.Msg)
 	if err := req.Unpack(wire); err != nil {
 		s.m.dropped.WithLabelValues(dropMalformed).Inc()
@@ -46,6 +53,15 @@ func (s *Server) Answer(wire []byte, src netip.Addr, tr Transport, buf []byte) (
 	}
 	resp := new(dns.Msg)
 	resp.SetReply(req)
+	lname := ""
+	if len(resp.Question) == 1 {
+		// Packed in lower case, so that every name of ours with the same
+		// suffix is compressed into the question; pack then puts the
+		// question's bytes back as asked, and those names read in its case
+		// (0x20, as NSD and Knot answer).
+		lname = strings.ToLower(resp.Question[0].Name)
+		resp.Question[0].Name = lname
+	}
 	resp.RecursionDesired = req.RecursionDesired
 	resp.CheckingDisabled = req.CheckingDisabled
 	opt := req.IsEdns0()
@@ -62,7 +78,7 @@ func (s *Server) Answer(wire []byte, src netip.Addr, tr Transport, buf []byte) (
 			s.m.slipped.Inc()
 			resp.Truncated = true
 			s.addOPT(resp, opt, nil, false, st)
-			return s.pack(resp, buf, st.cfg.MaxAnswerBytes, tr, qtype, start)
+			return s.pack(resp, wire, buf, st.cfg.MaxAnswerBytes, tr, qtype, start)
 		}
 	}
 	var ecs *dns.EDNS0_SUBNET
@@ -91,7 +107,7 @@ func (s *Server) Answer(wire []byte, src netip.Addr, tr Transport, buf []byte) (
 					}
 				}
 			}
-			r := st.snap.lookup(query{name: strings.ToLower(q.Name), qtype: q.Qtype, client: client, health: s.health.up}, resp)
+			r := st.snap.lookup(query{name: lname, qtype: q.Qtype, client: client, health: s.health.up}, resp)
 			resp.Rcode, resp.Authoritative, scoped, looked = r.rcode, r.auth, r.scoped, true
 		}
 	}
@@ -104,14 +120,24 @@ func (s *Server) Answer(wire []byte, src netip.Addr, tr Transport, buf []byte) (
 		}
 		limit = min(limit, client, st.cfg.UDPSize)
 	}
+	trimmed := false
 	if resp.Len() > limit {
-		resp.Truncate(limit)
-		s.m.truncated.WithLabelValues("size").Inc()
+		// Additional records are optional (RFC 2181 section 9): leave them
+		// out before the answer, without TC.
+		if trimmed = dropExtra(resp); resp.Len() > limit {
+			resp.Truncate(limit)
+			s.m.truncated.WithLabelValues("size").Inc()
+		}
 	}
-	out, ok = s.pack(resp, buf, 0, tr, qtype, start)
-	if ok && plain && looked && !scoped && !resp.Truncated && len(resp.Answer) > 0 {
-		// Only answers with records: the names and types of the zones bound
-		// them, where random names (NXDOMAIN) would not.
+	out, ok = s.packOnly(resp, wire, buf, 0)
+	if ok && tr == UDP && len(out) > st.cfg.Amplification*len(wire) && dropExtra(resp) {
+		trimmed = true
+		out, ok = s.packOnly(resp, wire, buf, 0)
+	}
+	if ok && plain && looked && !scoped && !trimmed && !resp.Truncated && (len(resp.Answer) > 0 || resp.Rcode == dns.RcodeSuccess) {
+		// Only answers with records and NODATA: the names and types of the
+		// zones bound them, where random names (NXDOMAIN, answered from the
+		// zone's template) would not.
 		st.cache.put(pq.key, out, resp.Rcode)
 	}
 	if ok && tr == UDP && len(out) > st.cfg.Amplification*len(wire) && len(out) > 0 {
@@ -121,13 +147,32 @@ func (s *Server) Answer(wire []byte, src netip.Addr, tr Transport, buf []byte) (
 		resp.Truncated = true
 		s.addOPT(resp, opt, ecs, scoped, st)
 		s.m.truncated.WithLabelValues("amplification").Inc()
-		return s.pack(resp, buf, 0, tr, qtype, start)
+		out, ok = s.packOnly(resp, wire, buf, 0)
+	}
+	if ok {
+		s.count(tr, qtype, resp.Rcode, start)
 	}
 	return out, ok
 }
 
-// pack packs resp, counts it and its latency.
-func (s *Server) pack(resp *dns.Msg, buf []byte, limit int, tr Transport, qtype uint16, start time.Time) ([]byte, bool) {
+// pack packs resp (packOnly) and counts the answer and its latency.
+func (s *Server) pack(resp *dns.Msg, wire, buf []byte, limit int, tr Transport, qtype uint16, start time.Time) ([]byte, bool) {
+	out, ok := s.packOnly(resp, wire, buf, limit)
+	if ok {
+		s.count(tr, qtype, resp.Rcode, start)
+	}
+	return out, ok
+}
+
+// count counts one answer and its latency.
+func (s *Server) count(tr Transport, qtype uint16, rcode int, start time.Time) {
+	s.m.query(tr, qtype, rcode)
+	s.m.latency[tr].Observe(time.Since(start).Seconds())
+}
+
+// packOnly packs resp and puts the question of the query wire back in its
+// letter case.
+func (s *Server) packOnly(resp *dns.Msg, wire, buf []byte, limit int) ([]byte, bool) {
 	if limit > 0 && resp.Len() > limit {
 		resp.Truncate(limit)
 	}
@@ -142,9 +187,74 @@ func (s *Server) pack(resp *dns.Msg, buf []byte, limit int, tr Transport, qtype 
 			return nil, false
 		}
 	}
-	s.m.query(tr, qtype, resp.Rcode)
-	s.m.latency[tr].Observe(time.Since(start).Seconds())
+	restoreQuestion(out, wire)
 	return out, true
+}
+
+// restoreQuestion copies the question name of the query wire over the one
+// packed in out when the two are the same name in other letter cases, so
+// that the answer's names compressed into it take the query's case. It
+// does nothing when either has no question or the query's name is
+// compressed.
+func restoreQuestion(out, wire []byte) {
+	if len(out) < 12 || len(wire) < 12 || binary.BigEndian.Uint16(out[4:]) != 1 {
+		return
+	}
+	end := 12
+	for {
+		if end >= len(wire) || end >= len(out) {
+			return
+		}
+		l := int(wire[end])
+		if l == 0 {
+			end++
+			break
+		}
+		if l > 63 {
+			return // a pointer or a reserved label type
+		}
+		end += 1 + l
+	}
+	if end > len(out) || !asciiEqualFold(out[12:end], wire[12:end]) {
+		return
+	}
+	copy(out[12:end], wire[12:end])
+}
+
+// asciiEqualFold reports whether a and b are equal but for the case of
+// ASCII letters (the only case DNS ignores, RFC 4343).
+func asciiEqualFold(a, b []byte) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		x, y := a[i], b[i]
+		if 'A' <= x && x <= 'Z' {
+			x += 'a' - 'A'
+		}
+		if 'A' <= y && y <= 'Z' {
+			y += 'a' - 'A'
+		}
+		if x != y {
+			return false
+		}
+	}
+	return true
+}
+
+// dropExtra removes the additional records but the OPT; it reports whether
+// there were any.
+func dropExtra(resp *dns.Msg) bool {
+	out, dropped := resp.Extra[:0], false
+	for _, rr := range resp.Extra {
+		if rr.Header().Rrtype == dns.TypeOPT {
+			out = append(out, rr)
+		} else {
+			dropped = true
+		}
+	}
+	resp.Extra = out
+	return dropped
 }
 
 // addOPT sets resp's OPT record when the query had one (RFC 6891): our UDP

@@ -105,10 +105,68 @@ func (s *snapshot) lookup(q query, m *dns.Msg) result {
 			}
 		case len(o.sets[q.qtype]) > 0:
 			m.Answer = append(m.Answer, o.sets[q.qtype]...)
+			m.Extra = append(m.Extra, o.glue[q.qtype]...)
 			return res
 		}
 		// NODATA: the name exists, the type does not.
 		m.Ns = append(m.Ns, z.negSOA())
 		return res
 	}
+}
+
+// precompute packs each zone's NXDOMAIN template and fills each owner's
+// glue: for its MX, SRV and NS sets, the A
+// and AAAA records of the targets in any of the zones, in the set's order,
+// each target once (RFC 1034 section 3.6.2, RFC 2782; what NSD puts in the
+// additional section). Access domains are not followed: their addresses
+// depend on the client and on health, and these answers are cached for
+// every client.
+func (s *snapshot) precompute() {
+	for _, z := range s.zones {
+		z.neg = newNegTemplate(z)
+		for _, o := range z.names {
+			for _, t := range [...]uint16{dns.TypeMX, dns.TypeSRV, dns.TypeNS} {
+				if g := s.glueOf(o.sets[t]); len(g) > 0 {
+					if o.glue == nil {
+						o.glue = map[uint16][]dns.RR{}
+					}
+					o.glue[t] = slices.Clip(g)
+				}
+			}
+		}
+	}
+}
+
+func (s *snapshot) glueOf(set []dns.RR) []dns.RR {
+	var out []dns.RR
+	seen := map[string]bool{}
+	for _, rr := range set {
+		target := strings.ToLower(glueTarget(rr))
+		if target == "" || seen[target] {
+			continue
+		}
+		seen[target] = true
+		z := s.findZone(target)
+		if z == nil {
+			continue
+		}
+		if o := z.names[target]; o != nil {
+			out = append(out, o.sets[dns.TypeA]...)
+			out = append(out, o.sets[dns.TypeAAAA]...)
+		}
+	}
+	return out
+}
+
+// glueTarget is the host name an MX, SRV or NS record points to, or "".
+func glueTarget(rr dns.RR) string {
+	switch r := rr.(type) {
+	case *dns.MX:
+		return r.Mx
+	case *dns.SRV:
+		return r.Target
+	case *dns.NS:
+		return r.Ns
+	}
+	return ""
 }

@@ -14,11 +14,13 @@ type zone struct {
 	origin string
 	soa    *dns.SOA
 	names  map[string]*owner // every owner name and empty non-terminal, lower case
+	neg    *negTemplate      // the NXDOMAIN answer, packed
 }
 
 // owner is the data at one name.
 type owner struct {
 	sets   map[uint16][]dns.RR
+	glue   map[uint16][]dns.RR // additional records of the MX, SRV and NS sets
 	access *accessDomain
 }
 

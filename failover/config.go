@@ -1,6 +1,7 @@
 package failover
 
 import (
+	"cmp"
 	"errors"
 	"log/slog"
 	"net"
@@ -193,48 +194,20 @@ type Canary struct {
 
 // withDefaults returns c with zero fields set to their defaults.
 func (c Config) withDefaults() Config {
-	if c.Policy == "" {
-		c.Policy = PolicyVeer
-	}
-	if c.HistoryTTL == 0 {
-		c.HistoryTTL = DefaultHistoryTTL
-	}
-	if c.HistorySize == 0 {
-		c.HistorySize = DefaultHistorySize
-	}
-	if c.CanaryPath == "" {
-		c.CanaryPath = DefaultCanaryPath
-	}
-	if c.CanaryTimeout == 0 {
-		c.CanaryTimeout = DefaultCanaryTimeout
-	}
-	if c.CanaryRetryInterval == 0 {
-		c.CanaryRetryInterval = DefaultCanaryRetryInterval
-	}
-	if c.CanaryRetryMax == 0 {
-		c.CanaryRetryMax = max(DefaultCanaryRetryMax, c.CanaryRetryInterval)
-	}
-	if c.FailureThreshold == 0 {
-		c.FailureThreshold = DefaultFailureThreshold
-	}
-	if c.FailureWindow == 0 {
-		c.FailureWindow = DefaultFailureWindow
-	}
-	if c.FailureTimeout == 0 {
-		c.FailureTimeout = DefaultFailureTimeout
-	}
-	if c.RecoveryTimeout == 0 {
-		c.RecoveryTimeout = DefaultRecoveryTimeout
-	}
-	if c.RecoveryTimeoutStep == 0 {
-		c.RecoveryTimeoutStep = DefaultRecoveryTimeoutStep
-	}
-	if c.RecoveryTimeoutMax == 0 {
-		c.RecoveryTimeoutMax = max(DefaultRecoveryTimeoutMax, c.RecoveryTimeout)
-	}
-	if c.RecoveryDecay == 0 {
-		c.RecoveryDecay = DefaultRecoveryDecay
-	}
+	c.Policy = cmp.Or(c.Policy, PolicyVeer)
+	c.HistoryTTL = cmp.Or(c.HistoryTTL, DefaultHistoryTTL)
+	c.HistorySize = cmp.Or(c.HistorySize, DefaultHistorySize)
+	c.CanaryPath = cmp.Or(c.CanaryPath, DefaultCanaryPath)
+	c.CanaryTimeout = cmp.Or(c.CanaryTimeout, DefaultCanaryTimeout)
+	c.CanaryRetryInterval = cmp.Or(c.CanaryRetryInterval, DefaultCanaryRetryInterval)
+	c.CanaryRetryMax = cmp.Or(c.CanaryRetryMax, max(DefaultCanaryRetryMax, c.CanaryRetryInterval))
+	c.FailureThreshold = cmp.Or(c.FailureThreshold, DefaultFailureThreshold)
+	c.FailureWindow = cmp.Or(c.FailureWindow, DefaultFailureWindow)
+	c.FailureTimeout = cmp.Or(c.FailureTimeout, DefaultFailureTimeout)
+	c.RecoveryTimeout = cmp.Or(c.RecoveryTimeout, DefaultRecoveryTimeout)
+	c.RecoveryTimeoutStep = cmp.Or(c.RecoveryTimeoutStep, DefaultRecoveryTimeoutStep)
+	c.RecoveryTimeoutMax = cmp.Or(c.RecoveryTimeoutMax, max(DefaultRecoveryTimeoutMax, c.RecoveryTimeout))
+	c.RecoveryDecay = cmp.Or(c.RecoveryDecay, DefaultRecoveryDecay)
 	return c
 }
 

@@ -44,7 +44,7 @@ func (g *Gateway) State() State {
 	s := State{Ready: g.ready.Load()}
 	for _, cc := range t.cfg.Clusters {
 		c := t.clusters[cc.Name]
-		cs := ClusterState{Name: cc.Name, Drained: c.state.drained.Load(), Share: c.share(now.UnixNano())}
+		cs := ClusterState{Name: cc.Name, Drained: c.state.drained.Load(), Share: c.share(now.UnixNano(), 0)}
 		if c.breaker != nil {
 			cs.Breaker = c.breaker.Status().State.String()
 		}
@@ -124,6 +124,7 @@ func (g *Gateway) adminHandler(token string) http.Handler {
 			_ = json.NewEncoder(w).Encode(g.State())
 		}))
 	}
+	g.mountAsyncAdmin(mux, token)
 	return mux
 }
 

@@ -24,6 +24,11 @@ type backend struct {
 	// none; usableSince is when it last became usable (for slow start).
 	ejectedUntil atomic.Int64
 	usableSince  atomic.Int64
+	// busySince is when outstanding last rose from 0, lastDone when an
+	// attempt last got an answer (or a prompt error) from it (unix nanos):
+	// together they tell a frozen backend (see stalled).
+	busySince atomic.Int64
+	lastDone  atomic.Int64
 
 	// attempts counts attempts by outcome.Kind (pre-resolved series).
 	attempts []prometheus.Counter
@@ -49,6 +54,15 @@ func (b *backend) usable(now int64, ignoreHealth bool) bool {
 		return true
 	}
 	return !b.down.Load() && b.ejectedUntil.Load() <= now
+}
+
+// stalled reports whether b has had requests outstanding and answered
+// none for longer than after (0: never stalled).
+func (b *backend) stalled(now int64, after time.Duration) bool {
+	if after <= 0 || b.outstanding.Load() <= 0 {
+		return false
+	}
+	return now-max(b.lastDone.Load(), b.busySince.Load()) > int64(after)
 }
 
 // slowStartFactor is the share of its weight b gets at now: rising
@@ -81,6 +95,7 @@ func (b *backend) observe(now time.Time, o outcome.Outcome, cfg *Outlier, mayEje
 		return 0
 	}
 	b.ejectedUntil.Store(now.Add(d).UnixNano())
+	b.check.failedInEjection = false
 	return d
 }
 
@@ -97,24 +112,42 @@ func failure(o outcome.Outcome) bool {
 	return o.Kind.Network() || o.Status >= 500
 }
 
-// setCheck applies an active check's result.
-func (b *backend) setCheck(now time.Time, ok bool, rise, fall int) (changed bool) {
+// setCheck applies an active check's result. changed reports a move
+// between up and down; readmitted an ejection ended early: checks failed
+// while the backend was ejected (it was sick, not only the requests sent
+// to it), then Rise passed in a row, so it takes traffic again without
+// waiting out the ejection. A backend that passes its checks while it
+// fails requests is never readmitted early.
+func (b *backend) setCheck(now time.Time, ok bool, rise, fall int) (changed, readmitted bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	ejected := b.ejectedUntil.Load() > now.UnixNano()
+	if ejected && !ok {
+		b.check.failedInEjection = true
+	}
 	wasDown := b.down.Load()
 	down := b.check.observe(ok, rise, fall, wasDown)
+	if ejected && !down && b.check.failedInEjection && b.check.ok >= rise {
+		b.ejectedUntil.Store(0)
+		b.check.failedInEjection = false
+		b.usableSince.Store(now.UnixNano())
+		readmitted = true
+	}
 	if down == wasDown {
-		return false
+		return false, readmitted
 	}
 	b.down.Store(down)
 	if !down {
 		b.usableSince.Store(now.UnixNano())
 	}
-	return true
+	return true, readmitted
 }
 
 // checkState counts consecutive active-check results (rise/fall).
-type checkState struct{ ok, fail int }
+type checkState struct {
+	ok, fail         int
+	failedInEjection bool // a check failed during the current ejection
+}
 
 // observe returns the new down state after one check result.
 func (c *checkState) observe(ok bool, rise, fall int, down bool) bool {

@@ -35,7 +35,6 @@ func (g *Gateway) serveClientHealth(w http.ResponseWriter, r *http.Request, t *t
 	st.route = rt
 	healthy := rt.healthyClusters(time.Now().UnixNano())
 	if healthy == 0 {
-		st.kind = outcome.UpstreamUnavailable
 		outcome.WriteHTTP(w, outcome.Of(outcome.UpstreamUnavailable), "no healthy upstream for this host")
 		return
 	}

@@ -5,6 +5,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/veerhq/veer/internal/metrictest"
 	"github.com/veerhq/veer/outcome"
 )
 
@@ -53,6 +56,10 @@ clusters:
 		if st.status == 200 && st.path == outcome.HealthPath && !strings.Contains(body, `"route":"api"`) {
 			t.Errorf("%s: body %q", st.name, body)
 		}
+	}
+	reg := g.opts.Registerer.(prometheus.Gatherer)
+	if n := metrictest.Sum(t, reg, "veer_gateway_requests_total", map[string]string{"route": "api", "kind": "upstream_unavailable"}); n != 2 {
+		t.Errorf("%v requests counted upstream_unavailable, want 2 (the drained health answer and app request)", n)
 	}
 	if n := aHits.Load(); n != 1 {
 		t.Fatalf("the backend saw %d requests, want 1 (the app request): health answers are the gateway's own", n)

@@ -44,9 +44,15 @@ func (c *cluster) usableShare(now int64) float64 {
 // share returns the share of the route's traffic this cluster should take
 // at now: 0 while it is drained or below MinHealthyShare, then rising
 // linearly to 1 over ReturnRamp.
-func (c *cluster) share(now int64) float64 {
+func (c *cluster) share(now int64, stallAfter time.Duration) float64 {
 	if c.state.drained.Load() {
 		return 0
+	}
+	if c.stalled(now, stallAfter) {
+		if c.m != nil {
+			c.m.stalled.Inc()
+		}
+		return 0 // upSince kept: a stall is not an outage to ramp back from
 	}
 	if c.usableShare(now) < c.cfg.MinHealthyShare || c.usableShare(now) == 0 {
 		c.state.upSince.Store(0)
@@ -65,6 +71,25 @@ func (c *cluster) share(now int64) float64 {
 		return 1
 	}
 	return 0.05 + 0.95*float64(age)/float64(c.cfg.ReturnRamp)
+}
+
+// stalled reports whether every usable backend of c is stalled: requests
+// outstanding, none answered for stallAfter (a frozen cluster).
+func (c *cluster) stalled(now int64, stallAfter time.Duration) bool {
+	if stallAfter <= 0 {
+		return false
+	}
+	n := 0
+	for _, b := range c.backends {
+		if !b.usable(now, false) {
+			continue
+		}
+		if !b.stalled(now, stallAfter) {
+			return false
+		}
+		n++
+	}
+	return n > 0
 }
 
 // pick chooses a backend by the power of two choices over least

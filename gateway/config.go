@@ -22,7 +22,6 @@ const (
 	DefaultMaxHeaderBytes    = 64 << 10
 	DefaultShutdownTimeout   = 20 * time.Second
 	DefaultMaxReplayBody     = 1 << 20
-	DefaultTryTimeout        = 15 * time.Second
 	DefaultTotalTimeout      = 30 * time.Second
 	DefaultHealthInterval    = 2 * time.Second
 	DefaultHealthTimeout     = time.Second
@@ -33,13 +32,28 @@ const (
 	DefaultRatioMinRequests  = 20
 	DefaultBaseEjection      = 30 * time.Second
 	DefaultMaxEjection       = 5 * time.Minute
-	DefaultMaxEjectedShare   = 0.5
+	DefaultMaxEjectedShare   = 1
 	DefaultSlowStart         = 10 * time.Second
 	DefaultMinHealthyShare   = 0.5
-	DefaultReturnRamp        = 10 * time.Second
+	DefaultReturnRamp        = time.Second
 	DefaultMaxIdlePerBackend = 64
 	DefaultAccessLogQueue    = 4096
 	DefaultAccessLogWorkers  = 1
+	// DefaultRetryBudgetRatio: retries may add half the requests (per
+	// 10 s), enough for one dead cluster of three (a third of requests
+	// retried once) with room; MaxRetryBudgetRatio bounds it at one retry
+	// per request.
+	DefaultRetryBudgetRatio = 0.5
+	MaxRetryBudgetRatio     = 1
+	// DefaultShedInitialLimit is where a route's adaptive shedding limit
+	// starts: a proxy waits on the network and does not burn CPU, so it
+	// starts high and the limiter lowers it when latency says so (shed's
+	// own default, 4, suits a CPU-bound handler).
+	DefaultShedInitialLimit = 256
+	// DefaultUnhealthyInterval: a backend that is down or ejected is
+	// checked this often (instead of every interval), so that it returns
+	// soon after it heals.
+	DefaultUnhealthyInterval = 250 * time.Millisecond
 )
 
 // Config is the whole gateway configuration: one file, one immutable
@@ -78,6 +92,9 @@ type Config struct {
 	// limits documents replace the Shed and Limits sections while present
 	// (FollowStore, wired by cmd/veer); off by default.
 	ControlStore ControlStore `yaml:"control_store" json:"control_store"`
+	// Async: the durable invocation queue (async routes, Prefer:
+	// respond-async); off unless enabled or a route is async.
+	Async Async `yaml:"async" json:"async"`
 }
 
 // ControlStore names the control plane's store the gateway follows. Only
@@ -159,7 +176,18 @@ type Route struct {
 	Policy string `yaml:"policy" json:"policy"`
 	// HostRewrite replaces the Host header upstream; default: preserved.
 	HostRewrite string `yaml:"host_rewrite" json:"host_rewrite"`
-	// TryTimeout bounds one attempt until response headers; default 15s.
+	// TryTimeout bounds one attempt until response headers. Default 0:
+	// derived from what the route observes. An attempt that may be
+	// retried on another cluster (a replayable request that is idempotent
+	// or carries an Idempotency-Key) gets AutoTryFactor (8) × the p99 of
+	// the route's answered attempts over the last 10-20 s, at least
+	// MinAutoTryTimeout (100 ms), ColdTryTimeout (1 s) until 100 answers
+	// are seen, doubled every 100 ms while more than EscalateShare (10 %)
+	// of the attempts time out (a route that slows down as a whole raises
+	// its own). Any other attempt (a POST
+	// without a key, which a timeout could not move elsewhere) waits
+	// until the route's timeout. Set it for a route whose answers are
+	// bimodal (a 10 ms read beside a 20 s report).
 	TryTimeout time.Duration `yaml:"try_timeout" json:"try_timeout"`
 	// Timeout bounds the attempts in all; default 30s.
 	Timeout time.Duration `yaml:"timeout" json:"timeout"`
@@ -170,6 +198,9 @@ type Route struct {
 	// `veer gateway slo-rules` turns it into Prometheus recording rules and
 	// burn-rate alerts over the gateway's metrics. Off when nil.
 	SLO *slo.Objective `yaml:"slo" json:"slo"`
+	// Async: requests are stored in the async queue and answered 202 with
+	// an invocation id, then run by its workers (see Async).
+	Async bool `yaml:"async" json:"async"`
 }
 
 // RouteCluster is a cluster named by a route.
@@ -204,7 +235,7 @@ type Cluster struct {
 	// hands its traffic to the route's other clusters; default 0.5.
 	MinHealthyShare float64 `yaml:"min_healthy_share" json:"min_healthy_share"`
 	// ReturnRamp: a cluster back above MinHealthyShare takes its traffic
-	// back linearly over this long; default 10s.
+	// back linearly over this long (5 % at once, then linearly); default 1s.
 	ReturnRamp time.Duration `yaml:"return_ramp" json:"return_ramp"`
 }
 
@@ -221,7 +252,12 @@ type Health struct {
 	Path string `yaml:"path" json:"path"`
 	// Interval: default 2s. Timeout: default 1s.
 	Interval time.Duration `yaml:"interval" json:"interval"`
-	Timeout  time.Duration `yaml:"timeout" json:"timeout"`
+	// UnhealthyInterval: how often a backend that is down or ejected is
+	// checked; default 250ms (at most Interval). Rise successes in a row
+	// bring a down backend back and end a passive ejection that began
+	// before the checks failed: traffic returns soon after a heal.
+	UnhealthyInterval time.Duration `yaml:"unhealthy_interval" json:"unhealthy_interval"`
+	Timeout           time.Duration `yaml:"timeout" json:"timeout"`
 	// Rise successes mark a backend up (default 2); Fall failures mark it
 	// down (default 3).
 	Rise int `yaml:"rise" json:"rise"`
@@ -240,7 +276,10 @@ type Outlier struct {
 	// defaults 30s and 5m.
 	BaseEjection time.Duration `yaml:"base_ejection" json:"base_ejection"`
 	MaxEjection  time.Duration `yaml:"max_ejection" json:"max_ejection"`
-	// MaxEjectedShare of a cluster ejected at once; default 0.5.
+	// MaxEjectedShare of a cluster ejected at once; default 1: a cluster
+	// whose backends all fail is emptied, and the route's other clusters
+	// take its traffic (a cluster with none usable left is still used, in
+	// panic mode, when no other cluster can serve).
 	MaxEjectedShare float64 `yaml:"max_ejected_share" json:"max_ejected_share"`
 }
 
@@ -249,7 +288,7 @@ type Outlier struct {
 type Retry struct {
 	// Policy: max_attempts (default 3, at most 3), backoff, max_wait.
 	Policy retry.Config `yaml:"policy" json:"policy"`
-	// Budget: default 20% of requests, at least 3 per 10s.
+	// Budget: default 50% of requests (at most 100%), at least 3 per 10s.
 	Budget retry.BudgetConfig `yaml:"budget" json:"budget"`
 	// MaxReplayBody: request bodies up to this size are buffered so that
 	// they can be resent; larger ones are never retried. Default 1 MiB.

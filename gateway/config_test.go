@@ -2,7 +2,9 @@ package gateway
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -176,4 +178,30 @@ func FuzzMatch(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestRouteClusterBound: a route over more clusters than the dispatcher's
+// tried-set holds is refused with the field named (65 passed validation and
+// panicked on every request before); a route at the bound serves.
+func TestRouteClusterBound(t *testing.T) {
+	addr, _ := echoUpstream(t, "b")
+	build := func(n int) string {
+		var cl, rc strings.Builder
+		for i := range n {
+			fmt.Fprintf(&cl, "  - {name: c%d, backends: [{address: %q}]}\n", i, addr)
+			fmt.Fprintf(&rc, "{name: c%d}, ", i)
+		}
+		return "clusters:\n" + cl.String() + "routes:\n  - name: r\n    policy: weighted\n    clusters: [" + strings.TrimSuffix(rc.String(), ", ") + "]\n"
+	}
+	var c Config
+	err := config.Parse([]byte(build(MaxRouteClusters+1)), "t.yaml", &c)
+	if err == nil || !strings.Contains(err.Error(), "t.yaml:") || !slices.Contains(config.Fields(err), "routes[0].clusters") {
+		t.Fatalf("65 clusters: %v, want routes[0].clusters refused", err)
+	}
+	_, base := startGateway(t, build(MaxRouteClusters))
+	for range 20 {
+		if resp, body := get(t, http.DefaultClient, base+"/"); resp.StatusCode != 200 || body != "b GET " {
+			t.Fatalf("64 clusters: %d %q", resp.StatusCode, body)
+		}
+	}
 }

@@ -30,25 +30,45 @@ type dispatchError struct{ o outcome.Outcome }
 func (e *dispatchError) Error() string { return "gateway: " + e.o.String() }
 func (e *dispatchError) Unwrap() error { return e.o.Err }
 
+// MaxRouteClusters bounds the clusters of one route: the dispatcher keeps
+// the clusters an attempt has tried in one 64-bit set (and their weighted
+// shares on the stack), and Validate refuses a route with more.
+const MaxRouteClusters = 64
+
 // errNoBackend: every backend of the cluster is drained.
 var errNoBackend = errors.New("gateway: no backend available (all drained)")
 
-// reqState is the per-request state the handler hands the dispatcher.
+// reqState is the per-request state the handler hands the dispatcher. It
+// is written on the request's own goroutine only: the handler fills the
+// inputs before dispatch, RoundTrip stores what the attempts returned. The
+// attempts read the inputs and return a result value; a load that runs
+// detached from its caller (stale-on-error) works on a copy of the inputs
+// (see loadInput), so a caller that gave up never sees it.
 type reqState struct {
+	input
+	res     result
+	stale   bool
+	hop     hop
+	trusted bool // the caller is in trusted_networks
+}
+
+// input is what the attempts of one request read; nothing writes it once
+// dispatch has begun.
+type input struct {
 	snap       *table
 	route      *route
 	body       []byte // buffered body for replay; nil when none or too big
 	replayable bool
 	idempotent bool
-	attempts   int
-	cluster    string
-	backend    string
-	kind       outcome.Kind
-	stale      bool
-	hop        hop
-	// lastBackend is the backend of the previous attempt, avoided by the
-	// next one when its cluster has another.
-	lastBackend *backend
+	trailer    bool // the buffered body came with trailers: resend it chunked, with them
+}
+
+// result is what the attempts of one dispatch did, for the access log and
+// the span: how many attempts, and the cluster and backend of the last.
+type result struct {
+	attempts int
+	cluster  string
+	backend  string
 }
 
 type stateKey struct{}
@@ -87,15 +107,20 @@ func (d *dispatcher) RoundTrip(req *http.Request) (*http.Response, error) {
 	if st == nil {
 		return nil, errors.New("gateway: request not routed")
 	}
+	var resp *http.Response
+	var err error
 	if c := st.route.cache; c != nil && req.Method == http.MethodGet && req.Header.Get("Upgrade") == "" {
-		return d.cached(req, st)
+		resp, st.res, st.stale, err = d.cached(req, &st.input)
+	} else {
+		resp, st.res, err = d.attempts(req, &st.input)
 	}
-	return d.attempts(req, st)
+	return resp, err
 }
 
 // attempts runs the attempts of one request: the first to the route's
-// preferred cluster, retries to the other clusters while retry allows.
-func (d *dispatcher) attempts(req *http.Request, st *reqState) (*http.Response, error) {
+// preferred cluster, retries to the other clusters while retry allows. It
+// reads st and writes nothing shared: what it did comes back as a result.
+func (d *dispatcher) attempts(req *http.Request, st *input) (resp *http.Response, res result, err error) {
 	rnd := d.rng()
 	defer d.rngs.Put(rnd)
 	rt := st.route
@@ -107,36 +132,49 @@ func (d *dispatcher) attempts(req *http.Request, st *reqState) (*http.Response, 
 	now := time.Now()
 	deadline := now.Add(rt.cfg.Timeout)
 	var tried uint64
+	var last *backend // avoided by the next attempt when its cluster has another
 	for ; ; now = time.Now() {
 		ci := rt.pickCluster(now.UnixNano(), tried, rnd)
 		if ci < 0 {
-			return nil, &dispatchError{outcome.Outcome{Kind: outcome.Overloaded, Err: errNoBackend}}
+			return nil, res, &dispatchError{outcome.Outcome{Kind: outcome.Overloaded, Err: errNoBackend}}
 		}
 		tried |= 1 << uint(ci)
 		c := rt.clusters[ci]
-		tryFor := min(rt.cfg.TryTimeout, time.Until(deadline))
-		resp, o := d.try(req, st, c, now, tryFor, upgrade, rnd)
-		st.attempts++
-		st.kind = o.Kind
-		st.cluster = c.cfg.Name
-		if st.attempts > 1 {
+		tryFor := time.Until(deadline)
+		switch {
+		case rt.cfg.TryTimeout > 0:
+			tryFor = min(rt.cfg.TryTimeout, tryFor)
+		case call != nil && st.idempotent:
+			tryFor = rt.lat.TryTimeout(now, tryFor)
+		}
+		resp, o, b := d.try(req, st, res.attempts, last, c, now, tryFor, upgrade, rnd)
+		res.attempts++
+		res.cluster, res.backend = c.cfg.Name, ""
+		if b != nil {
+			last, res.backend = b, b.addr
+		}
+		if res.attempts > 1 {
 			rt.m.retries.Inc()
 		}
 		if o.OK() || call == nil || req.Context().Err() != nil {
-			return relay(resp, o)
+			resp, err = relay(resp, o)
+			return resp, res, err
 		}
 		wait, err := call.Next(o)
 		if err != nil || time.Until(deadline) <= wait {
-			return relay(resp, o)
+			resp, err = relay(resp, o)
+			return resp, res, err
 		}
 		if resp != nil {
 			discard(resp)
 		}
 		if tried == 1<<uint(len(rt.clusters))-1 {
-			tried = 0 // every cluster tried: any may take the next attempt
+			tried = 0 // every cluster tried: any may take the next attempt, after the backoff
+		} else {
+			wait = 0 // the next attempt goes to a cluster not tried yet: no reason to wait
 		}
 		if err := retry.Sleep(req.Context(), nil, wait); err != nil {
-			return nil, &dispatchError{outcome.Outcome{Kind: outcome.ClientCanceled, Err: err}}
+			return nil, res, &dispatchError{outcome.Outcome{Kind: outcome.ClientCanceled, Err: err}}
 		}
 	}
 }
@@ -149,19 +187,19 @@ func relay(resp *http.Response, o outcome.Outcome) (*http.Response, error) {
 	return nil, &dispatchError{o}
 }
 
-// try makes one attempt on cluster c.
-func (d *dispatcher) try(req *http.Request, st *reqState, c *cluster, now time.Time, tryFor time.Duration, upgrade bool, rnd *rand.Rand) (*http.Response, outcome.Outcome) {
+// try makes attempt number n (from 0) on cluster c, avoiding the backend
+// last when c has another; it returns the backend it picked (nil if none).
+func (d *dispatcher) try(req *http.Request, st *input, n int, last *backend, c *cluster, now time.Time, tryFor time.Duration, upgrade bool, rnd *rand.Rand) (*http.Response, outcome.Outcome, *backend) {
 	var done func(outcome.Outcome)
 	if c.breaker != nil {
 		var err error
 		done, err = c.breaker.Allow()
 		if err != nil {
 			d.g.m.rejected.WithLabelValues("breaker").Inc()
-			return nil, outcome.Outcome{Kind: outcome.Overloaded, RetryAfter: c.breaker.RetryAfter(), Err: err}
+			return nil, outcome.Outcome{Kind: outcome.Overloaded, RetryAfter: c.breaker.RetryAfter(), Err: err}, nil
 		}
 	}
-	b, panicked := c.pick(now.UnixNano(), rnd, st.lastBackend)
-	st.lastBackend = b
+	b, panicked := c.pick(now.UnixNano(), rnd, last)
 	if panicked {
 		c.m.panics.Inc()
 	}
@@ -170,11 +208,10 @@ func (d *dispatcher) try(req *http.Request, st *reqState, c *cluster, now time.T
 		if done != nil {
 			done(outcome.Of(outcome.Success)) // not the cluster's fault
 		}
-		return nil, o
+		return nil, o, nil
 	}
-	st.backend = b.addr
 	out := req
-	if st.attempts > 0 {
+	if n > 0 {
 		out = req.Clone(req.Context())
 	}
 	out.URL.Scheme = c.scheme()
@@ -182,9 +219,11 @@ func (d *dispatcher) try(req *http.Request, st *reqState, c *cluster, now time.T
 	if st.body != nil {
 		out.Body = io.NopCloser(bytes.NewReader(st.body))
 		out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(st.body)), nil }
-		out.ContentLength = int64(len(st.body))
+		out.ContentLength = st.bodyLength()
 	}
-	b.outstanding.Add(1)
+	if b.outstanding.Add(1) == 1 {
+		b.busySince.Store(now.UnixNano())
+	}
 	var resp *http.Response
 	var err error
 	var timedOut atomic.Bool
@@ -214,6 +253,15 @@ func (d *dispatcher) try(req *http.Request, st *reqState, c *cluster, now time.T
 		cancel = cancelCtx
 	}
 	end := time.Now()
+	switch {
+	case resp != nil:
+		st.route.lat.Observe(end, end.Sub(now))
+		b.lastDone.Store(end.UnixNano())
+	case timedOut.Load():
+		st.route.lat.ObserveTimeout(end)
+	case req.Context().Err() == nil:
+		b.lastDone.Store(end.UnixNano()) // a prompt error: not frozen
+	}
 	o := outcome.ClassifyAt(resp, err, end)
 	switch {
 	case err != nil && timedOut.Load():
@@ -237,10 +285,10 @@ func (d *dispatcher) try(req *http.Request, st *reqState, c *cluster, now time.T
 		if resp == nil {
 			cancel()
 		}
-		return resp, o
+		return resp, o, b
 	}
 	resp.Body = &releaseBody{ReadCloser: resp.Body, b: b, cancel: cancel}
-	return resp, o
+	return resp, o, b
 }
 
 func (c *cluster) scheme() string {
@@ -291,21 +339,22 @@ func (r *route) pickCluster(now int64, tried uint64, rnd *rand.Rand) int {
 		}
 		return 0
 	}
+	stallAfter := r.lat.StallAfter(now)
 	if !r.weighted {
 		for i, c := range r.clusters {
 			if tried&(1<<uint(i)) != 0 {
 				continue
 			}
-			if s := c.share(now); s >= 1 || (s > 0 && rnd.Float64() < s) {
+			if s := c.share(now, stallAfter); s >= 1 || (s > 0 && rnd.Float64() < s) {
 				return i
 			}
 		}
 	} else {
 		var total float64
-		var shares [64]float64
+		var shares [MaxRouteClusters]float64
 		for i, c := range r.clusters {
 			if tried&(1<<uint(i)) == 0 {
-				shares[i] = float64(r.weights[i]) * c.share(now)
+				shares[i] = float64(r.weights[i]) * c.share(now, stallAfter)
 				total += shares[i]
 			}
 		}

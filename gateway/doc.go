@@ -3,14 +3,18 @@
 // two choices over least outstanding requests (weighted, with slow start),
 // watches backend health actively (rise/fall) and passively (outlier
 // ejection for 30 s × n, capped, at most a share of a cluster, panic mode),
-// moves a failing cluster's traffic to the route's other clusters and gives
-// it back gradually, retries failed attempts on another cluster (retry and
+// moves a failing or frozen cluster's traffic to the route's other
+// clusters and gives it back gradually, bounds each attempt by a timeout
+// derived from the route's own latency, retries failed attempts on another cluster (retry and
 // outcome: at most 3 attempts, only when safe, within a budget), and guards
 // every request in a fixed order:
 //
-//	body guard (413, limit.BodyLimitFunc)
-//	→ limits (429, limit or limitredis through Options.SharedLimiter)
-//	→ criticality shedding per route (503, shed; the route name is the endpoint)
+//	route match (404)
+//	→ body guard (413, limit.BodyGuard; counted and logged under the route)
+//	→ limits (429, limit.AdmitHTTP over limit or limitredis through
+//	  Options.SharedLimiter)
+//	→ criticality shedding per route (503, shed.AdmitHTTP, the path of
+//	  shed.Middleware; the route name is the endpoint)
 //	→ per-cluster multi-level breaker (503, breaker; checked per attempt)
 //	→ dispatch (cluster pick, backend pick, attempt, retry)
 //
@@ -28,6 +32,13 @@
 // request context) is where an async queue dispatcher plugs in; the route's
 // cluster selection (ordered or weighted, scaled by each cluster's share)
 // is where gray release will add canary selection.
+//
+// Async: a route marked async: true, or a request with Prefer:
+// respond-async while the queue runs (async.enabled or an async route), is stored in the
+// durable queue (package async; JetStream wired by gateway/gatewayasync)
+// and answered 202 with an invocation id once stored; the queue's workers
+// run it later through this same dispatch. /v1/invocations/ on every host
+// is the status API, /admin/async/ on the admin listener its operations.
 //
 // HTTP/3 lives in gateway/gatewayh3 and Redis-shared limits in
 // gateway/gatewayredis, so that this package links neither QUIC nor a

@@ -16,8 +16,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/veerhq/veer/async"
 	"github.com/veerhq/veer/breaker"
-	"github.com/veerhq/veer/cache"
 	"github.com/veerhq/veer/config"
 	"github.com/veerhq/veer/limit"
 	"github.com/veerhq/veer/obs"
@@ -53,9 +53,14 @@ type Options struct {
 	// HTTP3 starts the HTTP/3 listener (gateway/gatewayh3.Listen); nil:
 	// no HTTP/3 and no Alt-Svc.
 	HTTP3 HTTP3Func
+	// AsyncEngine opens the async queue's engine when the config uses it
+	// (gateway/gatewayasync.Engine); required then.
+	AsyncEngine AsyncEngineFunc
+	// OnAsyncStatus, if set, sees every status the async workers record.
+	OnAsyncStatus func(async.Status)
 }
 
-// Gateway is the edge proxy. Build it with New, start it with Serve, feed
+// Gateway is the edge proxy. Build it with New, start it with Start, feed
 // it new configs with Apply, stop it with Shutdown.
 type Gateway struct {
 	opts Options
@@ -79,10 +84,16 @@ type Gateway struct {
 	admitter limit.Admitter
 	shedder  *shed.Shedder
 	alog     *accessLog
-	proxy    *httputil.ReverseProxy
+	body     *limit.BodyGuard // limits.max_request_body, applied after the route match
+
+	refusalLog logRate // bounds the log lines of refused requests
+	proxy      *httputil.ReverseProxy
 
 	srv  servers
 	rngs sync.Pool
+
+	async       *async.Service // nil when off
+	asyncTenant keySource
 }
 
 func (g *Gateway) rng() *rand.Rand {
@@ -98,7 +109,7 @@ type breakerEntry struct {
 }
 
 // New validates cfg, builds the gateway and its first snapshot. It does not
-// listen: call Serve.
+// listen: call Start.
 func New(cfg Config, opts Options) (*Gateway, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -136,12 +147,17 @@ func New(cfg Config, opts Options) (*Gateway, error) {
 	}
 	g.alog = alog
 	g.proxy = newReverseProxy(g)
-	g.handler = limit.BodyLimitFunc(g.maxRequestBody, g.reg)(http.HandlerFunc(g.serveHTTP))
+	g.body = limit.NewBodyGuard(g.reg)
+	g.refusalLog.max = MaxRefusalLogsPerSecond
+	g.handler = http.HandlerFunc(g.serveHTTP)
 	t, err := g.compile(&c)
 	if err != nil {
 		return nil, err
 	}
 	g.snap.Store(t)
+	if err := g.startAsync(&c); err != nil {
+		return nil, err
+	}
 	g.health = startHealth(g, t)
 	g.ready.Store(true)
 	return g, nil
@@ -170,12 +186,10 @@ func (g *Gateway) buildLimits(c Config) error {
 	return nil
 }
 
-func (g *Gateway) maxRequestBody() int64 { return g.snap.Load().cfg.Limits.MaxRequestBody }
-
 // Config returns the config in force, with defaults applied.
 func (g *Gateway) Config() Config { return *g.snap.Load().cfg }
 
-// ServeHTTP proxies one request: the handler Serve's listeners use.
+// ServeHTTP proxies one request: the handler Start's listeners use.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) { g.handler.ServeHTTP(w, r) }
 
 // Apply validates cfg and swaps it in as a whole, or returns an error
@@ -230,6 +244,7 @@ func (g *Gateway) swapLocked(cfg Config) error {
 	fixed("access_log", old.AccessLog, c.AccessLog)
 	fixed("tracing", old.Tracing, c.Tracing)
 	fixed("control_store", old.ControlStore, c.ControlStore)
+	errs = append(errs, g.asyncFixed(old, &c)...)
 	if (len(old.Limits.Dimensions) == 0) != (len(c.Limits.Dimensions) == 0) {
 		errs = append(errs, config.Field("limits.dimensions", "turning limits on or off needs a restart"))
 	}
@@ -294,7 +309,7 @@ func (g *Gateway) compile(c *Config) (*table, error) {
 	seenB := map[string]bool{}
 	seenC := map[string]bool{}
 	for _, cc := range c.Clusters {
-		cl := &cluster{cfg: cc, m: &clusterMetrics{panics: g.m.panics.WithLabelValues(cc.Name), breaker: g.m.breakerSt.WithLabelValues(cc.Name)}}
+		cl := &cluster{cfg: cc, m: &clusterMetrics{panics: g.m.panics.WithLabelValues(cc.Name), stalled: g.m.stalled.WithLabelValues(cc.Name), breaker: g.m.breakerSt.WithLabelValues(cc.Name)}}
 		if pc := prev.clusterNamed(cc.Name); pc != nil && transportEqual(pc.cfg, cc) {
 			cl.transport = pc.transport
 		} else {
@@ -354,12 +369,16 @@ func (g *Gateway) compile(c *Config) (*table, error) {
 			r.clusters = append(r.clusters, t.clusters[x.Name])
 			r.weights = append(r.weights, x.Weight)
 		}
+		r.lat = newLatencyTracker()
+		if pr := prev.routeNamed(rc.Name); pr != nil {
+			r.lat = pr.lat
+		}
 		if rc.StaleOnError != nil {
 			if pr := prev.routeNamed(rc.Name); pr != nil && pr.cache != nil && reflect.DeepEqual(*pr.cfg.StaleOnError, *rc.StaleOnError) {
 				r.cache = pr.cache
 			} else {
 				var err error
-				if r.cache, err = cache.New(*rc.StaleOnError, (&dispatcher{g: g}).loadAnswer, cache.Options{Name: "gateway_" + rc.Name, Registerer: g.reg}); err != nil {
+				if r.cache, err = newAnswerCache(g, *rc.StaleOnError, rc.Name); err != nil {
 					return nil, config.In("routes."+rc.Name+".stale_on_error", err)
 				}
 			}

@@ -7,12 +7,16 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
+
+	"github.com/veerhq/veer/limit"
+	"github.com/veerhq/veer/shed"
 )
 
 func TestLimitGuard(t *testing.T) {
@@ -110,5 +114,100 @@ clusters: [{name: g, protocol: h2c, backends: [{address: G}]}]
 	_, err = c.Check(context.Background(), &healthpb.HealthCheckRequest{Service: "unknown"})
 	if err == nil || !strings.Contains(err.Error(), "NotFound") {
 		t.Fatalf("unknown service: %v, want NotFound from the trailers", err)
+	}
+}
+
+// TestGuardsUseTheLibrariesHTTPAdmission: the gateway admits through
+// limit.AdmitHTTP and shed.AdmitHTTP, the paths the libraries' own
+// middleware uses. Before, it called limit.Admit and shed.Acquire directly:
+// a Veer-Timeout-Ms budget gave the request no deadline (it waited for the
+// slow backend until the client's own 10 s guard), and header keys had no
+// length bound (each 300-byte tenant got its own bucket; now every key over
+// limit.MaxKeyLen shares one, so the second is limited).
+func TestGuardsUseTheLibrariesHTTPAdmission(t *testing.T) {
+	block := make(chan struct{})
+	t.Cleanup(func() { close(block) })
+	a := upstream(t, func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-block:
+		case <-r.Context().Done():
+		}
+	})
+	_, base := startGateway(t, fill(`
+routes: [{name: r, clusters: [{name: a}], timeout: 1h, try_timeout: 1h}]
+clusters: [{name: a, backends: [{address: A}]}]
+shed: {enabled: true}
+limits:
+  keys: ["header:X-Tenant"]
+  dimensions:
+    - {name: tenant, default: {rate: 0.001, burst: 1}}
+`, "A", a))
+	cl := &http.Client{Timeout: 10 * time.Second}
+	resp, err := cl.Do(func() *http.Request {
+		req, _ := http.NewRequest(http.MethodGet, base+"/", nil)
+		req.Header.Set("X-Tenant", "t1")
+		req.Header.Set(shed.TimeoutHeader, "50")
+		return req
+	}())
+	if err != nil {
+		t.Fatalf("request with a 50 ms budget: %v (no deadline behind the gateway)", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode < 400 {
+		t.Fatalf("request with a 50 ms budget: %d, want a failure once the budget is spent", resp.StatusCode)
+	}
+	long := func(c string) string { return strings.Repeat(c, limit.MaxKeyLen+44) }
+	if resp, _ := get(t, cl, base+"/", "X-Tenant", long("x"), shed.TimeoutHeader, "1"); resp.StatusCode == 429 {
+		t.Fatalf("first over-long tenant limited: %d", resp.StatusCode)
+	}
+	resp, _ = get(t, cl, base+"/", "X-Tenant", long("y"), shed.TimeoutHeader, "1")
+	if resp.StatusCode != 429 {
+		t.Fatalf("second over-long tenant: %d, want 429 (over-long keys share one bucket)", resp.StatusCode)
+	}
+}
+
+// TestShedStartsWhereAProxyNeedsIt: a fresh gateway with shedding on lets
+// 20 concurrent slow requests through to the backend at once. Before, the
+// adaptive limit started at shed's default 4 (built for CPU-bound
+// handlers) and the others were queued and shed with 503.
+func TestShedStartsWhereAProxyNeedsIt(t *testing.T) {
+	const n = 20
+	arrived, release := make(chan struct{}, n), make(chan struct{})
+	a := upstream(t, func(w http.ResponseWriter, r *http.Request) {
+		arrived <- struct{}{}
+		<-release
+	})
+	_, base := startGateway(t, fill(`
+routes: [{name: r, clusters: [{name: a}]}]
+clusters: [{name: a, backends: [{address: A}]}]
+shed: {enabled: true}
+`, "A", a))
+	codes := make(chan int, n)
+	cl := &http.Client{Timeout: 10 * time.Second}
+	for range n {
+		go func() {
+			resp, err := cl.Get(base + "/")
+			if err != nil {
+				codes <- 0
+				return
+			}
+			resp.Body.Close()
+			codes <- resp.StatusCode
+		}()
+	}
+	for got := 0; got < n; {
+		select {
+		case <-arrived:
+			got++
+		case c := <-codes:
+			close(release)
+			t.Fatalf("a request was answered %d after %d of %d reached the backend, want all %d let through", c, got, n, n)
+		}
+	}
+	close(release)
+	for range n {
+		if c := <-codes; c != 200 {
+			t.Errorf("status %d, want 200", c)
+		}
 	}
 }

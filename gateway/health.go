@@ -37,38 +37,56 @@ func (h *healthChecks) stop() {
 	h.wg.Wait()
 }
 
+// checkLoop checks each backend of c in its own loop: every Interval
+// while it is usable, every UnhealthyInterval while it is down or ejected
+// (a slow probe of one backend delays no other).
 func (g *Gateway) checkLoop(ctx context.Context, c *cluster) {
 	hc := c.cfg.Health
 	client := &http.Client{Transport: c.transport, Timeout: hc.Timeout,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	tick := time.NewTicker(hc.Interval)
-	defer tick.Stop()
+	var wg sync.WaitGroup
+	for _, b := range c.backends {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			g.checkBackend(ctx, c, b, client)
+		}()
+	}
+	wg.Wait()
+}
+
+func (g *Gateway) checkBackend(ctx context.Context, c *cluster, b *backend, client *http.Client) {
+	hc := c.cfg.Health
+	t := time.NewTimer(0)
+	defer t.Stop()
 	for {
-		var wg sync.WaitGroup
-		for _, b := range c.backends {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				ok := probe(ctx, client, c.scheme()+"://"+b.addr+hc.Path)
-				if ctx.Err() != nil {
-					return
-				}
-				if b.setCheck(time.Now(), ok, hc.Rise, hc.Fall) {
-					state := "up"
-					if !ok {
-						state = "down"
-					}
-					g.log.Warn("backend health changed", "cluster", c.cfg.Name, "backend", b.addr, "state", state)
-				}
-			}()
-		}
-		wg.Wait()
-		g.publishBackends(c)
 		select {
 		case <-ctx.Done():
 			return
-		case <-tick.C:
+		case <-t.C:
 		}
+		ok := probe(ctx, client, c.scheme()+"://"+b.addr+hc.Path)
+		if ctx.Err() != nil {
+			return
+		}
+		now := time.Now()
+		changed, readmitted := b.setCheck(now, ok, hc.Rise, hc.Fall)
+		switch {
+		case changed:
+			state := "up"
+			if !ok {
+				state = "down"
+			}
+			g.log.Warn("backend health changed", "cluster", c.cfg.Name, "backend", b.addr, "state", state)
+		case readmitted:
+			g.log.Warn("backend readmitted: health checks failed during its ejection, then passed", "cluster", c.cfg.Name, "backend", b.addr)
+		}
+		g.publishBackends(c)
+		next := hc.Interval
+		if !b.usable(now.UnixNano(), false) {
+			next = hc.UnhealthyInterval
+		}
+		t.Reset(next)
 	}
 }
 

@@ -165,17 +165,51 @@ func TestActiveHealthChecks(t *testing.T) {
 		if !b.down.Load() {
 			t.Fatal("up after 3 failures")
 		}
+		// down: checked every unhealthy_interval (250 ms by default)
 		healthy.Store(true)
-		step(time.Second)
+		step(250 * time.Millisecond)
 		if !b.down.Load() {
 			t.Fatal("up after 1 success, rise is 2")
 		}
-		step(time.Second)
+		step(250 * time.Millisecond)
 		if b.down.Load() {
-			t.Fatal("down after 2 successes")
+			t.Fatal("down after 2 successes 250 ms apart")
+		}
+		// up again: back to every interval
+		healthy.Store(false)
+		step(2 * time.Second)
+		if b.down.Load() {
+			t.Fatal("down after 2 failures at the 1 s interval")
 		}
 		_ = g.Close()
 	})
+}
+
+// TestCheckReadmitsEjected: step table of setCheck on an ejected backend.
+// An ejection ends early once checks failed during it and then Rise passed
+// in a row; a backend whose checks pass throughout waits out its ejection
+// (it fails requests, not checks).
+func TestCheckReadmitsEjected(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	for _, tc := range []struct {
+		name   string
+		checks []bool
+		want   []bool // ejected after each check
+	}{
+		{"fails then passes", []bool{false, true, true}, []bool{true, true, false}},
+		{"passes throughout", []bool{true, true, true, true}, []bool{true, true, true, true}},
+		{"fails, passes once, fails", []bool{false, true, false, true, true}, []bool{true, true, true, true, false}},
+	} {
+		b := newBackend("c", "a", t0.Add(-time.Hour))
+		b.ejectedUntil.Store(t0.Add(30 * time.Second).UnixNano())
+		for i, ok := range tc.checks {
+			now := t0.Add(time.Duration(i+1) * 250 * time.Millisecond)
+			b.setCheck(now, ok, 2, 3)
+			if got := b.ejectedUntil.Load() > now.UnixNano(); got != tc.want[i] {
+				t.Fatalf("%s: check %d (ok=%v): ejected=%v, want %v", tc.name, i, ok, got, tc.want[i])
+			}
+		}
+	}
 }
 
 func TestRetryAvoidsTheFailedBackend(t *testing.T) {

@@ -24,7 +24,7 @@ type HTTP3Server interface {
 // with tlsConf; gateway/gatewayh3.Listen is the implementation.
 type HTTP3Func func(addr string, tlsConf *tls.Config, h http.Handler) (HTTP3Server, error)
 
-// servers are the listeners Serve started.
+// servers are the listeners Start started.
 type servers struct {
 	mu      sync.Mutex
 	https   *http.Server
@@ -42,7 +42,7 @@ type Addrs struct {
 	TLS, Plain, Admin string
 }
 
-// Addrs returns the addresses Serve bound.
+// Addrs returns the addresses Start bound.
 func (g *Gateway) Addrs() Addrs {
 	g.srv.mu.Lock()
 	defer g.srv.mu.Unlock()
@@ -155,7 +155,9 @@ func (g *Gateway) Start() error {
 // refusedFraming counts and logs a request refused by a framedConn.
 func (g *Gateway) refusedFraming(c net.Conn, why string) {
 	g.m.rejected.WithLabelValues("framing").Inc()
-	g.log.Warn("request refused with 400: ambiguous framing (request smuggling)", "remote", c.RemoteAddr().String(), "why", why)
+	if ok, left := g.refusalLog.allow(time.Now()); ok {
+		g.log.Warn("request refused with 400: ambiguous framing (request smuggling)", "remote", c.RemoteAddr().String(), "why", why, "suppressed_before", left)
+	}
 }
 
 // Errors reports a listener that stopped with an error.
@@ -241,4 +243,5 @@ func (g *Gateway) close() {
 		_ = cl.Close()
 	}
 	g.alog.close()
+	g.closeAsync()
 }

@@ -16,6 +16,7 @@ type metrics struct {
 	retries     *prometheus.CounterVec   // route
 	ejections   *prometheus.CounterVec   // cluster, backend
 	panics      *prometheus.CounterVec   // cluster
+	stalled     *prometheus.CounterVec   // cluster
 	outstanding *prometheus.GaugeVec     // cluster, backend
 	backendUp   *prometheus.GaugeVec     // cluster, backend
 	breakerSt   *prometheus.GaugeVec     // cluster
@@ -55,6 +56,7 @@ func (m *metrics) attemptCounters(cluster, addr string) []prometheus.Counter {
 // clusterMetrics are a cluster's pre-resolved series.
 type clusterMetrics struct {
 	panics  prometheus.Counter
+	stalled prometheus.Counter
 	breaker prometheus.Gauge
 }
 
@@ -82,6 +84,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"cluster", "backend"})),
 		panics: obs.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "veer_gateway_panic_picks_total", Help: "Backend picks made in panic mode (no usable backend, spread over all).",
+		}, []string{"cluster"})),
+		stalled: obs.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "veer_gateway_stalled_skips_total", Help: "Cluster picks skipped because every usable backend of the cluster had requests outstanding and had answered none for the stall threshold.",
 		}, []string{"cluster"})),
 		outstanding: obs.Register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "veer_gateway_backend_inflight", Help: "Requests outstanding per backend.",

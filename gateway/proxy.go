@@ -12,24 +12,29 @@ import (
 	"sync"
 	"time"
 
+	"github.com/veerhq/veer/limit"
 	"github.com/veerhq/veer/outcome"
 	"github.com/veerhq/veer/retry"
+	"github.com/veerhq/veer/shed"
 	"github.com/veerhq/veer/tier"
 )
 
 // serveHTTP runs the guards in their fixed order, then dispatches:
 //
-//	body guard (413, wrapped around this handler by New)
-//	→ limits (429) → criticality shedding (503) → per-cluster breaker (503,
-//	in the dispatcher) → dispatch with cross-cluster retry.
+//	route match (404) → body guard (413) → limits (429, limit.AdmitHTTP)
+//	→ criticality shedding (503, shed.AdmitHTTP) → per-cluster breaker
+//	(503, in the dispatcher) → dispatch with cross-cluster retry.
 func (g *Gateway) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	t := g.snap.Load()
-	x := &exchange{rec: recorder{ResponseWriter: w}, st: reqState{snap: t}} // one allocation for both
+	x := &exchange{rec: recorder{ResponseWriter: w}, st: reqState{input: input{snap: t}}} // one allocation for both
 	rec, st := &x.rec, &x.st
 	defer g.finish(rec, r, st, start)
 	if r.URL.Path == outcome.HealthPath {
 		g.serveClientHealth(rec, r, t, st)
+		return
+	}
+	if g.serveAsyncStatus(rec, r, t) {
 		return
 	}
 	rt := t.match(r.Host, r.URL.Path)
@@ -38,38 +43,43 @@ func (g *Gateway) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	st.route = rt
-	if !t.trustedAddr(r.RemoteAddr) {
+	if st.trusted = t.trustedAddr(r.RemoteAddr); !st.trusted {
 		r.Header.Del(tier.Header)
 		r.Header.Del(tier.CallerHeader)
+	}
+	if err := g.body.Apply(w, r, t.cfg.Limits.MaxRequestBody); err != nil {
+		g.refuseBody(rec, t)
+		return
 	}
 	if g.admitter != nil && len(t.keys) > 0 {
 		var buf [8]string
 		keys := buf[:len(t.keys)]
 		t.fillKeys(r, rt, keys)
-		res := g.admitter.Admit(r.Context(), keys)
-		if !res.Allowed {
+		res, ok := limit.AdmitHTTP(g.admitter, rec, r, keys) // keys bounded there
+		if !ok {
 			g.m.rejected.WithLabelValues("limit").Inc()
-			outcome.WriteHTTP(rec, res.Outcome(), "limit "+res.Dimension)
 			return
 		}
 		defer res.Permit.Release()
 	}
 	if g.shedder != nil {
-		stated, _ := tier.FromHeader(r.Header)
-		tr := g.shedder.Resolve(rt.cfg.Name, tier.CallerFromHeader(r.Header), stated)
-		ticket, err := g.shedder.Acquire(r.Context(), rt.cfg.Name, tr)
-		if err != nil {
+		// the route is the endpoint; Veer-Timeout-Ms, storm pacing and
+		// critical-connection marking as in shed.Middleware
+		var adm shed.HTTPAdmission
+		var ok bool
+		if r, adm, ok = g.shedder.AdmitHTTP(rec, r, rt.cfg.Name); !ok {
 			g.m.rejected.WithLabelValues("shed").Inc()
-			g.shedder.WriteRejection(rec, err)
 			return
 		}
-		defer ticket.Release()
+		defer adm.Done()
+	}
+	if g.submitAsync(rec, r, rt) {
+		return
 	}
 	if err := st.bufferBody(r, t.cfg.Retry.MaxReplayBody); err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			g.m.rejected.WithLabelValues("body").Inc()
-			http.Error(rec, "request body too large", http.StatusRequestEntityTooLarge)
+			g.refuseBody(rec, t)
 			return
 		}
 		http.Error(rec, "bad request body", http.StatusBadRequest)
@@ -77,6 +87,13 @@ func (g *Gateway) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	st.idempotent = retry.Idempotent(r.Method, r.Header)
 	g.proxy.ServeHTTP(rec, r.WithContext(context.WithValue(r.Context(), stateKey{}, st)))
+}
+
+// refuseBody answers 413 for a body over limits.max_request_body; the
+// answer is counted and logged by finish like every other.
+func (g *Gateway) refuseBody(w http.ResponseWriter, t *table) {
+	g.m.rejected.WithLabelValues("body").Inc()
+	limit.WriteBodyTooLarge(w, t.cfg.Limits.MaxRequestBody)
 }
 
 // exchange holds a request's recorder and state, allocated together.
@@ -106,11 +123,21 @@ func (st *reqState) bufferBody(r *http.Request, max int64) error {
 	if len(b) > 0 {
 		st.body = b
 	}
+	st.trailer = len(r.Trailer) > 0
 	st.replayable = true
 	r.Body = http.NoBody
 	r.ContentLength = int64(len(b))
 	r.TransferEncoding = nil
 	return nil
+}
+
+// bodyLength is the length to send a buffered body with: -1 (chunked)
+// when it came with trailers, which only a chunked body can carry.
+func (st *input) bodyLength() int64 {
+	if st.trailer {
+		return -1
+	}
+	return int64(len(st.body))
 }
 
 type readCloser struct {
@@ -148,9 +175,11 @@ func newReverseProxy(g *Gateway) *httputil.ReverseProxy {
 	return &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			st := stateFrom(pr.In.Context())
-			pr.Out.Header["X-Forwarded-For"] = pr.In.Header["X-Forwarded-For"]
+			if st.trusted { // an untrusted caller's forwarding chain is its own claim
+				pr.Out.Header["X-Forwarded-For"] = pr.In.Header["X-Forwarded-For"]
+			}
 			pr.SetXForwarded()
-			appendForwarded(pr.Out, pr.In)
+			appendForwarded(pr.Out, pr.In, st.trusted)
 			pr.Out.Header.Add("Via", via(pr.In))
 			if up := pr.Out.Header.Get("Upgrade"); up != "" && upgradesToH2C(up) {
 				// h2c upgrades end here: relayed, a backend that upgrades would
@@ -166,7 +195,7 @@ func newReverseProxy(g *Gateway) *httputil.ReverseProxy {
 			}
 			if st.body != nil || pr.In.Body == http.NoBody {
 				pr.Out.Body = nil
-				pr.Out.ContentLength = int64(len(st.body))
+				pr.Out.ContentLength = st.bodyLength()
 			}
 		},
 		Transport:  &dispatcher{g: g},
@@ -175,22 +204,25 @@ func newReverseProxy(g *Gateway) *httputil.ReverseProxy {
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			var de *dispatchError
 			o := outcome.Outcome{Kind: outcome.NetworkOther, Err: err}
+			if mbe := (*http.MaxBytesError)(nil); errors.As(err, &mbe) {
+				// a streamed body ran past limits.max_request_body
+				g.refuseBody(w, g.snap.Load())
+				return
+			}
 			if errors.As(err, &de) {
 				o = de.o
 			} else if r.Context().Err() != nil {
 				o = outcome.Of(outcome.ClientCanceled)
 			}
 			o = wireOutcome(o)
-			if st := stateFrom(r.Context()); st != nil {
-				st.kind = o.Kind
-			}
 			outcome.WriteHTTP(w, o, "upstream "+o.Kind.String())
 		},
 	}
 }
 
-// appendForwarded appends an RFC 7239 element for this hop.
-func appendForwarded(out, in *http.Request) {
+// appendForwarded sets Forwarded to this hop's RFC 7239 element, after
+// the caller's elements when the caller is trusted.
+func appendForwarded(out, in *http.Request, trusted bool) {
 	host, _, err := net.SplitHostPort(in.RemoteAddr)
 	if err != nil {
 		host = in.RemoteAddr
@@ -203,7 +235,7 @@ func appendForwarded(out, in *http.Request) {
 		proto = "https"
 	}
 	el := "for=" + host + ";host=" + quoteForwarded(in.Host) + ";proto=" + proto
-	if prev := in.Header.Values("Forwarded"); len(prev) > 0 {
+	if prev := in.Header.Values("Forwarded"); trusted && len(prev) > 0 {
 		el = strings.Join(prev, ", ") + ", " + el
 	}
 	out.Header.Set("Forwarded", el)
@@ -293,6 +325,13 @@ func (g *Gateway) finish(rec *recorder, r *http.Request, st *reqState, start tim
 	if status == http.StatusSwitchingProtocols {
 		kind = outcome.Success
 	}
+	if v := rec.Header()[outcome.HeaderOutcome]; status >= 500 && len(v) > 0 {
+		// the gateway's own refusals say what they were (upstream_unavailable,
+		// connect_refused, ...), which the status alone does not
+		if k, err := outcome.ParseKind(v[0]); err == nil {
+			kind = k
+		}
+	}
 	if st.route != nil {
 		st.route.m.requests[kind].Inc()
 		st.route.m.duration.Observe(d.Seconds())
@@ -303,14 +342,14 @@ func (g *Gateway) finish(rec *recorder, r *http.Request, st *reqState, start tim
 		sp := st.hop.span()
 		sp.Start, sp.End = start, start.Add(d)
 		sp.Method, sp.Host, sp.Path, sp.Status = r.Method, r.Host, r.URL.Path, status
-		sp.Route, sp.Cluster, sp.Backend, sp.Attempts = name, st.cluster, st.backend, st.attempts
+		sp.Route, sp.Cluster, sp.Backend, sp.Attempts = name, st.res.cluster, st.res.backend, st.res.attempts
 		g.opts.OnSpan(sp)
 	}
 	if g.alog != nil {
 		g.alog.submit(logEntry{
 			time: start, method: r.Method, host: r.Host, path: r.URL.Path, proto: r.Proto,
 			remote: r.RemoteAddr, status: status, bytes: rec.bytes, dur: d, route: name,
-			cluster: st.cluster, backend: st.backend, attempts: st.attempts, stale: st.stale,
+			cluster: st.res.cluster, backend: st.res.backend, attempts: st.res.attempts, stale: st.stale,
 			traceID: st.hop.traceID,
 		})
 	}

@@ -2,13 +2,20 @@ package gateway
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/veerhq/veer/internal/metrictest"
 )
 
 func TestRoutingAndHeaders(t *testing.T) {
@@ -47,15 +54,28 @@ clusters:
 			t.Errorf("%s%s: %d %q, want %d containing %q", tc.host, tc.path, resp.StatusCode, body, tc.status, tc.want)
 		}
 	}
-	// forwarding headers appended; hop-by-hop removed
+	// an untrusted caller's X-Forwarded-For and Forwarded are replaced by
+	// this hop's (they were appended to before); hop-by-hop removed
 	resp, body := get(t, cl, base+"/v1", "Host", "api.example.com", "X-Forwarded-For", "203.0.113.9",
 		"Forwarded", "for=203.0.113.9", "Connection", "X-Hop", "X-Hop", "secret", "Keep-Alive", "timeout=5")
 	if resp.StatusCode != 200 {
 		t.Fatal(resp.Status)
 	}
-	for _, want := range []string{"xff=203.0.113.9, 127.0.0.1", "fwd=for=203.0.113.9, for=127.0.0.1;host=api.example.com;proto=http", "xfh=api.example.com", `hop=""`, `te=""`} {
+	for _, want := range []string{"xff=127.0.0.1 ", "fwd=for=127.0.0.1;host=api.example.com;proto=http ", "xfh=api.example.com", `hop=""`, `te=""`} {
 		if !strings.Contains(body, want) {
-			t.Errorf("body %q lacks %q", body, want)
+			t.Errorf("untrusted: body %q lacks %q", body, want)
+		}
+	}
+	// a trusted caller's chain is kept and this hop appended
+	_, tbase := startGateway(t, fill(`
+routes: [{name: api, clusters: [{name: a}]}]
+clusters: [{name: a, backends: [{address: A}]}]
+trusted_networks: [127.0.0.0/8]
+`, "A", a))
+	_, body = get(t, cl, tbase+"/v1", "Host", "api.example.com", "X-Forwarded-For", "203.0.113.9", "Forwarded", "for=203.0.113.9")
+	for _, want := range []string{"xff=203.0.113.9, 127.0.0.1 ", "fwd=for=203.0.113.9, for=127.0.0.1;host=api.example.com;proto=http "} {
+		if !strings.Contains(body, want) {
+			t.Errorf("trusted: body %q lacks %q", body, want)
 		}
 	}
 }
@@ -204,5 +224,103 @@ limits: {max_request_body: 1000}
 	fmt.Fprint(k, "GET / HTTP/1.1\r\nHost: x\r\n")
 	if _, err := io.ReadAll(br); err != nil {
 		t.Errorf("slowloris on a keep-alive connection not closed by the server: %v", err)
+	}
+}
+
+// TestBodyLimitRoutedCountedLogged: a body over limits.max_request_body is
+// refused after the route match like every other refusal: the 413 is
+// counted in veer_gateway_requests_total under its route and in the guard
+// counter, and logged with its route. Before, the guard wrapped the whole
+// handler and its 413s reached neither; and a chunked body over both
+// max_replay_body and the limit streams, fails while it is relayed, and was
+// answered 502 (one chunk or two).
+func TestBodyLimitRoutedCountedLogged(t *testing.T) {
+	var hits atomic.Int64
+	up := upstream(t, func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		_, _ = io.Copy(io.Discard, r.Body)
+	})
+	logPath := filepath.Join(t.TempDir(), "access.log")
+	reg := prometheus.NewRegistry()
+	cfg := parseConfig(t, fill(`
+routes: [{name: r, clusters: [{name: c}]}]
+clusters: [{name: c, backends: [{address: U}]}]
+limits: {max_request_body: 1000}
+retry: {max_replay_body: 100}
+access_log: {path: LOG}
+`, "U", up, "LOG", logPath))
+	g := startGatewayOpts(t, cfg, Options{Registerer: reg, Gatherer: reg})
+	addr := g.Addrs().Plain
+	chunked := func(n int) string {
+		return fmt.Sprintf("POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n%x\r\n%s\r\n0\r\n\r\n", n, strings.Repeat("a", n))
+	}
+	for _, tc := range []struct{ name, raw string }{
+		{"declared", "POST / HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: 5000\r\n\r\n"},
+		{"chunked, two chunks", "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n50\r\n" + strings.Repeat("a", 80) + "\r\n7d0\r\n" + strings.Repeat("a", 2000) + "\r\n0\r\n\r\n"},
+		{"chunked, streamed", chunked(2000)},
+	} {
+		if got := rawRequest(t, addr, tc.raw); !strings.HasPrefix(got, "HTTP/1.1 413") {
+			t.Errorf("%s: %.40q, want 413", tc.name, got)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := g.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := metrictest.Sum(t, reg, "veer_gateway_requests_total", map[string]string{"route": "r"}); n != 3 {
+		t.Errorf("requests counted under route r: %v, want 3", n)
+	}
+	if n := metrictest.Sum(t, reg, "veer_gateway_guard_rejected_total", map[string]string{"guard": "body"}); n != 3 {
+		t.Errorf("body refusals counted: %v, want 3", n)
+	}
+	entries := readLog(t, logPath)
+	if len(entries) != 3 {
+		t.Fatalf("%d access log entries, want 3", len(entries))
+	}
+	for _, e := range entries {
+		if e["route"] != "r" || e["status"].(float64) != 413 {
+			t.Errorf("logged %v %v, want route r status 413", e["route"], e["status"])
+		}
+	}
+}
+
+// TestRequestTrailersKeptWhenBuffered: a chunked request body with
+// trailers is buffered for replay and still reaches the backend with its
+// trailers, on the first attempt and on a retry to another cluster. Before,
+// the buffered body was resent with a Content-Length and the trailers were
+// dropped.
+func TestRequestTrailersKeptWhenBuffered(t *testing.T) {
+	b := upstream(t, func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		fmt.Fprintf(w, "%s sum=%s", body, r.Trailer.Get("X-Sum"))
+	})
+	_, base := startGateway(t, fill(`
+routes:
+  - {name: one, path_prefix: /one, clusters: [{name: b}]}
+  - {name: retry, path_prefix: /retry, clusters: [{name: dead}, {name: b}]}
+clusters:
+  - {name: b, backends: [{address: B}]}
+  - {name: dead, backends: [{address: DEAD}], outlier: {consecutive_errors: 1000}}
+`, "B", b, "DEAD", deadAddr(t)))
+	for _, path := range []string{"/one", "/retry"} {
+		pr, pw := io.Pipe()
+		req, _ := http.NewRequest(http.MethodPost, base+path, pr)
+		req.Header.Set("Idempotency-Key", "k")
+		req.Trailer = http.Header{"X-Sum": nil}
+		go func() {
+			_, _ = io.WriteString(pw, "payload")
+			req.Trailer.Set("X-Sum", "abc")
+			_ = pw.Close()
+		}()
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || string(got) != "payload sum=abc" {
+			t.Errorf("%s: %d %q, want the body and its trailer", path, resp.StatusCode, got)
+		}
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/veerhq/veer/cache"
 	"github.com/veerhq/veer/retry"
 )
 
@@ -38,7 +37,8 @@ type route struct {
 	clusters []*cluster
 	weights  []int
 	weighted bool
-	cache    *cache.Cache[*cachedResponse]
+	cache    *answerCache
+	lat      *latencyTracker // kept across reloads by route name
 	m        *routeMetrics
 }
 
@@ -70,6 +70,10 @@ func (c Config) withDefaults() Config {
 	l.ShutdownTimeout = cmp.Or(l.ShutdownTimeout, DefaultShutdownTimeout)
 	c.DataDir = cmp.Or(c.DataDir, DefaultDataDir)
 	c.Retry.MaxReplayBody = cmp.Or(c.Retry.MaxReplayBody, DefaultMaxReplayBody)
+	c.Retry.Budget.Ratio = cmp.Or(c.Retry.Budget.Ratio, DefaultRetryBudgetRatio)
+	if c.Shed.Limit.Static == 0 {
+		c.Shed.Limit.Initial = cmp.Or(c.Shed.Limit.Initial, DefaultShedInitialLimit)
+	}
 	c.AccessLog.Queue = cmp.Or(c.AccessLog.Queue, DefaultAccessLogQueue)
 	c.AccessLog.Workers = cmp.Or(c.AccessLog.Workers, DefaultAccessLogWorkers)
 	c.Limits.Instances = cmp.Or(c.Limits.Instances, 1)
@@ -83,6 +87,7 @@ func (c Config) withDefaults() Config {
 		cl.ReturnRamp = cmp.Or(cl.ReturnRamp, DefaultReturnRamp)
 		h := &cl.Health
 		h.Interval = cmp.Or(h.Interval, DefaultHealthInterval)
+		h.UnhealthyInterval = cmp.Or(h.UnhealthyInterval, min(h.Interval, DefaultUnhealthyInterval))
 		h.Timeout = cmp.Or(h.Timeout, DefaultHealthTimeout)
 		h.Rise = cmp.Or(h.Rise, DefaultRise)
 		h.Fall = cmp.Or(h.Fall, DefaultFall)
@@ -103,7 +108,6 @@ func (c Config) withDefaults() Config {
 		r := &c.Routes[i]
 		r.PathPrefix = cmp.Or(r.PathPrefix, "/")
 		r.Policy = cmp.Or(r.Policy, "ordered")
-		r.TryTimeout = cmp.Or(r.TryTimeout, DefaultTryTimeout)
 		r.Timeout = cmp.Or(r.Timeout, DefaultTotalTimeout)
 		r.Host = strings.ToLower(r.Host)
 		r.Clusters = slices.Clone(r.Clusters)

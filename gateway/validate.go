@@ -52,6 +52,7 @@ func (c *Config) Validate() error {
 		errs = append(errs, config.In("breaker", bc.Validate()))
 	}
 	errs = append(errs, config.In("control_store", c.ControlStore.validate()))
+	errs = append(errs, config.In("async", c.Async.validate()))
 	for i, n := range c.TrustedNetworks {
 		if _, err := netip.ParsePrefix(n); err != nil {
 			add(fmt.Sprintf("trusted_networks[%d]", i), "not a CIDR: %v", err)
@@ -128,7 +129,7 @@ func (c *Cluster) validate() error {
 	if c.Health.Path != "" && !strings.HasPrefix(c.Health.Path, "/") {
 		add("health.path", "must start with /")
 	}
-	if c.Health.Interval < 0 || c.Health.Timeout < 0 || c.Health.Rise < 0 || c.Health.Fall < 0 {
+	if c.Health.Interval < 0 || c.Health.UnhealthyInterval < 0 || c.Health.Timeout < 0 || c.Health.Rise < 0 || c.Health.Fall < 0 {
 		add("health", "must not be negative")
 	}
 	o := c.Outlier
@@ -175,6 +176,9 @@ func (r *Route) validate(clusters map[string]bool) error {
 	if len(r.Clusters) == 0 {
 		add("clusters", "at least one cluster is required")
 	}
+	if len(r.Clusters) > MaxRouteClusters {
+		add("clusters", "%d clusters: at most %d per route", len(r.Clusters), MaxRouteClusters)
+	}
 	for i, rc := range r.Clusters {
 		if !clusters[rc.Name] {
 			add(fmt.Sprintf("clusters[%d].name", i), "no cluster named %q", rc.Name)
@@ -205,8 +209,8 @@ func (r *Retry) validate() error {
 	}
 	b := r.Budget
 	errs = append(errs, config.In("budget", b.Validate()))
-	if b.Ratio > 0.2 {
-		errs = append(errs, config.Field("budget.ratio", "%g: at most 0.2", b.Ratio))
+	if b.Ratio > MaxRetryBudgetRatio {
+		errs = append(errs, config.Field("budget.ratio", "%g: at most %d (one retry per request)", b.Ratio, MaxRetryBudgetRatio))
 	}
 	if r.MaxReplayBody < 0 {
 		errs = append(errs, config.Field("max_replay_body", "must not be negative"))

@@ -8,6 +8,7 @@ import (
 
 	"github.com/miekg/dns"
 	"github.com/veerhq/veer/outcome"
+	"github.com/veerhq/veer/routing/schedule"
 )
 
 // Sentinel errors. Errors returned by the package wrap them together with an
@@ -69,12 +70,12 @@ func parseAnswer(name string, m *dns.Msg) ([]netip.Addr, uint32, error) {
 			}
 			switch r := rr.(type) {
 			case *dns.A:
-				if a, ok := netip.AddrFromSlice(r.A.To4()); ok && usable(a) {
+				if a, ok := netip.AddrFromSlice(r.A.To4()); ok && schedule.UsableAddr(a) {
 					addrs = append(addrs, a)
 					minTTL = min(minTTL, h.Ttl)
 				}
 			case *dns.AAAA:
-				if a, ok := netip.AddrFromSlice(r.AAAA.To16()); ok && usable(a.Unmap()) && len(r.AAAA) == 16 {
+				if a, ok := netip.AddrFromSlice(r.AAAA.To16()); ok && schedule.UsableAddr(a.Unmap()) && len(r.AAAA) == 16 {
 					addrs = append(addrs, a)
 					minTTL = min(minTTL, h.Ttl)
 				}
@@ -95,12 +96,6 @@ func parseAnswer(name string, m *dns.Msg) ([]netip.Addr, uint32, error) {
 	}
 	slices.SortStableFunc(addrs, v4First)
 	return slices.Compact(addrs), minTTL, nil
-}
-
-// usable rejects addresses no server can have: unspecified, multicast,
-// broadcast.
-func usable(a netip.Addr) bool {
-	return a.IsValid() && !a.IsUnspecified() && !a.IsMulticast() && a != netip.AddrFrom4([4]byte{255, 255, 255, 255})
 }
 
 func equalName(a, b string) bool {

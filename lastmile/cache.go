@@ -13,6 +13,7 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/veerhq/veer/internal/atomicfile"
+	"github.com/veerhq/veer/routing/schedule"
 )
 
 // cacheFileVersion is the version of the persisted cache file format
@@ -257,7 +258,7 @@ func parseCacheFile(data []byte) (parsedCache, error) {
 			return out, fmt.Errorf("%w: entries[%d]: no address", ErrCacheFile, i)
 		}
 		for _, a := range e.Addrs {
-			if !usable(a) {
+			if !schedule.UsableAddr(a) {
 				return out, fmt.Errorf("%w: entries[%d]: bad address %v", ErrCacheFile, i, a)
 			}
 		}

@@ -1,6 +1,7 @@
 package lastmile
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -121,7 +122,7 @@ func (t *Transport) schedulerStep(ctx context.Context, d *discovery) (*route, er
 		if sni == "" {
 			sni = d.host
 		}
-		cands = append(cands, candidate{addr: n.Addr, serverName: sni, noH3: !n.offers("h3"), h3: n.offers("h3")})
+		cands = append(cands, candidate{addr: n.Addr, serverName: sni, noH3: !n.Offers("h3"), h3: n.Offers("h3")})
 	}
 	return t.try(ctx, d, StepScheduler, cands)
 }
@@ -150,7 +151,7 @@ func (t *Transport) cdnStep(ctx context.Context, d *discovery) (*route, error) {
 				sni = c.Domain
 			}
 			var r *route
-			r, err = t.try(ctx, d, StepCDN, addrCandidates(ips, strconv.Itoa(orInt(c.Port, t.cfg.Port)), sni, rs))
+			r, err = t.try(ctx, d, StepCDN, addrCandidates(ips, strconv.Itoa(cmp.Or(c.Port, t.cfg.Port)), sni, rs))
 			if err == nil {
 				return r, nil
 			}

@@ -1,6 +1,7 @@
 package lastmile
 
 import (
+	"cmp"
 	"errors"
 	"net"
 	"net/netip"
@@ -155,12 +156,31 @@ type FallbackIP struct {
 	ServerName string `yaml:"server_name" json:"server_name"`
 }
 
-// Defaults of zero-valued fields (the others are written in withDefaults).
+// Defaults of zero-valued fields, filled by withDefaults.
 const (
-	defaultNoRouteHold        = 2 * time.Second
-	defaultStagger            = 200 * time.Millisecond
+	defaultPort             = 443
+	defaultMaxRouteFailures = 3
+	defaultNoRouteHold      = 2 * time.Second
+	defaultStagger          = 200 * time.Millisecond
+
+	defaultDNSTimeout         = 2 * time.Second
+	defaultDoHMethod          = "GET"
+	defaultSystemTTL          = time.Minute
+	defaultMinTTL             = 10 * time.Second
+	defaultMaxTTL             = time.Hour
+	defaultMaxStale           = 72 * time.Hour
 	defaultStaleAnswerTimeout = 1800 * time.Millisecond // RFC 8767 section 5
 	defaultDeadServerHold     = 30 * time.Second
+	defaultMaxEntries         = 1024
+
+	defaultSchedulerTimeout = 3 * time.Second
+	defaultSchedulerMaxTTL  = time.Hour
+	defaultClient           = "veer"
+
+	defaultTCPDelay       = 250 * time.Millisecond
+	defaultConnectTimeout = 5 * time.Second
+	defaultBrokenBase     = 5 * time.Minute
+	defaultBrokenMax      = 2 * time.Hour
 )
 
 var (
@@ -297,51 +317,33 @@ func (c Config) withDefaults() Config {
 	if len(c.Steps) == 0 {
 		c.Steps = defaultSteps
 	}
-	c.Port = orInt(c.Port, 443)
-	c.MaxRouteFailures = orInt(c.MaxRouteFailures, 3)
-	c.NoRouteHold = orDur(c.NoRouteHold, defaultNoRouteHold)
-	c.Stagger = orDur(c.Stagger, defaultStagger)
+	c.Port = cmp.Or(c.Port, defaultPort)
+	c.MaxRouteFailures = cmp.Or(c.MaxRouteFailures, defaultMaxRouteFailures)
+	c.NoRouteHold = cmp.Or(c.NoRouteHold, defaultNoRouteHold)
+	c.Stagger = cmp.Or(c.Stagger, defaultStagger)
 	d := &c.DNS
 	if len(d.Order) == 0 {
 		d.Order = defaultOrder
 	}
-	d.Timeout = orDur(d.Timeout, 2*time.Second)
-	if d.DoHMethod == "" {
-		d.DoHMethod = "GET"
-	}
-	d.SystemTTL = orDur(d.SystemTTL, time.Minute)
-	d.MinTTL = orDur(d.MinTTL, 10*time.Second)
-	d.MaxTTL = orDur(d.MaxTTL, time.Hour)
-	d.MaxStale = orDur(d.MaxStale, 72*time.Hour)
-	d.StaleAnswerTimeout = orDur(d.StaleAnswerTimeout, defaultStaleAnswerTimeout)
-	d.DeadServerHold = orDur(d.DeadServerHold, defaultDeadServerHold)
-	d.MaxEntries = orInt(d.MaxEntries, 1024)
+	d.Timeout = cmp.Or(d.Timeout, defaultDNSTimeout)
+	d.DoHMethod = cmp.Or(d.DoHMethod, defaultDoHMethod)
+	d.SystemTTL = cmp.Or(d.SystemTTL, defaultSystemTTL)
+	d.MinTTL = cmp.Or(d.MinTTL, defaultMinTTL)
+	d.MaxTTL = cmp.Or(d.MaxTTL, defaultMaxTTL)
+	d.MaxStale = cmp.Or(d.MaxStale, defaultMaxStale)
+	d.StaleAnswerTimeout = cmp.Or(d.StaleAnswerTimeout, defaultStaleAnswerTimeout)
+	d.DeadServerHold = cmp.Or(d.DeadServerHold, defaultDeadServerHold)
+	d.MaxEntries = cmp.Or(d.MaxEntries, defaultMaxEntries)
 	s := &c.Scheduler
-	s.Timeout = orDur(s.Timeout, 3*time.Second)
-	s.MaxTTL = orDur(s.MaxTTL, time.Hour)
-	if s.Client == "" {
-		s.Client = "veer"
-	}
+	s.Timeout = cmp.Or(s.Timeout, defaultSchedulerTimeout)
+	s.MaxTTL = cmp.Or(s.MaxTTL, defaultSchedulerMaxTTL)
+	s.Client = cmp.Or(s.Client, defaultClient)
 	r := &c.Race
-	r.TCPDelay = orDur(r.TCPDelay, 250*time.Millisecond)
-	r.ConnectTimeout = orDur(r.ConnectTimeout, 5*time.Second)
-	r.BrokenBase = orDur(r.BrokenBase, 5*time.Minute)
-	r.BrokenMax = orDur(r.BrokenMax, 2*time.Hour)
+	r.TCPDelay = cmp.Or(r.TCPDelay, defaultTCPDelay)
+	r.ConnectTimeout = cmp.Or(r.ConnectTimeout, defaultConnectTimeout)
+	r.BrokenBase = cmp.Or(r.BrokenBase, defaultBrokenBase)
+	r.BrokenMax = cmp.Or(r.BrokenMax, defaultBrokenMax)
 	return c
-}
-
-func orInt(v, d int) int {
-	if v == 0 {
-		return d
-	}
-	return v
-}
-
-func orDur(v, d time.Duration) time.Duration {
-	if v == 0 {
-		return d
-	}
-	return v
 }
 
 // parseAddrPort parses "ip:port" or a bare "ip" (port def).

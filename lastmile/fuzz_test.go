@@ -6,6 +6,7 @@ import (
 
 	"github.com/miekg/dns"
 	"github.com/veerhq/veer/outcome"
+	"github.com/veerhq/veer/routing/schedule"
 )
 
 func packed(t testing.TB, m *dns.Msg) []byte {
@@ -74,7 +75,7 @@ func FuzzParseAnswer(f *testing.F) {
 			t.Fatal("no addresses and no error")
 		}
 		for _, a := range addrs {
-			if !usable(a.Unmap()) {
+			if !schedule.UsableAddr(a.Unmap()) {
 				t.Fatalf("unusable address %v", a)
 			}
 		}

@@ -22,7 +22,17 @@ func TestRaceExchangeLoserLetsGo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// UDP answers once the TCP exchange has sent its question, so that the
+	// race is decided while the TCP loser is in flight: were UDP to answer
+	// first, the race could end before TCP dialled, and then no connection
+	// would ever be made for the test to see released (which failed beside
+	// a CPU hog, 1 run in about 100).
+	tcpAsked := make(chan struct{})
 	udp := &dns.Server{PacketConn: pc, Handler: dns.HandlerFunc(func(w dns.ResponseWriter, q *dns.Msg) {
+		select {
+		case <-tcpAsked:
+		case <-time.After(10 * time.Second): // then released below fails, saying why
+		}
 		m := new(dns.Msg)
 		m.SetReply(q)
 		m.Answer = append(m.Answer, &dns.A{Hdr: dns.RR_Header{Name: q.Question[0].Name, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: 60}, A: net.IPv4(10, 0, 0, 1)})
@@ -43,6 +53,14 @@ func TestRaceExchangeLoserLetsGo(t *testing.T) {
 			return
 		}
 		defer c.Close()
+		var n [2]byte
+		if _, err := io.ReadFull(c, n[:]); err != nil {
+			return
+		}
+		if _, err := io.ReadFull(c, make([]byte, int(n[0])<<8|int(n[1]))); err != nil {
+			return
+		}
+		close(tcpAsked)
 		_, _ = io.Copy(io.Discard, c)
 		close(released)
 	}()
@@ -62,6 +80,11 @@ func TestRaceExchangeLoserLetsGo(t *testing.T) {
 	select {
 	case <-released:
 	case <-time.After(10 * time.Second):
-		t.Fatal("the losing TCP exchange still held its connection 10 s after the race was decided (its deadline is a minute away)")
+		select {
+		case <-tcpAsked:
+			t.Fatal("the losing TCP exchange still held its connection 10 s after the race was decided (its deadline is a minute away)")
+		default:
+			t.Fatal("the TCP exchange never sent its question (UDP answered after 10 s without it)")
+		}
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/veerhq/veer/clock"
 	"github.com/veerhq/veer/obs"
 	"github.com/veerhq/veer/outcome"
+	"github.com/veerhq/veer/routing/schedule"
 )
 
 // Resolver is the resolver chain: it tries each configured step in order
@@ -225,7 +226,7 @@ func (r *Resolver) try(ctx context.Context, s ResolverStep, name string, skipDea
 		}
 		var out []netip.Addr
 		for _, a := range addrs {
-			if a = a.Unmap(); usable(a) {
+			if a = a.Unmap(); schedule.UsableAddr(a) {
 				out = append(out, a)
 			}
 		}

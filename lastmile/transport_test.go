@@ -13,6 +13,7 @@ import (
 	"github.com/veerhq/veer/lastmile/lmtest"
 	"github.com/veerhq/veer/obs"
 	"github.com/veerhq/veer/outcome"
+	"github.com/veerhq/veer/routing/schedule"
 )
 
 func TestRaceHTTP3WinsAndRouteIsReused(t *testing.T) {
@@ -123,7 +124,7 @@ func TestSchedulerNodesInOrder(t *testing.T) {
 	if !abandoned || tr.Chain >= 2*time.Second {
 		t.Fatalf("QUIC to the dead node not abandoned (chain %v): %s", tr.Chain, tr)
 	}
-	if last := sched.Last(); last.Domain != "api.test" || last.Version != ScheduleVersion {
+	if last := sched.Last(); last.Domain != "api.test" || last.Version != schedule.Version {
 		t.Fatalf("schedule request %+v", last)
 	}
 	// The answer is cached for its TTL: a second route for the same domain

@@ -30,26 +30,55 @@ func BodyLimit(max int64, reg prometheus.Registerer) func(http.Handler) http.Han
 // BodyLimitFunc is BodyLimit with the limit read for each request, e.g.
 // Limiter.MaxRequestBody, so that a config reload changes it (0: no limit).
 func BodyLimitFunc(maxFn func() int64, reg prometheus.Registerer) func(http.Handler) http.Handler {
-	rejected := bodyCounter(reg, "request")
+	guard := NewBodyGuard(reg)
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			max := maxFn()
-			if max <= 0 {
-				next.ServeHTTP(w, r)
+			if err := guard.Apply(w, r, max); err != nil {
+				WriteBodyTooLarge(w, max)
 				return
-			}
-			if r.ContentLength > max {
-				rejected.Inc()
-				w.Header().Set("Connection", "close")
-				http.Error(w, "request body larger than "+strconv.FormatInt(max, 10)+" bytes", http.StatusRequestEntityTooLarge)
-				return
-			}
-			if r.Body != nil && r.Body != http.NoBody {
-				r.Body = &countingBody{ReadCloser: http.MaxBytesReader(w, r.Body, max), rejected: rejected}
 			}
 			next.ServeHTTP(w, r)
 		})
 	}
+}
+
+// BodyGuard is BodyLimit's rule for one request at a time, for a handler
+// that applies it at its own step (the gateway does, after its route match,
+// so that the refusal is routed, counted and logged like its others).
+type BodyGuard struct{ rejected prometheus.Counter }
+
+// NewBodyGuard returns a BodyGuard counting its refusals in
+// veer_limit_body_rejected_total on reg (nil: the default registry).
+func NewBodyGuard(reg prometheus.Registerer) *BodyGuard {
+	return &BodyGuard{rejected: bodyCounter(reg, "request")}
+}
+
+// Apply returns ErrBodyTooLarge, reading nothing, when r declares a body
+// over max bytes (the caller answers 413, e.g. with WriteBodyTooLarge);
+// otherwise it wraps a body of undeclared length so that a read past max
+// fails with an *http.MaxBytesError (and the server, w being its
+// ResponseWriter, closes the connection after the answer). max <= 0: no
+// limit.
+func (g *BodyGuard) Apply(w http.ResponseWriter, r *http.Request, max int64) error {
+	if max <= 0 {
+		return nil
+	}
+	if r.ContentLength > max {
+		g.rejected.Inc()
+		return ErrBodyTooLarge
+	}
+	if r.Body != nil && r.Body != http.NoBody {
+		r.Body = &countingBody{ReadCloser: http.MaxBytesReader(w, r.Body, max), rejected: g.rejected}
+	}
+	return nil
+}
+
+// WriteBodyTooLarge answers 413 and asks the client to close the
+// connection (the rest of its body is never read).
+func WriteBodyTooLarge(w http.ResponseWriter, max int64) {
+	w.Header().Set("Connection", "close")
+	http.Error(w, "request body larger than "+strconv.FormatInt(max, 10)+" bytes", http.StatusRequestEntityTooLarge)
 }
 
 type countingBody struct {

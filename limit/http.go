@@ -13,35 +13,62 @@ import (
 type KeyFunc func(r *http.Request, keys []string)
 
 // HeaderKeys returns a KeyFunc that reads dimension i's key from header
-// names[i] ("" leaves the slot empty). Header values longer than 256 bytes
-// are ignored, so a hostile client cannot make huge keys.
+// names[i] ("" leaves the slot empty). AdmitHTTP bounds what it reads (see
+// MaxKeyLen).
 func HeaderKeys(names ...string) KeyFunc {
 	return func(r *http.Request, keys []string) {
 		for i, h := range names {
 			if i >= len(keys) || h == "" {
 				continue
 			}
-			if v := r.Header.Get(h); len(v) <= 256 {
-				keys[i] = v
-			}
+			keys[i] = r.Header.Get(h)
 		}
 	}
 }
 
+// MaxKeyLen bounds a key taken from a request. AdmitHTTP replaces a longer
+// key by OverlongKey, so that such requests share one key: a hostile client
+// can neither make huge keys nor step out of its dimension by sending one.
+const MaxKeyLen = 256
+
+// OverlongKey stands for every key longer than MaxKeyLen.
+const OverlongKey = "\x00overlong"
+
+// AdmitHTTP is Middleware's admission of one request, for a handler that
+// fills the keys itself (the gateway): keys (one slot per dimension of a's
+// config; an empty slot skips its dimension) are bounded by MaxKeyLen, then
+// admitted through a. Refused, it has written 429 with Retry-After to w
+// through outcome.WriteHTTP, the reason naming the limit and dimension
+// ("rate limit of tenant"), and returns ok false. Admitted, the caller must
+// Release the returned Result's Permit when the request is done.
+func AdmitHTTP(a Admitter, w http.ResponseWriter, r *http.Request, keys []string) (res Result, ok bool) {
+	for i, k := range keys {
+		if len(k) > MaxKeyLen {
+			keys[i] = OverlongKey
+		}
+	}
+	res = a.Admit(r.Context(), keys)
+	if !res.Allowed {
+		outcome.WriteHTTP(w, res.Outcome(), res.Reason.String()+" limit of "+res.Dimension)
+		return res, false
+	}
+	return res, true
+}
+
 // Middleware admits each request through a (a *Limiter or a remote
 // limiter) with the keys that keys fills (one slot per dimension of a's
-// config, in order; a knows how many it has). A rejected request gets 429
-// with Retry-After via outcome.WriteHTTP, the reason naming the dimension;
-// an admitted request's permit is released when the handler returns.
+// config, in order; a knows how many it has), by AdmitHTTP. A rejected
+// request gets 429 with Retry-After via outcome.WriteHTTP, the reason
+// naming the dimension; an admitted request's permit is released when the
+// handler returns.
 func Middleware(a Admitter, keys KeyFunc) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			var buf [MaxDimensions]string
 			ks := buf[:]
 			keys(r, ks)
-			res := a.Admit(r.Context(), ks)
-			if !res.Allowed {
-				outcome.WriteHTTP(w, res.Outcome(), res.Reason.String()+" limit of "+res.Dimension)
+			res, ok := AdmitHTTP(a, w, r, ks)
+			if !ok {
 				return
 			}
 			defer res.Permit.Release()

@@ -220,3 +220,27 @@ func TestWatchReload(t *testing.T) {
 		t.Fatalf("after invalid reload: admitted %d, want 5 (old config kept)", got)
 	}
 }
+
+// TestMiddlewareBoundsKeys: header keys over MaxKeyLen share one key, so a
+// client can neither make huge keys nor leave its dimension by sending one
+// (before, an over-long value was ignored and its dimension skipped).
+func TestMiddlewareBoundsKeys(t *testing.T) {
+	l, _ := newTest(t, Config{Dimensions: []Dimension{{Name: "tenant", Default: Limits{Rate: 0.001, Burst: 1}}}})
+	h := Middleware(l, HeaderKeys("X-Tenant"))(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	code := func(tenant string) int {
+		w := httptest.NewRecorder()
+		r := httptest.NewRequest(http.MethodGet, "/", nil)
+		r.Header.Set("X-Tenant", tenant)
+		h.ServeHTTP(w, r)
+		return w.Code
+	}
+	if c := code(strings.Repeat("a", MaxKeyLen+1)); c != 200 {
+		t.Fatalf("first over-long key: %d", c)
+	}
+	if c := code(strings.Repeat("b", MaxKeyLen+1)); c != 429 {
+		t.Fatalf("second over-long key: %d, want 429 (one shared key)", c)
+	}
+	if c := code(strings.Repeat("c", MaxKeyLen)); c != 200 {
+		t.Fatalf("key of MaxKeyLen bytes: %d, want its own bucket", c)
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -141,16 +142,44 @@ func dnsServer(t *testing.T, rcode int) string {
 }
 
 // clientVia returns an HTTP client whose dialer resolves names through the
-// DNS server at dnsAddr (or the system when empty).
-func clientVia(dnsAddr string, timeout time.Duration) *http.Client {
+// DNS server at dnsAddr (or the system when empty). The test's cleanup
+// aborts what the client still has under way: net/http finishes a dial, and
+// the resolver a lookup, after the request that started it gave up, and
+// goleak (main_test.go) would see them outlive the test.
+func clientVia(t *testing.T, dnsAddr string, timeout time.Duration) *http.Client {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	var mu sync.Mutex
+	var conns []net.Conn
 	d := &net.Dialer{Timeout: timeout}
 	if dnsAddr != "" {
-		d.Resolver = &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		d.Resolver = &net.Resolver{PreferGo: true, Dial: func(context.Context, string, string) (net.Conn, error) {
 			var nd net.Dialer
-			return nd.DialContext(ctx, "udp", dnsAddr)
+			c, err := nd.DialContext(ctx, "udp", dnsAddr)
+			if err == nil {
+				mu.Lock()
+				conns = append(conns, c)
+				mu.Unlock()
+			}
+			return c, err
 		}}
 	}
-	return &http.Client{Transport: &http.Transport{DialContext: d.DialContext, TLSHandshakeTimeout: timeout}}
+	tr := &http.Transport{TLSHandshakeTimeout: timeout, DialContext: func(dctx context.Context, network, addr string) (net.Conn, error) {
+		dctx, stop := context.WithCancel(dctx)
+		defer stop()
+		defer context.AfterFunc(ctx, stop)()
+		return d.DialContext(dctx, network, addr)
+	}}
+	t.Cleanup(func() {
+		cancel()
+		mu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+		tr.CloseIdleConnections()
+	})
+	return &http.Client{Transport: tr}
 }
 
 func statusServer(t *testing.T, code int, retryAfter string) string {
@@ -183,40 +212,40 @@ func TestClassifyRealErrors(t *testing.T) {
 		want outcome.Kind
 	}{
 		{"connection refused", func(t *testing.T) (*http.Response, error) {
-			return clientVia("", time.Second).Get("http://" + closedPort(t) + "/")
+			return clientVia(t, "", time.Second).Get("http://" + closedPort(t) + "/")
 		}, outcome.ConnectRefused},
 		{"connect timeout (SYN dropped)", func(t *testing.T) (*http.Response, error) {
-			return clientVia("", 300*time.Millisecond).Get("http://" + fullBacklog(t) + "/")
+			return clientVia(t, "", 300*time.Millisecond).Get("http://" + fullBacklog(t) + "/")
 		}, outcome.ConnectTimeout},
 		{"no response headers before deadline", func(t *testing.T) (*http.Response, error) {
 			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 			defer cancel()
 			req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+silentServer(t)+"/", nil)
-			return clientVia("", time.Second).Do(req)
+			return clientVia(t, "", time.Second).Do(req)
 		}, outcome.ResponseTimeout},
 		{"client timeout awaiting headers", func(t *testing.T) (*http.Response, error) {
-			c := clientVia("", time.Second)
+			c := clientVia(t, "", time.Second)
 			c.Timeout = 300 * time.Millisecond
 			return c.Get("http://" + silentServer(t) + "/")
 		}, outcome.ResponseTimeout},
 		{"connection reset", func(t *testing.T) (*http.Response, error) {
-			return clientVia("", time.Second).Get("http://" + resetServer(t) + "/")
+			return clientVia(t, "", time.Second).Get("http://" + resetServer(t) + "/")
 		}, outcome.ConnectionReset},
 		{"client canceled", func(t *testing.T) (*http.Response, error) {
 			ctx, cancel := context.WithCancel(context.Background())
 			req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+silentServer(t)+"/", nil)
 			time.AfterFunc(50*time.Millisecond, cancel)
-			return clientVia("", time.Second).Do(req)
+			return clientVia(t, "", time.Second).Do(req)
 		}, outcome.ClientCanceled},
 		{"TLS bad certificate", func(t *testing.T) (*http.Response, error) {
 			// A generous handshake timeout: the certificate error is the
 			// point, not the (separately tested) timeout.
-			return clientVia("", 30*time.Second).Get(tlsSrv.URL)
+			return clientVia(t, "", 30*time.Second).Get(tlsSrv.URL)
 		}, outcome.TLSHandshake},
 		{"TLS handshake timeout (no ServerHello)", func(t *testing.T) (*http.Response, error) {
 			// TCP connects, the ClientHello is never answered: the request
 			// was never sent, so this is no response timeout.
-			return clientVia("", 300*time.Millisecond).Get("https://" + silentServer(t) + "/")
+			return clientVia(t, "", 300*time.Millisecond).Get("https://" + silentServer(t) + "/")
 		}, outcome.TLSHandshake},
 		{"TLS server name mismatch", func(t *testing.T) (*http.Response, error) {
 			c := tlsSrv.Client()
@@ -225,13 +254,13 @@ func TestClassifyRealErrors(t *testing.T) {
 			return (&http.Client{Transport: tr}).Get(tlsSrv.URL)
 		}, outcome.TLSHandshake},
 		{"DNS NXDOMAIN", func(t *testing.T) (*http.Response, error) {
-			return clientVia(dnsServer(t, dns.RcodeNameError), time.Second).Get("http://api.veer.test/")
+			return clientVia(t, dnsServer(t, dns.RcodeNameError), time.Second).Get("http://api.veer.test/")
 		}, outcome.DNSNotFound},
 		{"DNS SERVFAIL", func(t *testing.T) (*http.Response, error) {
-			return clientVia(dnsServer(t, dns.RcodeServerFailure), time.Second).Get("http://api.veer.test/")
+			return clientVia(t, dnsServer(t, dns.RcodeServerFailure), time.Second).Get("http://api.veer.test/")
 		}, outcome.DNSServerFailure},
 		{"DNS timeout", func(t *testing.T) (*http.Response, error) {
-			return clientVia(dnsServer(t, -1), 300*time.Millisecond).Get("http://api.veer.test/")
+			return clientVia(t, dnsServer(t, -1), 300*time.Millisecond).Get("http://api.veer.test/")
 		}, outcome.DNSTimeout},
 		{"200", status(200, ""), outcome.Success},
 		{"404", status(404, ""), outcome.ClientError},
@@ -295,7 +324,7 @@ func TestClassifyProgressDeadlines(t *testing.T) {
 			defer cancel()
 			ctx, p := outcome.WithProgress(ctx)
 			req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+tt.addr(t)+"/", nil)
-			resp, err := clientVia("", 10*time.Second).Do(req)
+			resp, err := clientVia(t, "", 10*time.Second).Do(req)
 			if resp != nil {
 				resp.Body.Close()
 			}

@@ -54,6 +54,9 @@ func Bootstrap(ctx context.Context, cfg Config, req Request, opts Options) (Resu
 	keys := cfg.keys()
 	body, a, err := ask(ctx, cfg, req, opts.Client, keys)
 	if err == nil {
+		err = a.Check(req.DeviceID, clk.Now()) // bound to this device, not expired
+	}
+	if err == nil {
 		if cfg.StateFile != "" {
 			if werr := save(cfg.StateFile, body, clk.Now()); werr != nil {
 				log.Warn("routing: cannot persist the answer", "file", cfg.StateFile, "err", werr)
@@ -64,7 +67,7 @@ func Bootstrap(ctx context.Context, cfg Config, req Request, opts Options) (Resu
 	}
 	log.Warn("routing: service unavailable, falling back", "err", err)
 	if cfg.StateFile != "" {
-		p, perr := load(cfg.StateFile, keys)
+		p, perr := load(cfg.StateFile, keys, req.DeviceID, clk.Now())
 		switch {
 		case perr != nil:
 			log.Warn("routing: ignoring the persisted answer", "file", cfg.StateFile, "err", perr)

@@ -41,14 +41,18 @@ func service(t *testing.T, h http.HandlerFunc) *httptest.Server {
 	return srv
 }
 
-func signer(t *testing.T, priv ed25519.PrivateKey, a routing.Answer, got *routing.Request) http.HandlerFunc {
+// signer answers a bound to the requesting device at clk's time (nil:
+// the real clock), as veer control does.
+func signer(t *testing.T, priv ed25519.PrivateKey, a routing.Answer, got *routing.Request, clk clock.Clock) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if got != nil {
-			if err := json.NewDecoder(r.Body).Decode(got); err != nil {
-				t.Errorf("decode request: %v", err)
-			}
+		var req routing.Request
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+			t.Errorf("decode request: %v", err)
 		}
-		body, err := routing.Sign(a, priv)
+		if got != nil {
+			*got = req
+		}
+		body, err := routing.Sign(a.Bind(req.DeviceID, clock.Or(clk).Now()), priv)
 		if err != nil {
 			t.Error(err)
 		}
@@ -67,8 +71,8 @@ func TestBootstrapFallbacks(t *testing.T) {
 	cfg := func(url string) routing.Config {
 		return routing.Config{URL: url, PublicKeys: []string{pub}, DefaultDomain: "wap.example.com", DefaultBackups: []string{"dc2.example.com"}, StateFile: filepath.Join(dir, "route.json")}
 	}
-	ok := service(t, signer(t, priv, answer, nil))
-	forged := service(t, signer(t, other, routing.Answer{Primary: "evil.example.net", TTLSeconds: 600}, nil))
+	ok := service(t, signer(t, priv, answer, nil, clk))
+	forged := service(t, signer(t, other, routing.Answer{Primary: "evil.example.net", TTLSeconds: 600}, nil, clk))
 	failing := service(t, func(w http.ResponseWriter, r *http.Request) { http.Error(w, "down", http.StatusServiceUnavailable) })
 	down := closedURL(t)
 
@@ -124,7 +128,7 @@ func TestBootstrapSendsRequestAndDomains(t *testing.T) {
 	priv, pub := key(t)
 	var got routing.Request
 	a := routing.Answer{Primary: "p.example.com", Backups: []string{"b.example.com"}, TTLSeconds: 60, Rule: "default", Version: 1}
-	srv := service(t, signer(t, priv, a, &got))
+	srv := service(t, signer(t, priv, a, &got, nil))
 	req := routing.Request{DeviceID: "dev", CustomerID: "cust", App: "bank", AppVersion: "9.1", Platform: "android"}
 	res, err := routing.Bootstrap(context.Background(), routing.Config{URL: srv.URL, PublicKeys: []string{pub}, DefaultDomain: "wap.example.com"}, req, routing.Options{})
 	if err != nil {
@@ -141,7 +145,7 @@ func TestBootstrapSendsRequestAndDomains(t *testing.T) {
 func TestTamperedStateFileIgnored(t *testing.T) {
 	priv, pub := key(t)
 	a := routing.Answer{Primary: "p.example.com", TTLSeconds: 600, Rule: "default", Version: 1}
-	srv := service(t, signer(t, priv, a, nil))
+	srv := service(t, signer(t, priv, a, nil, nil))
 	path := filepath.Join(t.TempDir(), "route.json")
 	cfg := routing.Config{URL: srv.URL, PublicKeys: []string{pub}, DefaultDomain: "wap.example.com", StateFile: path}
 	if _, err := routing.Bootstrap(context.Background(), cfg, routing.Request{}, routing.Options{}); err != nil {
@@ -217,7 +221,7 @@ func TestBootstrapAlwaysLeavesABackup(t *testing.T) {
 	}
 	for _, st := range steps {
 		st.answer.TTLSeconds, st.answer.Rule, st.answer.Version = 60, "region:east", 1
-		srv := service(t, signer(t, priv, st.answer, nil))
+		srv := service(t, signer(t, priv, st.answer, nil, nil))
 		cfg := routing.Config{URL: srv.URL, PublicKeys: []string{pub}, DefaultDomain: "wap.example.com", DefaultBackups: st.defaults}
 		res, err := routing.Bootstrap(context.Background(), cfg, routing.Request{DeviceID: "d1"}, routing.Options{})
 		if err != nil || res.Source != routing.SourceService {

@@ -51,11 +51,11 @@ func (c Config) Validate() error {
 			return config.Field(fmt.Sprintf("public_keys[%d]", i), "%v", err)
 		}
 	}
-	if !validDomain(c.DefaultDomain) {
+	if !ValidDomain(c.DefaultDomain) {
 		return config.Field("default_domain", "%q: want a domain", c.DefaultDomain)
 	}
 	for i, b := range c.DefaultBackups {
-		if !validDomain(b) || b == c.DefaultDomain {
+		if !ValidDomain(b) || b == c.DefaultDomain {
 			return config.Field(fmt.Sprintf("default_backups[%d]", i), "%q: want a domain other than default_domain", b)
 		}
 	}

@@ -7,7 +7,9 @@
 //	ft, err := failover.NewTransport(failover.Config{Primary: res.Primary, Backups: res.Backups}, lm)
 //
 // Contract: Bootstrap POSTs the Request to Config.URL over the given
-// http.Client, verifies the Ed25519 signature against Config.PublicKeys and
+// http.Client, verifies the Ed25519 signature against Config.PublicKeys,
+// checks that the signed answer is bound to this device and not past its
+// expires_at (Answer.Check: ErrOtherDevice, ErrExpired, ErrUnbound) and
 // returns the answer (Source "service"). When the call fails or the answer
 // does not verify, it returns the last verified answer persisted in
 // Config.StateFile while its TTL lasts (Source "persisted"), else

@@ -35,13 +35,23 @@ func save(path string, body []byte, now time.Time) error {
 	return atomicfile.Write(path, raw)
 }
 
-// load reads and re-verifies the state file.
-func load(path string, keys []ed25519.PublicKey) (persisted, error) {
+// load reads and re-verifies the state file: the signature, and that the
+// answer serves deviceID at now (Answer.Check). A file persisted before
+// answers were bound (or by another device) is refused with ErrUnbound
+// (ErrOtherDevice) and ignored like a corrupt one.
+func load(path string, keys []ed25519.PublicKey, deviceID string, now time.Time) (persisted, error) {
 	raw, err := os.ReadFile(path)
 	if err != nil {
 		return persisted{}, err
 	}
-	return parseState(raw, keys)
+	p, err := parseState(raw, keys)
+	if err != nil {
+		return persisted{}, err
+	}
+	if err := p.answer.Check(deviceID, now); err != nil {
+		return persisted{}, err
+	}
+	return p, nil
 }
 
 func parseState(raw []byte, keys []ed25519.PublicKey) (persisted, error) {

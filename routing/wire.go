@@ -2,10 +2,14 @@ package routing
 
 import (
 	"crypto/ed25519"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
+	"time"
 )
 
 // Wire-format limits.
@@ -16,10 +20,26 @@ const (
 	MaxTTLSeconds = 7 * 24 * 3600
 	maxBackups    = 16
 	maxDomainLen  = 253
+	// MaxClockSkew is how far the client's clock may be behind or ahead
+	// of the service's when Check compares an answer's expires_at with it.
+	MaxClockSkew = 5 * time.Minute
 )
 
-// ErrAnswer: a routing answer is malformed or its signature does not verify.
-var ErrAnswer = errors.New("routing: invalid answer")
+// Errors. ErrExpired, ErrOtherDevice and ErrUnbound are the refusals of
+// Answer.Check; every refusal of Verify wraps ErrAnswer.
+var (
+	// ErrAnswer: a routing answer is malformed or its signature does not
+	// verify.
+	ErrAnswer = errors.New("routing: invalid answer")
+	// ErrExpired: the answer's expires_at (plus MaxClockSkew) has passed.
+	ErrExpired = errors.New("routing: answer expired")
+	// ErrOtherDevice: the answer was given to another device.
+	ErrOtherDevice = errors.New("routing: answer for another device")
+	// ErrUnbound: the answer carries no device binding or no expiry (it
+	// was signed by a veer control older than the binding, or forged
+	// from such an answer); it is refused like a forged one.
+	ErrUnbound = errors.New("routing: answer not bound to a device and an expiry")
+)
 
 // Request is the body of POST /v1/route.
 type Request struct {
@@ -45,6 +65,59 @@ type Answer struct {
 	// Version is the rule set's revision; equal versions give equal
 	// answers for one device.
 	Version int64 `json:"version"`
+	// IssuedAt is when the service signed the answer (Unix seconds).
+	IssuedAt int64 `json:"issued_at,omitempty"`
+	// ExpiresAt is IssuedAt + TTLSeconds (Unix seconds): past it the
+	// answer is refused (ErrExpired), whoever presents it.
+	ExpiresAt int64 `json:"expires_at,omitempty"`
+	// DeviceSHA256 is DeviceHash of the request's device_id: the answer
+	// serves that device only (ErrOtherDevice).
+	DeviceSHA256 string `json:"device_sha256,omitempty"`
+}
+
+// DeviceHash is the hex SHA-256 of a device ID, as Answer.DeviceSHA256
+// carries it (the ID itself is not echoed).
+func DeviceHash(deviceID string) string {
+	sum := sha256.Sum256([]byte(deviceID))
+	return hex.EncodeToString(sum[:])
+}
+
+// Bind returns a as given to deviceID at now: IssuedAt now (whole
+// seconds), ExpiresAt TTLSeconds later, DeviceSHA256 the device's hash.
+// The service signs bound answers only.
+func (a Answer) Bind(deviceID string, now time.Time) Answer {
+	a.IssuedAt = now.Unix()
+	a.ExpiresAt = a.IssuedAt + int64(a.TTLSeconds)
+	a.DeviceSHA256 = DeviceHash(deviceID)
+	return a
+}
+
+// Check refuses a verified answer that does not serve deviceID at now:
+// ErrUnbound without a binding, ErrOtherDevice for another device's,
+// ErrExpired once ExpiresAt + MaxClockSkew has passed.
+func (a Answer) Check(deviceID string, now time.Time) error {
+	if a.DeviceSHA256 == "" || a.ExpiresAt == 0 {
+		return ErrUnbound
+	}
+	if a.DeviceSHA256 != DeviceHash(deviceID) {
+		return ErrOtherDevice
+	}
+	if exp := time.Unix(a.ExpiresAt, 0).Add(MaxClockSkew); !now.Before(exp) {
+		return fmt.Errorf("%w at %s (now %s)", ErrExpired, time.Unix(a.ExpiresAt, 0).UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339))
+	}
+	return nil
+}
+
+// VerifyFor is Verify followed by Check: the answer a client may use.
+func VerifyFor(body []byte, keys []ed25519.PublicKey, deviceID string, now time.Time) (Answer, error) {
+	a, err := Verify(body, keys)
+	if err != nil {
+		return Answer{}, err
+	}
+	if err := a.Check(deviceID, now); err != nil {
+		return Answer{}, err
+	}
+	return a, nil
 }
 
 // Signed is the response body: the answer's exact JSON bytes and an
@@ -101,26 +174,82 @@ func Verify(body []byte, keys []ed25519.PublicKey) (Answer, error) {
 }
 
 func (a Answer) validate() error {
-	if !validDomain(a.Primary) {
+	if !ValidDomain(a.Primary) {
 		return fmt.Errorf("%w: primary %q is not a domain", ErrAnswer, a.Primary)
 	}
 	if len(a.Backups) > maxBackups {
 		return fmt.Errorf("%w: %d backups, max %d", ErrAnswer, len(a.Backups), maxBackups)
 	}
 	for i, b := range a.Backups {
-		if !validDomain(b) {
+		if !ValidDomain(b) {
 			return fmt.Errorf("%w: backups[%d] %q is not a domain", ErrAnswer, i, b)
 		}
 	}
 	if a.TTLSeconds < 0 || a.TTLSeconds > MaxTTLSeconds {
 		return fmt.Errorf("%w: ttl_seconds %d out of 0..%d", ErrAnswer, a.TTLSeconds, MaxTTLSeconds)
 	}
+	if a.IssuedAt < 0 || a.ExpiresAt < a.IssuedAt || a.ExpiresAt-a.IssuedAt > MaxTTLSeconds {
+		return fmt.Errorf("%w: issued_at %d, expires_at %d: want 0 <= issued_at <= expires_at <= issued_at+%d", ErrAnswer, a.IssuedAt, a.ExpiresAt, MaxTTLSeconds)
+	}
+	if a.DeviceSHA256 != "" {
+		if b, err := hex.DecodeString(a.DeviceSHA256); err != nil || len(b) != sha256.Size {
+			return fmt.Errorf("%w: device_sha256: want %d hex digits", ErrAnswer, 2*sha256.Size)
+		}
+	}
 	return nil
 }
 
-// validDomain accepts host names and host:port (letters, digits, '-', '.',
+// Prepared is an answer encoded once for many bound signatures: the
+// service decides one Answer for many devices and signs it for each
+// (AppendSigned) without encoding it again.
+type Prepared struct {
+	// Answer is the unbound answer.
+	Answer
+	head []byte // its JSON without the closing brace
+}
+
+// Prepare encodes a (its binding fields are dropped: AppendSigned sets
+// them).
+func Prepare(a Answer) Prepared {
+	a.IssuedAt, a.ExpiresAt, a.DeviceSHA256 = 0, 0, ""
+	b, err := json.Marshal(a)
+	if err != nil {
+		panic("routing: cannot encode an answer: " + err.Error()) // strings and ints only
+	}
+	return Prepared{Answer: a, head: b[:len(b)-1]}
+}
+
+// AppendSigned appends to dst the signed body (Signed's JSON) of
+// p.Answer.Bind(deviceID, now) and a newline. keyID is KeyID of key's
+// public half. Its answer bytes decode to exactly the bound answer.
+func (p Prepared) AppendSigned(dst []byte, key ed25519.PrivateKey, keyID, deviceID string, now time.Time) []byte {
+	head := p.head
+	if head == nil { // a Prepared not made by Prepare
+		head = Prepare(p.Answer).head
+	}
+	issued := now.Unix()
+	sum := sha256.Sum256([]byte(deviceID))
+	dst = append(dst, `{"answer":`...)
+	start := len(dst)
+	dst = append(dst, head...)
+	dst = append(dst, `,"issued_at":`...)
+	dst = strconv.AppendInt(dst, issued, 10)
+	dst = append(dst, `,"expires_at":`...)
+	dst = strconv.AppendInt(dst, issued+int64(p.TTLSeconds), 10)
+	dst = append(dst, `,"device_sha256":"`...)
+	dst = hex.AppendEncode(dst, sum[:])
+	dst = append(dst, `"}`...)
+	sig := ed25519.Sign(key, dst[start:])
+	dst = append(dst, `,"key_id":"`...)
+	dst = append(dst, keyID...)
+	dst = append(dst, `","signature":"`...)
+	dst = base64.StdEncoding.AppendEncode(dst, sig)
+	return append(dst, "\"}\n"...)
+}
+
+// ValidDomain accepts host names and host:port (letters, digits, '-', '.',
 // ':' and brackets for IPv6 literals).
-func validDomain(d string) bool {
+func ValidDomain(d string) bool {
 	if d == "" || len(d) > maxDomainLen {
 		return false
 	}

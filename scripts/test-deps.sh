@@ -22,6 +22,9 @@ declare -A pkgs=(
   [slowhttptest]=slowhttptest
   [systemd-analyze]=systemd
   [promtool]=prometheus
+  [nats-server]=nats-server
+  [chromium]=chromium
+  [chromedriver]=chromium-driver
 )
 for cmd in "${!pkgs[@]}"; do
   command -v "$cmd" >/dev/null 2>&1 || need+=("${pkgs[$cmd]}")

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/veerhq/veer/shed/internal/runq"
 	"github.com/veerhq/veer/tier"
 )
 
@@ -121,7 +122,7 @@ func BenchmarkRejection(b *testing.B) {
 // endpoint queues, so an admitted request yields while the run queue is busy:
 // one tier (critical, a gateway's default) or two (every other client
 // critical_plus). The figure is the process's CPU time (getrusage) per
-// request, handler included; the yield is poll (pollYield, what runs),
+// request, handler included; the yield is poll (runq.Yield, what runs),
 // gosched (runtime.Gosched) or none, so its cost is poll - none in the same
 // run. yields/op counts the yields.
 func BenchmarkSaturated(b *testing.B) {
@@ -132,7 +133,7 @@ func BenchmarkSaturated(b *testing.B) {
 		for _, c := range []struct {
 			name  string
 			yield func()
-		}{{"poll", pollYield}, {"gosched", runtime.Gosched}, {"none", func() {}}} {
+		}{{"poll", runq.Yield}, {"gosched", runtime.Gosched}, {"none", func() {}}} {
 			b.Run(tiers.name+"/"+c.name, func(b *testing.B) {
 				benchSaturated(b, c.yield, tiers.of)
 			})
@@ -156,7 +157,7 @@ func benchSaturated(b *testing.B, yield func(), tiers [2]string) {
 	const clients = 64
 	var shed, next atomic.Int64
 	var wg sync.WaitGroup
-	cpu0, _ := processCPU()
+	cpu0, _ := runq.ProcessCPU()
 	b.ResetTimer()
 	for i := range clients {
 		wg.Go(func() {
@@ -175,7 +176,7 @@ func benchSaturated(b *testing.B, yield func(), tiers [2]string) {
 	}
 	wg.Wait()
 	b.StopTimer()
-	cpu1, _ := processCPU()
+	cpu1, _ := runq.ProcessCPU()
 	b.ReportMetric(float64(cpu1-cpu0)/float64(b.N), "cpu-ns/op")
 	b.ReportMetric(float64(shed.Load())/float64(b.N), "shed/op")
 	b.ReportMetric(float64(yields.Load())/float64(b.N), "yields/op")

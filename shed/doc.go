@@ -33,12 +33,12 @@
 // runtime's run queue has a backlog, an admitted request of a sheddable tier
 // (of any tier, if its endpoint is shedding or queueing) therefore yields its
 // processor before its handler runs, until the runtime next polls the network
-// (see pollYield; one poll serves every request that yields before it): the
+// (see shed/internal/runq; one poll serves every request that yields before it): the
 // waiting goroutines, and the requests that poll finds,
 // parse their requests and reach the stage, where they queue by tier and
 // CoDel sees them. While the processors are also saturated, an
 // empty stage queue does not count as drained and the limiter does not grow
-// (see schedwait.go). The CoDel target is at least two turns of the queue
+// (runq.Queue.Saturated). The CoDel target is at least two turns of the queue
 // (the time it takes to advance by one request), so that random arrivals at
 // 80% load are not taken for an overload.
 //

@@ -60,10 +60,10 @@ import (
 // last before its first drop, unless the queued work or a stuck stage
 // confirms it sooner. In the model 5 leaves 2 of 100 seeds shedding at
 // 0.8×, and longer holds raise the p99 of 1.1× Poisson onsets further (10:
-// 8 of 24 seeds above 100 ms, the worst 182 ms). A variable only so that
-// TestModelEpisodeCurve can sweep it; 0 is the rule before episodes (the
-// first drop at detection).
-var episodeHold = 6
+// 8 of 24 seeds above 100 ms, the worst 182 ms). New puts it in
+// Shedder.episodeHold, which TestModelEpisodeCurve sweeps; 0 is the rule
+// before episodes (the first drop at detection).
+const episodeHold = 6
 
 // episodeWork is the queued work, in intervals, that confirms an episode at
 // once (see above for 0.5 and 2).
@@ -90,7 +90,7 @@ func (st *stage) episodeLocked(t tier.Tier, now time.Time) bool {
 		}
 	}
 	iv := d.interval()
-	if now.Sub(d.Since()) >= time.Duration(episodeHold)*iv {
+	if now.Sub(d.Since()) >= time.Duration(st.s.episodeHold)*iv {
 		return true
 	}
 	return time.Duration(st.queued.Load())*st.turn >= episodeWork*iv || st.stuckLocked()

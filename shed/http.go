@@ -66,35 +66,70 @@ const UnmatchedEndpoint = "unmatched"
 func (s *Shedder) Middleware(next http.Handler) http.Handler {
 	mux, _ := next.(*http.ServeMux)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		endpoint := s.endpointOf(r, mux)
-		stated, caller := tier.ParseHeader(r.Header)
-		if v := r.Header[TimeoutHeader]; len(v) > 0 {
-			if d, ok := parseTimeout(v[0]); ok {
-				ctx, cancel := context.WithTimeout(r.Context(), d)
-				defer cancel()
-				r = r.WithContext(ctx)
-			}
-		}
-		p := s.pol.Load()
-		t := p.resolve(endpoint, caller, stated)
-		s.markConn(p, t, r.RemoteAddr) // a critical request's connection is never held (pace.go)
-		st := s.stage(endpoint)
-		tk, err := st.acquire(r.Context(), t, p)
-		if err != nil {
-			s.holdRefusal(r, st, p)
-			p.wire[reasonOf(err)].write(w, r)
+		r, adm, ok := s.AdmitHTTP(w, r, s.endpointOf(r, mux))
+		if !ok {
 			return
 		}
-		defer tk.Release()
-		if stated != tier.Unset || caller != "" {
-			ctx := tier.WithTier(r.Context(), t)
-			if caller != "" {
-				ctx = tier.WithCaller(ctx, caller)
-			}
-			r = r.WithContext(ctx)
-		}
+		defer adm.Done()
 		next.ServeHTTP(w, r)
 	})
+}
+
+// HTTPAdmission is an admitted request's hold on its endpoint; Done ends
+// it (the slot is freed, the TimeoutHeader deadline released).
+type HTTPAdmission struct {
+	tk     Ticket
+	cancel context.CancelFunc
+}
+
+// Done frees what AdmitHTTP took; call it once, when the request is done.
+func (a HTTPAdmission) Done() {
+	a.tk.Release()
+	if a.cancel != nil {
+		a.cancel()
+	}
+}
+
+// AdmitHTTP is Middleware's admission of one request to endpoint, for a
+// handler that names endpoints itself (the gateway: its route names): the
+// tier from Veer-Criticality and Rpc-Caller (resolved as Middleware does),
+// the TimeoutHeader deadline, critical-connection marking, then the
+// endpoint's stage. Admitted, it returns the request to serve (with the
+// deadline and, when stated, the tier and caller in its context) and ok;
+// the caller must call the admission's Done when the request is done.
+// Refused, it has held the refusal when the endpoint is in a rejection
+// storm (pace.go) and written it to w (503 with Retry-After, the
+// ReasonHeader and a JSON body), and returns ok false.
+func (s *Shedder) AdmitHTTP(w http.ResponseWriter, r *http.Request, endpoint string) (*http.Request, HTTPAdmission, bool) {
+	var adm HTTPAdmission
+	stated, caller := tier.ParseHeader(r.Header)
+	if v := r.Header[TimeoutHeader]; len(v) > 0 {
+		if d, ok := parseTimeout(v[0]); ok {
+			var ctx context.Context
+			ctx, adm.cancel = context.WithTimeout(r.Context(), d)
+			r = r.WithContext(ctx)
+		}
+	}
+	p := s.pol.Load()
+	t := p.resolve(endpoint, caller, stated)
+	s.markConn(p, t, r.RemoteAddr) // a critical request's connection is never held (pace.go)
+	st := s.stage(endpoint)
+	tk, err := st.acquire(r.Context(), t, p)
+	if err != nil {
+		s.holdRefusal(r, st, p)
+		p.wire[reasonOf(err)].write(w, r)
+		adm.Done()
+		return r, HTTPAdmission{}, false
+	}
+	adm.tk = tk
+	if stated != tier.Unset || caller != "" {
+		ctx := tier.WithTier(r.Context(), t)
+		if caller != "" {
+			ctx = tier.WithCaller(ctx, caller)
+		}
+		r = r.WithContext(ctx)
+	}
+	return r, adm, true
 }
 
 func (s *Shedder) endpointOf(r *http.Request, mux *http.ServeMux) string {

@@ -199,7 +199,7 @@ func (l *limiter) Baseline() time.Duration { return l.baseline }
 // probeFloor is the lowest limit a baseline probe tries. Below two, the
 // probe would measure the run-queue yield, not concurrency: with one
 // request in flight its slot idles while the request waits for the
-// processor to poll the network (see pollYield), and on the one-processor
+// processor to poll the network (see runq.Yield), and on the one-processor
 // bench a CPU-bound endpoint held at one served less, later, than at two
 // (6× p99 106-125 ms against 58-74, 1.25× goodput 0.75-0.88).
 const probeFloor = 2

@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/veerhq/veer/obs"
+	"github.com/veerhq/veer/shed/internal/runq"
 	"github.com/veerhq/veer/tier"
 )
 
@@ -22,7 +23,7 @@ type metrics struct {
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
-	obs.Register(reg, newYieldCollector())
+	obs.Register(reg, runq.NewCollector())
 	return &metrics{
 		waits: obs.Register(reg, newWaitCollector()),
 		state: obs.Register(reg, newStateCollector()),

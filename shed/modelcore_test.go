@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/veerhq/veer/shed/internal/runq"
 	"github.com/veerhq/veer/tier"
 )
 
@@ -17,12 +18,12 @@ import (
 // (useNext): one admitted on the fast path never left the processor, and
 // one granted a slot from the stage queue is made runnable by the Release
 // that granted it, which the runtime runs next (runnext). And yield models
-// pollYield: the request parks, holding its slot, until the run queue has
+// runq.Yield: the request parks, holding its slot, until the run queue has
 // drained (the core fell free with nobody waiting for it: the runtime polls
 // the network when it has nothing else to run) or pollEvery after it parked
 // (the monitor thread's poll, which wakes every parked yield), and then
 // queues behind whoever is waiting, like a request the poll found. Every
-// yield parks (they share one poll: pollYield has no cap on them). Since
+// yield parks (they share one poll: runq.Yield has no cap on them). Since
 // the core serves in order, a yield returns after what its poll found has
 // run, which the real runtime does not promise (its global run queue is
 // served first every 61st round), so the models set the start turn's
@@ -119,7 +120,7 @@ func (c *modelCore) pollLocked() {
 // procs: the model has one core (the start turn's processors, turn.go).
 func (c *modelCore) procs() int { return 1 }
 
-// yield is pollYield in the model (see modelCore).
+// yield is runq.Yield in the model (see modelCore).
 func (c *modelCore) yield() {
 	c.mu.Lock()
 	if !c.held {
@@ -151,7 +152,7 @@ func (c *modelCore) yield() {
 }
 
 // heldProbe is the model core's run-queue probe with the real probe's
-// memory (schedProbe): a backlog seen keeps it busy for backlogHold. The
+// memory (runq.Probe): a backlog seen keeps it busy for backlogHold. The
 // plain model core reports only the instant, so right after a poll had
 // drained it a request granted a slot started its handler without a
 // yield, which the real probe does not let happen during an overload
@@ -163,14 +164,14 @@ type heldProbe struct {
 	last time.Time
 }
 
-func (h *heldProbe) busy() bool {
+func (h *heldProbe) Busy() bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	now := time.Now()
-	if h.modelCore.busy() {
+	if h.modelCore.Busy() {
 		h.last = now
 	}
-	return !h.last.IsZero() && now.Sub(h.last) < backlogHold
+	return !h.last.IsZero() && now.Sub(h.last) < runq.BacklogHold
 }
 
-func (h *heldProbe) saturated() bool { return h.busy() }
+func (h *heldProbe) Saturated() bool { return h.Busy() }

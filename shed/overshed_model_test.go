@@ -99,6 +99,8 @@ type rqCase struct {
 	// dur is how long requests are sent (default 3.5 s; the first 500 ms
 	// at the same load, measured only when poisson).
 	dur time.Duration
+	// hold, when set, is the Shedder's episodeHold (TestModelEpisodeCurve).
+	hold *int
 }
 
 // rqResult is what runQueueModel measured.
@@ -128,6 +130,9 @@ func (r *rqResult) p99() time.Duration {
 // Call it inside a synctest bubble.
 func runQueueModel(t *testing.T, c rqCase) *rqResult {
 	s, _ := newShedder(t, Config{})
+	if c.hold != nil {
+		s.episodeHold = *c.hold
+	}
 	rq := &coreQueue{}
 	s.rq, s.yield = rq, func() {}
 	core := newModelServer(1, 5*time.Millisecond)

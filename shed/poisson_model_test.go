@@ -112,17 +112,15 @@ func TestModelEpisodeCurve(t *testing.T) {
 	if os.Getenv("SHED_EPISODE_CURVE") == "" {
 		t.Skip("a long measurement: SHED_EPISODE_CURVE=1 runs it")
 	}
-	saved := episodeHold
-	defer func() { episodeHold = saved }()
+	const saved = episodeHold
 	for _, hold := range []int{0, 3, 4, 5, 6, 7, 10} {
-		episodeHold = hold
 		line := fmt.Sprintf("hold %d intervals:", hold)
 		for _, load := range []float64{0.75, 0.8, 0.85} {
 			shed := 0
 			var p99s, slowest []time.Duration
 			for seed := uint64(1); seed <= 100; seed++ {
 				synctest.Test(t, func(t *testing.T) {
-					r := runQueueModel(t, rqCase{load: load, seed: seed, poisson: true})
+					r := runQueueModel(t, rqCase{load: load, seed: seed, poisson: true, hold: &hold})
 					if r.shed > 0 {
 						shed++
 					}
@@ -144,7 +142,7 @@ func TestModelEpisodeCurve(t *testing.T) {
 			over := 0
 			for seed := uint64(1); seed <= 24; seed++ {
 				synctest.Test(t, func(t *testing.T) {
-					r := runQueueModel(t, rqCase{load: load, seed: seed, poisson: true})
+					r := runQueueModel(t, rqCase{load: load, seed: seed, poisson: true, hold: &hold})
 					p99s = append(p99s, r.p99())
 					if r.p99() > 100*time.Millisecond {
 						over++

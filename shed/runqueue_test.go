@@ -3,6 +3,7 @@ package shed
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -165,3 +166,10 @@ func acquireOnce(t *testing.T, s *Shedder, contended bool, tr tier.Tier) {
 	}
 	tk.Release()
 }
+
+// fixedRunQueue is a run queue whose state the test sets.
+type fixedRunQueue struct{ isBusy, isSaturated atomic.Bool }
+
+func (f *fixedRunQueue) Observe(time.Time) {}
+func (f *fixedRunQueue) Busy() bool        { return f.isBusy.Load() }
+func (f *fixedRunQueue) Saturated() bool   { return f.isSaturated.Load() }

@@ -13,6 +13,7 @@ import (
 	"github.com/veerhq/veer/clock"
 	"github.com/veerhq/veer/config"
 	"github.com/veerhq/veer/obs"
+	"github.com/veerhq/veer/shed/internal/runq"
 	"github.com/veerhq/veer/tier"
 )
 
@@ -29,15 +30,22 @@ type Shedder struct {
 	endpointFn func(*http.Request) string
 	maxEps     int
 	// rq tells whether requests wait in the run queue before they reach
-	// a stage (see schedwait.go); nil: never. yield gives up the
-	// processor before a handler runs while they do (pollYield). settle
+	// a stage (runq.Process); nil: never. yield gives up the
+	// processor before a handler runs while they do (runq.Yield). settle
 	// is what the start turn does after a yield so that the goroutines
-	// its poll woke run first (turn.go); nil: yield again. The
+	// its poll woke run first (runq.Turns.Wait); nil: yield again. The
 	// virtual-time models' core runs a yielder behind what its poll found
-	// already, and sets a no-op.
-	rq     runQueue
+	// already, and sets a no-op. turns is the line of start turns
+	// (runq.ProcessTurns).
+	rq     runq.Queue
 	yield  func()
 	settle func()
+	turns  *runq.Turns
+
+	// episodeHold is how many intervals a fresh overload's standing
+	// queue must last before its first drop (DefaultEpisodeHold,
+	// episode.go); a field so that TestModelEpisodeCurve can sweep it.
+	episodeHold int
 
 	held atomic.Int64  // refusals being held (see pace.go)
 	pace pacer         // releases them
@@ -60,16 +68,18 @@ func New(c Config) (*Shedder, error) {
 		return nil, err
 	}
 	s := &Shedder{
-		clk:        clock.Or(c.Clock),
-		log:        obs.LoggerOr(c.Logger),
-		m:          newMetrics(c.Registerer),
-		endpointFn: c.Endpoint,
-		maxEps:     c.MaxEndpoints,
-		file:       c,
-		overrides:  map[tableKey]tier.Tier{},
-		rq:         processSched,
-		yield:      pollYield,
-		done:       make(chan struct{}),
+		clk:         clock.Or(c.Clock),
+		log:         obs.LoggerOr(c.Logger),
+		m:           newMetrics(c.Registerer),
+		endpointFn:  c.Endpoint,
+		maxEps:      c.MaxEndpoints,
+		file:        c,
+		overrides:   map[tableKey]tier.Tier{},
+		rq:          runq.Process(),
+		yield:       runq.Yield,
+		turns:       runq.ProcessTurns(),
+		episodeHold: episodeHold,
+		done:        make(chan struct{}),
 	}
 	s.pace.clk = s.clk
 	if s.maxEps <= 0 {

@@ -2,6 +2,7 @@ package shed
 
 import (
 	"context"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -131,7 +132,7 @@ func (t Ticket) Release() {
 	} else {
 		now := st.s.clk.Now()
 		if st.s.rq != nil {
-			st.s.rq.observe(now)
+			st.s.rq.Observe(now)
 		}
 		st.rttSum.Add(int64(now.Sub(t.start)))
 		st.rttN.Add(1)
@@ -193,21 +194,33 @@ func (st *stage) rejectDeadline(dl, now time.Time) bool {
 	return dl.Sub(now) < time.Duration(st.minService.Load())
 }
 
+// processors is implemented by a run queue whose processors are not the
+// runtime's (the virtual-time models' one core).
+type processors interface{ procs() int }
+
+// turnProcs is how many sheddable handlers may start per poll: GOMAXPROCS.
+func (s *Shedder) turnProcs() uint64 {
+	if p, ok := s.rq.(processors); ok {
+		return uint64(p.procs())
+	}
+	return uint64(runtime.GOMAXPROCS(0))
+}
+
 // acquire admits a request of tier t or returns a *Rejection.
 func (st *stage) acquire(ctx context.Context, t tier.Tier, p *policy) (Ticket, error) {
 	tk, err := st.admit(ctx, t, p)
 	if err == nil && st.busy() {
 		if !p.sheddable(t) {
-			noteNeverShed(st.s.clk.Now())
+			st.s.turns.NoteNeverShed(st.s.clk.Now())
 		}
 		if p.sheddable(t) || st.contended() {
 			// Requests wait in the run queue before they reach the
 			// stage: let them come in (and queue, by tier) before this
-			// handler takes the processor. See schedwait.go; while the
-			// processors are saturated and never-shed requests come, a
-			// sheddable tier also waits for its start turn (turn.go).
-			if p.sheddable(t) && st.upstream() && turnWanted(st.s.clk.Now()) {
-				st.s.yieldTurn()
+			// handler takes the processor. See shed/internal/runq; while
+			// the processors are saturated and never-shed requests come,
+			// a sheddable tier also waits for its start turn (runq.Turns).
+			if p.sheddable(t) && st.upstream() && st.s.turns.Wanted(st.s.clk.Now()) {
+				st.s.turns.Wait(st.s.turnProcs(), st.s.yield, st.s.settle)
 			} else {
 				st.s.yield()
 			}
@@ -229,7 +242,7 @@ func (st *stage) admit(ctx context.Context, t tier.Tier, p *policy) (Ticket, err
 		return Ticket{}, reject(ReasonTier)
 	}
 	if timed && st.s.rq != nil {
-		st.s.rq.observe(now)
+		st.s.rq.Observe(now)
 	}
 	if timed {
 		if hasDL && st.rejectDeadline(dl, now) {
@@ -319,7 +332,7 @@ func (st *stage) wait(ctx context.Context, t tier.Tier, p *policy, now time.Time
 // processors are saturated and the runtime's run queue has a backlog. Then
 // an empty stage queue is not a drained one.
 func (st *stage) upstream() bool {
-	return st.s.rq != nil && st.s.rq.saturated()
+	return st.s.rq != nil && st.s.rq.Saturated()
 }
 
 // contended reports whether the endpoint is shedding or has requests
@@ -335,7 +348,7 @@ func (st *stage) contended() bool {
 
 // busy reports whether the runtime's run queue had a backlog lately.
 func (st *stage) busy() bool {
-	return st.s.rq != nil && st.s.rq.busy()
+	return st.s.rq != nil && st.s.rq.Busy()
 }
 
 // markIdle notes, without a lock, that the queue was empty for a moment: a

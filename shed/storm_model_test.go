@@ -208,9 +208,9 @@ const modelHandler = 5 * time.Millisecond
 // two requests wait for the core.
 type coreQueue struct{ waiting atomic.Int64 }
 
-func (q *coreQueue) observe(time.Time) {}
-func (q *coreQueue) busy() bool        { return q.waiting.Load() > 2 }
-func (q *coreQueue) saturated() bool   { return q.busy() }
+func (q *coreQueue) Observe(time.Time) {}
+func (q *coreQueue) Busy() bool        { return q.waiting.Load() > 2 }
+func (q *coreQueue) Saturated() bool   { return q.Busy() }
 
 // TestModelStormOnset: critical requests in the bench's storm (scenario
 // 7: 1 s of the usual mix at half the capacity, then 128 closed-loop

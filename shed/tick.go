@@ -73,7 +73,7 @@ func (st *stage) tickLocked(now time.Time, p *policy) {
 		return
 	}
 	if st.s.rq != nil {
-		st.s.rq.observe(now)
+		st.s.rq.Observe(now)
 	}
 	up := st.upstream()
 	// A stage with nothing in flight and nothing waiting at the end of an

@@ -60,18 +60,6 @@ const (
 	MaxValueLen = 8 << 20
 )
 
-// Keys of the documents gateways follow (written by the control plane's
-// admin API, read by gateway.FollowStore); both sides import them from here.
-const (
-	// KeyGatewayPrefix prefixes every document published to gateways.
-	KeyGatewayPrefix = "gateway/"
-	// KeyGatewayCriticality holds the criticality table (shed.Config's
-	// shape, YAML or JSON).
-	KeyGatewayCriticality = KeyGatewayPrefix + "criticality"
-	// KeyGatewayLimits holds the limits (limit.Config's shape).
-	KeyGatewayLimits = KeyGatewayPrefix + "limits"
-)
-
 // Expectations for Write.Expect besides a positive version.
 const (
 	// Any writes whatever the current version (the zero value).
@@ -198,6 +186,22 @@ func CheckValue(v []byte) error {
 		return fmt.Errorf("%w: value of %d bytes, max %d", ErrInvalid, len(v), MaxValueLen)
 	}
 	return nil
+}
+
+// CheckPut is every backend's Put prelude: it validates key and value and
+// returns the value to store, a nil value as an empty one (a document that
+// exists has a value; only a deleted one has none).
+func CheckPut(key string, value []byte) ([]byte, error) {
+	if err := CheckKey(key); err != nil {
+		return nil, err
+	}
+	if err := CheckValue(value); err != nil {
+		return nil, err
+	}
+	if value == nil {
+		value = []byte{}
+	}
+	return value, nil
 }
 
 // CheckExpect validates w.Expect against the current version cur (0: the

@@ -106,3 +106,29 @@ func FuzzCheckKey(f *testing.F) {
 		}
 	})
 }
+
+// TestCheckPut: the backends' Put prelude refuses a bad key or an oversized
+// value with ErrInvalid and stores a nil value as an empty one.
+func TestCheckPut(t *testing.T) {
+	tests := []struct {
+		name    string
+		key     string
+		value   []byte
+		invalid bool
+	}{
+		{"a document", "routing/table", []byte("x"), false},
+		{"nil value", "routing/table", nil, false},
+		{"empty key", "", []byte("x"), true},
+		{"a .. segment", "a/../b", []byte("x"), true},
+		{"value too large", "k", make([]byte, store.MaxValueLen+1), true},
+	}
+	for _, tt := range tests {
+		v, err := store.CheckPut(tt.key, tt.value)
+		if got := errors.Is(err, store.ErrInvalid); got != tt.invalid {
+			t.Errorf("%s: err %v, want invalid %v", tt.name, err, tt.invalid)
+		}
+		if !tt.invalid && (v == nil || len(v) != len(tt.value)) {
+			t.Errorf("%s: value %q, want %q and not nil", tt.name, v, tt.value)
+		}
+	}
+}

@@ -19,12 +19,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/veerhq/veer/config"
 	"github.com/veerhq/veer/control"
 	"github.com/veerhq/veer/failover"
 	"github.com/veerhq/veer/gateway"
+	"github.com/veerhq/veer/gateway/gatewaytest"
 	"github.com/veerhq/veer/lastmile"
 	"github.com/veerhq/veer/lastmile/lmtest"
 	"github.com/veerhq/veer/obs"
@@ -237,19 +236,7 @@ func startSystem(t *testing.T, extraA string) *system {
 		if err := config.Parse([]byte(yaml), site+".yaml", &cfg); err != nil {
 			t.Fatal(err)
 		}
-		g, err := gateway.New(cfg, gateway.Options{Logger: obs.Discard, Registerer: prometheus.NewRegistry()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := g.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			g.Shutdown(ctx)
-		})
-		s.gw[site] = g
+		s.gw[site] = gatewaytest.Start(t, cfg, gateway.Options{})
 	}
 	s.routingCfg = routing.Config{
 		URL:            "http://" + s.ctlAddrs.Plain + "/v1/route",

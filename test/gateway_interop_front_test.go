@@ -65,6 +65,7 @@ func TestGatewayInteropBehindProxies(t *testing.T) {
 	g := interopGateway(t, `
 routes: [{name: r, clusters: [{name: c}]}]
 clusters: [{name: c, backends: [{address: '`+be+`'}]}]
+trusted_networks: [127.0.0.0/8]   # the front proxies: their X-Forwarded-For is kept
 `)
 	gw := g.Addrs().Plain
 	fronts := []string{"", "", ""}

@@ -192,6 +192,7 @@ func TestGatewayInteropNginxUpstream(t *testing.T) {
 	g := interopGateway(t, `
 routes: [{name: r, clusters: [{name: nginx}]}]
 clusters: [{name: nginx, max_idle_per_backend: `+strconv.Itoa(maxIdle)+`, backends: [{address: '`+up+`'}]}]
+trusted_networks: [127.0.0.0/8]   # the client's X-Forwarded-For and Forwarded are kept
 `)
 	bases := map[string]string{"h1": "http://" + g.Addrs().Plain, "h2": "https://" + g.Addrs().TLS}
 	direct := newCountingClient(false)

@@ -21,11 +21,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/veerhq/veer/config"
 	"github.com/veerhq/veer/gateway"
-	"github.com/veerhq/veer/obs"
+	"github.com/veerhq/veer/gateway/gatewaytest"
 )
 
 // This file holds the plumbing of gateway_interop_test.go: the tools we did
@@ -213,19 +211,7 @@ func interopGateway(t testing.TB, yaml string) *gateway.Gateway {
 	cfg.Listen.Addr = "127.0.0.1:0"
 	cfg.Listen.Plain = "127.0.0.1:0"
 	cfg.DataDir = t.TempDir()
-	g, err := gateway.New(cfg, gateway.Options{Logger: obs.Discard, Registerer: prometheus.NewRegistry()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := g.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = g.Shutdown(ctx)
-	})
-	return g
+	return gatewaytest.Start(t, cfg, gateway.Options{})
 }
 
 // randomFile writes n pseudo-random bytes (a fixed seed) to dir/name and

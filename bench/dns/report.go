@@ -24,7 +24,7 @@ func Report(w io.Writer, rounds [][]Result, baseline string) {
 		}
 	}
 	slices.Sort(names)
-	fmt.Fprintf(w, "\n| server | median queries/s | lost (all rounds) | median CPU per query | queries/s ÷ %s (median of rounds) | CPU per query ÷ %s |\n|---|---|---|---|---|---|\n", baseline, baseline)
+	fmt.Fprintf(w, "\n| server | median queries/s | lost (all rounds) | median CPU per query | queries/s ÷ %s (median of rounds) | CPU per query ÷ %s | CPU per query ÷ %s, range of rounds |\n|---|---|---|---|---|---|---|\n", baseline, baseline, baseline)
 	for _, n := range names {
 		var qps, cpu, rq, rc []float64
 		var lost int64
@@ -42,7 +42,7 @@ func Report(w io.Writer, rounds [][]Result, baseline string) {
 				rc = append(rc, float64(r.CPUPerQuery())/float64(b.CPUPerQuery()))
 			}
 		}
-		fmt.Fprintf(w, "| %s | %.0f | %d | %.2f µs | %.2f× | %.2f× |\n", n, median(qps), lost, median(cpu), median(rq), median(rc))
+		fmt.Fprintf(w, "| %s | %.0f | %d | %.2f µs | %.2f× | %.2f× | %.2f–%.2f× |\n", n, median(qps), lost, median(cpu), median(rq), median(rc), minOf(rc), maxOf(rc))
 	}
 }
 
@@ -67,4 +67,18 @@ func median(v []float64) float64 {
 		return s[len(s)/2]
 	}
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+func minOf(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	return slices.Min(v)
+}
+
+func maxOf(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	return slices.Max(v)
 }

@@ -16,7 +16,7 @@ import (
 func controlClientCmds(cl *adminClient) []*cobra.Command {
 	var (
 		ifMatch, reason, sample string
-		dryRun                  bool
+		dryRun, create          bool
 		limit                   int
 	)
 	put := &cobra.Command{
@@ -39,10 +39,15 @@ func controlClientCmds(cl *adminClient) []*cobra.Command {
 			if len(q) > 0 {
 				path += "?" + q.Encode()
 			}
-			return cl.do(cmd, http.MethodPut, path, body, map[string]string{"If-Match": ifMatch, "X-Veer-Reason": reason})
+			hdr := map[string]string{"If-Match": ifMatch, "X-Veer-Reason": reason}
+			if create {
+				hdr["If-None-Match"] = "*"
+			}
+			return cl.do(cmd, http.MethodPut, path, body, hdr)
 		},
 	}
-	put.Flags().StringVar(&ifMatch, "if-match", "", "the version you read (409 if it changed)")
+	put.Flags().StringVar(&ifMatch, "if-match", "", "the version you read (409 if it changed); * = only if it exists (412 if not)")
+	put.Flags().BoolVar(&create, "create", false, "only if the document does not exist yet (If-None-Match: *; 412 if it does)")
 	put.Flags().StringVar(&reason, "reason", "", "why (recorded in the audit log)")
 	put.Flags().BoolVar(&dryRun, "dry-run", false, "do not write; report who would move")
 	put.Flags().StringVar(&sample, "sample", "", "dry-run sample: N synthetic devices, or recent")

@@ -64,7 +64,9 @@ sites:
 		fail bool
 	}{
 		{[]string{"whoami"}, `"role": "admin"`, false},
-		{[]string{"put", "routing/table", table, "--reason", "first"}, `"version": 1`, false},
+		{[]string{"put", "routing/table", table, "--if-match", "*"}, "412", true},
+		{[]string{"put", "routing/table", table, "--create", "--reason", "first"}, `"version": 1`, false},
+		{[]string{"put", "routing/table", table, "--create"}, "412", true},
 		{[]string{"put", "routing/table", table, "--if-match", "5"}, "409", true},
 		{[]string{"put", "routing/table", table, "--dry-run", "--sample", "1000"}, `"moved": 0`, false},
 		{[]string{"playbook", "site_down", "--site", "a", "--reason", "fire"}, `"key": "routing/state"`, false},

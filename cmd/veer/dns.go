@@ -22,6 +22,7 @@ import (
 	"github.com/veerhq/veer/dnsserver/dnsstore"
 	"github.com/veerhq/veer/dnsserver/doh"
 	"github.com/veerhq/veer/obs"
+	"github.com/veerhq/veer/store"
 )
 
 func init() { subcommands = append(subcommands, newDNSCmd) }
@@ -43,7 +44,9 @@ The config file is watched: a valid change (zones, access nodes, regions,
 limits) is applied without dropping a query; an invalid one is logged with
 its file:line and the old config keeps serving. SIGHUP re-reads it at once.
 Listener fields cannot change while running. --data FILE serves the zones
-and regions of a separate, watched file instead. A control_store section
+and regions of a separate, watched file instead. regions_file: FILE takes
+the regions from veer control's routing table file (the one "veer control
+put routing/table FILE" stores), re-read with the config. A control_store section
 (etcd endpoints) serves the zones (document dns/zones) and access nodes
 (access/nodes, the scheduling API's) of the control plane's store instead,
 followed as they change; an invalid document keeps the last good data. docs/dns.md documents every field; examples/dns.yaml
@@ -68,6 +71,12 @@ is a start.`,
 			var srv *dnsserver.Server
 			data := &dnsData{}
 			w, err := watch.File(cfgPath, watch.Options{Name: "dns", Logger: log, Registerer: reg}, func(f dnsFile) error {
+				if err := f.loadRegionsFile(cfgPath); err != nil {
+					return err
+				}
+				if f.RegionsFile != "" && dataPath != "" {
+					return errors.New("dns: --data and the config's regions_file both set: pick one source of regions")
+				}
 				if srv == nil {
 					var err error
 					srv, err = dnsserver.New(f.Config, dnsserver.Options{Logger: log, Registerer: reg})
@@ -127,7 +136,7 @@ is a start.`,
 					return err
 				}
 				defer stop()
-				fmt.Fprintf(out, "veer dns: data from the control store %v (%s, %s)\n", data.store.Endpoints, dnsstore.KeyZones, dnsstore.KeyAccess)
+				fmt.Fprintf(out, "veer dns: data from the control store %v (%s, %s)\n", data.store.Endpoints, dnsstore.KeyZones, store.KeyAccess)
 			}
 			hup := make(chan os.Signal, 1)
 			signal.Notify(hup, syscall.SIGHUP)
@@ -160,6 +169,9 @@ func checkDNS(out io.Writer, path string) error {
 	if err := config.Load(path, &f); err != nil {
 		return err
 	}
+	if err := f.loadRegionsFile(path); err != nil {
+		return err
+	}
 	c := f.Config
 	records, access, nodes := 0, 0, 0
 	for _, z := range c.Zones {
@@ -172,7 +184,7 @@ func checkDNS(out io.Writer, path string) error {
 	_, err := fmt.Fprintf(out, "%s: OK: %d zones, %d records, %d access domains with %d nodes, %d region rows\n",
 		path, len(c.Zones), records, access, nodes, len(c.Regions))
 	if err == nil && f.ControlStore != nil {
-		_, err = fmt.Fprintf(out, "%s: data from the control store %v (%s, %s)\n", path, f.ControlStore.Endpoints, dnsstore.KeyZones, dnsstore.KeyAccess)
+		_, err = fmt.Fprintf(out, "%s: data from the control store %v (%s, %s)\n", path, f.ControlStore.Endpoints, dnsstore.KeyZones, store.KeyAccess)
 	}
 	return err
 }

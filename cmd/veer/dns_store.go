@@ -24,11 +24,17 @@ type dnsFile struct {
 	// plane's etcd store, followed as they change, instead of the file's
 	// zones and regions. Default none. Fixed at start.
 	ControlStore *storeetcd.Config `yaml:"control_store" json:"control_store"`
+	// RegionsFile, when set, is veer control's routing table file, whose
+	// regions replace the regions section (dns_regions.go). Default none.
+	RegionsFile string `yaml:"regions_file" json:"regions_file"`
 }
 
 // Validate names the bad field.
 func (f dnsFile) Validate() error {
 	if err := f.Config.Validate(); err != nil {
+		return err
+	}
+	if err := f.validateRegionsFile(); err != nil {
 		return err
 	}
 	if f.ControlStore == nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/veerhq/veer/config"
 	"github.com/veerhq/veer/config/watch"
 	"github.com/veerhq/veer/gateway"
+	"github.com/veerhq/veer/gateway/gatewayasync"
 	"github.com/veerhq/veer/gateway/gatewayh3"
 	"github.com/veerhq/veer/gateway/gatewayotel"
 	"github.com/veerhq/veer/gateway/gatewayredis"
@@ -86,7 +87,8 @@ invalid document is logged and counted and the last good config stays.`,
 func runGateway(ctx context.Context, path string, cfg gateway.Config, log *slog.Logger) error {
 	reg := obs.NewRegistry()
 	opts := gateway.Options{Logger: log, Registerer: reg, Gatherer: reg,
-		SharedLimiter: gatewayredis.SharedLimiter(reg, log), HTTP3: gatewayh3.Listen}
+		SharedLimiter: gatewayredis.SharedLimiter(reg, log), HTTP3: gatewayh3.Listen,
+		AsyncEngine: gatewayasync.Engine(log)}
 	if tc := cfg.Tracing; tc.OTLPEndpoint != "" {
 		exp, err := gatewayotel.New(gatewayotel.Config{Endpoint: tc.OTLPEndpoint, Insecure: tc.Insecure, ServiceName: tc.ServiceName})
 		if err != nil {
@@ -169,9 +171,17 @@ func followControlStore(g *gateway.Gateway, cs gateway.ControlStore, log *slog.L
 		defer close(done)
 		g.FollowStore(ctx, st, gateway.StoreOptions{})
 	}()
+	announced := make(chan struct{}) // the console reads the admin listener it names
+	go func() {
+		defer close(announced)
+		if err := g.Announce(ctx, st, gateway.AnnounceOptions{}); err != nil {
+			log.Info("not announced to the control store", "why", err)
+		}
+	}()
 	return func() {
 		cancel()
 		<-done
+		<-announced
 		_ = st.Close()
 	}, nil
 }

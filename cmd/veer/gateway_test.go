@@ -54,6 +54,18 @@ func TestGatewayCheck(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), bad+":3: clusters[0].backends[0].address") {
 		t.Fatalf("bad config: %v, want file:line: field", err)
 	}
+	// issue 27: a YAML syntax error and a type error read file:line: too
+	for src, want := range map[string]string{
+		"listen: [a b\n": bad + ":1: did not find expected ','",
+		"routes:\n  - name: r\n    timeout: 2 seconds\n": bad + `:3: routes[0].timeout: want a duration such as "2s" or "500ms", got "2 seconds"`,
+	} {
+		if err := os.WriteFile(bad, []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if _, err = run(t, "gateway", "--check", bad); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: %v, want %q", src, err, want)
+		}
+	}
 }
 
 func freeAddr(t *testing.T) string {

@@ -19,7 +19,9 @@ import (
 	"github.com/veerhq/veer/dnsserver"
 	"github.com/veerhq/veer/dnsserver/dnsstore"
 	"github.com/veerhq/veer/obs"
+	"github.com/veerhq/veer/routing/schedule"
 	"github.com/veerhq/veer/store"
+	"github.com/veerhq/veer/store/docs"
 	"github.com/veerhq/veer/store/storebolt"
 	"github.com/veerhq/veer/store/storeetcd"
 	"github.com/veerhq/veer/store/storeetcd/etcdtest"
@@ -31,13 +33,6 @@ func TestMain(m *testing.M) {
 		goleak.IgnoreTopFunction("google.golang.org/grpc/internal/grpcsync.(*CallbackSerializer).run"),
 		goleak.IgnoreTopFunction("google.golang.org/grpc/internal/transport.(*controlBuffer).get"),
 	)
-}
-
-// The keys are the control plane's: one source of truth.
-func TestKeysAreTheControlPlanes(t *testing.T) {
-	if dnsstore.KeyAccess != control.KeyAccess || dnsstore.KeyTable != control.KeyTable {
-		t.Fatalf("keys %q %q, control's %q %q", dnsstore.KeyAccess, dnsstore.KeyTable, control.KeyAccess, control.KeyTable)
-	}
 }
 
 const zonesYAML = `zones:
@@ -189,7 +184,9 @@ func (c gathered) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-func node(addr string, down bool) control.Node { return control.Node{Addr: addr, Down: down} }
+func node(addr string, down bool) docs.AccessNode {
+	return docs.AccessNode{Node: schedule.Node{Addr: addr}, Down: down}
+}
 
 // scenario runs the behaviour every backend must show, over real UDP.
 func scenario(r *rig) {
@@ -199,28 +196,29 @@ func scenario(r *rig) {
 		t.Fatalf("before any document: %v %v", got, err)
 	}
 	// The access nodes are written with the control plane's own type.
-	r.put(dnsstore.KeyAccess, control.Access{Default: []control.Node{node("10.0.0.1:443", false), node("10.0.0.2:443", false)}})
+	r.put(store.KeyAccess, docs.Access{Default: []docs.AccessNode{node("10.0.0.1:443", false), node("10.0.0.2:443", false)}})
 	r.put(dnsstore.KeyZones, []byte(zonesYAML))
 	r.wantAnswers("10.0.0.1", "10.0.0.2")
 
 	// Marked down in the control plane: it leaves the answers.
-	r.put(dnsstore.KeyAccess, control.Access{Default: []control.Node{node("10.0.0.1:443", false), node("10.0.0.2:443", true)}})
+	r.put(store.KeyAccess, docs.Access{Default: []docs.AccessNode{node("10.0.0.1:443", false), node("10.0.0.2:443", true)}})
 	r.wantAnswers("10.0.0.1")
 
 	// Removed, another added.
-	r.put(dnsstore.KeyAccess, control.Access{Default: []control.Node{node("10.0.0.3:443", false)}})
+	r.put(store.KeyAccess, docs.Access{Default: []docs.AccessNode{node("10.0.0.3:443", false)}})
 	r.wantAnswers("10.0.0.3")
 
 	// A node for another domain only does not serve this one.
-	r.put(dnsstore.KeyAccess, control.Access{Default: []control.Node{node("10.0.0.3:443", false),
-		{Addr: "10.0.0.9:443", Domains: []string{"other.example.test"}}, {Addr: "10.0.0.8:443", Domains: []string{"EDGE.example.test."}}}})
+	r.put(store.KeyAccess, docs.Access{Default: []docs.AccessNode{node("10.0.0.3:443", false),
+		{Node: schedule.Node{Addr: "10.0.0.9:443"}, Domains: []string{"other.example.test"}},
+		{Node: schedule.Node{Addr: "10.0.0.8:443"}, Domains: []string{"EDGE.example.test."}}}})
 	r.wantAnswers("10.0.0.3", "10.0.0.8")
 
 	// Invalid documents: refused, counted, the old answers stay.
 	base := r.invalid()
 	r.put(dnsstore.KeyZones, []byte(zonesYAML+"    bogus: 1\n"))
 	r.wantInvalid(base + 1)
-	r.put(dnsstore.KeyAccess, []byte(`{"default": [{"addr": "nope"}]}`))
+	r.put(store.KeyAccess, []byte(`{"default": [{"addr": "nope"}]}`))
 	r.wantInvalid(base + 2)
 	// The last good access nodes still combine with a new zones document.
 	r.put(dnsstore.KeyZones, []byte(strings.Replace(zonesYAML, `records: [`, `records: ["new 60 A 192.0.2.99", `, 1)))
@@ -230,24 +228,24 @@ func scenario(r *rig) {
 	})
 	r.wantAnswers("10.0.0.3", "10.0.0.8")
 	// Every node removed: refused too, the old answers stay.
-	r.put(dnsstore.KeyAccess, control.Access{})
+	r.put(store.KeyAccess, docs.Access{})
 	r.wantInvalid(base + 3)
 	r.wantAnswers("10.0.0.3", "10.0.0.8")
 
 	// The routing table's regions place the client (127.0.0.1) in "eu".
 	r.put(dnsstore.KeyZones, []byte(zonesYAML))
-	r.put(dnsstore.KeyTable, control.Table{DefaultDomain: "wap.example.test", Regions: []control.Region{{Name: "eu", CIDRs: []string{"127.0.0.0/8"}}}})
-	r.put(dnsstore.KeyAccess, control.Access{Default: []control.Node{node("10.0.0.3:443", false)},
-		Regions: map[string][]control.Node{"eu": {node("10.0.0.4:443", false)}}})
+	r.put(store.KeyTable, control.Table{DefaultDomain: "wap.example.test", Regions: []control.Region{{Name: "eu", CIDRs: []string{"127.0.0.0/8"}}}})
+	r.put(store.KeyAccess, docs.Access{Default: []docs.AccessNode{node("10.0.0.3:443", false)},
+		Regions: map[string][]docs.AccessNode{"eu": {node("10.0.0.4:443", false)}}})
 	r.wantAnswers("10.0.0.4")
 
 	// All nodes of the region down: fail over to the default nodes; all
 	// down: all answered (fail open).
-	r.put(dnsstore.KeyAccess, control.Access{Default: []control.Node{node("10.0.0.3:443", false)},
-		Regions: map[string][]control.Node{"eu": {node("10.0.0.4:443", true)}}})
+	r.put(store.KeyAccess, docs.Access{Default: []docs.AccessNode{node("10.0.0.3:443", false)},
+		Regions: map[string][]docs.AccessNode{"eu": {node("10.0.0.4:443", true)}}})
 	r.wantAnswers("10.0.0.3")
-	r.put(dnsstore.KeyAccess, control.Access{Default: []control.Node{node("10.0.0.3:443", true)},
-		Regions: map[string][]control.Node{"eu": {node("10.0.0.4:443", true)}}})
+	r.put(store.KeyAccess, docs.Access{Default: []docs.AccessNode{node("10.0.0.3:443", true)},
+		Regions: map[string][]docs.AccessNode{"eu": {node("10.0.0.4:443", true)}}})
 	r.wantAnswers("10.0.0.4")
 }
 
@@ -286,6 +284,6 @@ func TestEtcd(t *testing.T) {
 	if err := srv.Restart(); err != nil {
 		t.Fatal(err)
 	}
-	r.put(dnsstore.KeyAccess, control.Access{Default: []control.Node{node("10.0.0.5:443", false)}})
+	r.put(store.KeyAccess, docs.Access{Default: []docs.AccessNode{node("10.0.0.5:443", false)}})
 	r.wantAnswers("10.0.0.5")
 }

@@ -8,7 +8,7 @@
 // the shape of the data file's zones and regions sections (dnsserver.Data),
 // decoded strictly: an unknown field, a bad record or a bad CIDR is an error
 // naming the key, the line and the field. An access domain there lists no
-// nodes: its nodes come from KeyAccess ("access/nodes"), the very document
+// nodes: its nodes come from store.KeyAccess ("access/nodes"), the very document
 // the control plane's scheduling API serves, so that a node marked down or
 // removed there leaves the DNS answers too (one source of truth). A node
 // serves an access domain when its domains list is empty or names the
@@ -16,7 +16,7 @@
 // under, "default" nodes get the empty region (they serve clients whose
 // region has no node). When every node of a domain is marked down, all of
 // them are answered (fail open, as health checks do). When dns/zones has no
-// regions, the regions of the routing table (KeyTable, "routing/table") are
+// regions, the regions of the routing table (store.KeyTable, "routing/table") are
 // used: the CIDR table the control plane routes with.
 //
 // Failure mode: a document that does not parse or validate, or a

@@ -12,20 +12,15 @@ import (
 
 	"github.com/veerhq/veer/config"
 	"github.com/veerhq/veer/dnsserver"
+	"github.com/veerhq/veer/store"
+	"github.com/veerhq/veer/store/docs"
 )
 
-// Document keys in the store. KeyAccess and KeyTable are the control
-// plane's (control.KeyAccess, control.KeyTable); a test holds them equal.
-const (
-	// KeyZones holds the zones and region table (dnsserver.Data's shape,
-	// access domains without nodes).
-	KeyZones = "dns/zones"
-	// KeyAccess holds the scheduling API's access nodes.
-	KeyAccess = "access/nodes"
-	// KeyTable holds the routing table, whose regions serve when dns/zones
-	// has none.
-	KeyTable = "routing/table"
-)
+// KeyZones holds the zones and region table (dnsserver.Data's shape,
+// access domains without nodes): store.KeyZones. The Source also reads
+// store.KeyAccess (the nodes, docs.Access) and store.KeyTable (the regions,
+// when dns/zones has none).
+const KeyZones = store.KeyZones
 
 // zonesDoc is the KeyZones document.
 type zonesDoc struct {
@@ -44,28 +39,13 @@ func (z zonesDoc) Validate() error {
 		acc := slices.Clone(d.Zones[i].Access)
 		for j := range acc {
 			if len(acc[j].Nodes) > 0 {
-				return config.Field(fmt.Sprintf("zones[%d].access[%d].nodes", i, j), "not allowed: nodes come from %s", KeyAccess)
+				return config.Field(fmt.Sprintf("zones[%d].access[%d].nodes", i, j), "not allowed: nodes come from %s", store.KeyAccess)
 			}
 			acc[j].Nodes = placeholder
 		}
 		d.Zones[i].Access = acc
 	}
 	return d.Validate()
-}
-
-// accessDoc is the part of the control plane's Access document the DNS
-// uses. It is decoded leniently: the control plane validated it, and fields
-// the DNS does not use (server_name, protocols, ttl_seconds) may grow.
-type accessDoc struct {
-	Regions map[string][]accessNode `yaml:"regions"`
-	Default []accessNode            `yaml:"default"`
-}
-
-type accessNode struct {
-	Addr    string   `yaml:"addr"`
-	Weight  int      `yaml:"weight"`
-	Down    bool     `yaml:"down"`
-	Domains []string `yaml:"domains"`
 }
 
 // tableDoc is the part of the routing table the DNS uses, leniently.
@@ -84,12 +64,15 @@ func parseZones(v []byte) (*zonesDoc, error) {
 	return &z, nil
 }
 
-func parseAccess(v []byte) (*accessDoc, error) {
-	var a accessDoc
+// parseAccess decodes the access document leniently (docs.Access: the
+// control plane validated it strictly, and a newer control plane may add
+// fields), checking only the addresses the DNS answers with.
+func parseAccess(v []byte) (*docs.Access, error) {
+	var a docs.Access
 	if err := yaml.Unmarshal(v, &a); err != nil {
-		return nil, &config.ParseError{File: KeyAccess, Err: err}
+		return nil, &config.ParseError{File: store.KeyAccess, Err: err}
 	}
-	check := func(f string, ns []accessNode) error {
+	check := func(f string, ns []docs.AccessNode) error {
 		for i, n := range ns {
 			if _, err := netip.ParseAddrPort(n.Addr); err != nil {
 				return config.Field(fmt.Sprintf("%s[%d].addr", f, i), "%q: want ip:port", n.Addr)
@@ -104,7 +87,7 @@ func parseAccess(v []byte) (*accessDoc, error) {
 		}
 	}
 	if err != nil {
-		return nil, config.Locate(err, KeyAccess, v)
+		return nil, config.Locate(err, store.KeyAccess, v)
 	}
 	return &a, nil
 }
@@ -112,7 +95,7 @@ func parseAccess(v []byte) (*accessDoc, error) {
 func parseTable(v []byte) ([]dnsserver.Region, error) {
 	var t tableDoc
 	if err := yaml.Unmarshal(v, &t); err != nil {
-		return nil, &config.ParseError{File: KeyTable, Err: err}
+		return nil, &config.ParseError{File: store.KeyTable, Err: err}
 	}
 	var out []dnsserver.Region
 	for _, r := range t.Regions {
@@ -125,7 +108,7 @@ func parseTable(v []byte) ([]dnsserver.Region, error) {
 
 // combine builds the served Data: each access domain of z gets the nodes of
 // a that serve it. regions are used when z has none.
-func combine(z *zonesDoc, a *accessDoc, regions []dnsserver.Region) (dnsserver.Data, error) {
+func combine(z *zonesDoc, a *docs.Access, regions []dnsserver.Region) (dnsserver.Data, error) {
 	d := dnsserver.Data{Zones: slices.Clone(z.Zones), Regions: z.Regions}
 	if len(z.Regions) == 0 {
 		d.Regions = regions
@@ -137,7 +120,7 @@ func combine(z *zonesDoc, a *accessDoc, regions []dnsserver.Region) (dnsserver.D
 			domain := strings.TrimSuffix(absName(acc[j].Name, origin), ".")
 			acc[j].Nodes = nodesFor(a, domain)
 			if len(acc[j].Nodes) == 0 {
-				return dnsserver.Data{}, config.Field(fmt.Sprintf("zones[%d].access[%d]", i, j), "%s has no node for %s", KeyAccess, domain)
+				return dnsserver.Data{}, config.Field(fmt.Sprintf("zones[%d].access[%d]", i, j), "%s has no node for %s", store.KeyAccess, domain)
 			}
 		}
 		d.Zones[i].Access = acc
@@ -147,12 +130,12 @@ func combine(z *zonesDoc, a *accessDoc, regions []dnsserver.Region) (dnsserver.D
 
 // nodesFor lists the up nodes of a serving domain, or all of them when
 // none is up (fail open).
-func nodesFor(a *accessDoc, domain string) []dnsserver.Node {
+func nodesFor(a *docs.Access, domain string) []dnsserver.Node {
 	if a == nil {
 		return nil
 	}
 	var up, all []dnsserver.Node
-	add := func(region string, ns []accessNode) {
+	add := func(region string, ns []docs.AccessNode) {
 		for _, n := range ns {
 			if len(n.Domains) > 0 && !slices.ContainsFunc(n.Domains, func(d string) bool {
 				return strings.EqualFold(strings.TrimSuffix(d, "."), domain)

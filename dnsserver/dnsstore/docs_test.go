@@ -3,20 +3,22 @@ package dnsstore
 import (
 	"strings"
 	"testing"
+
+	"github.com/veerhq/veer/store"
 )
 
 func TestDocumentErrorsNameKeyLineField(t *testing.T) {
 	for _, tc := range []struct {
 		name, key, doc, want string
 	}{
-		{"unknown field", KeyZones, "zones:\n  - origin: example.test.\n    bogus: 1\n", "dns/zones: yaml: unmarshal errors:\n  line 3: field bogus not found"},
+		{"unknown field", KeyZones, "zones:\n  - origin: example.test.\n    bogus: 1\n", "dns/zones:3: zones[0].bogus: unknown field"},
 		{"bad record", KeyZones, "zones:\n  - origin: example.test.\n    records:\n      - \"www A nope\"\n", "dns/zones:4: zones[0].records[0]"},
 		{"nodes in zones", KeyZones, "zones:\n  - origin: example.test.\n    access:\n      - name: edge\n        nodes: [{addr: 10.0.0.1}]\n", "dns/zones:5: zones[0].access[0].nodes: not allowed: nodes come from access/nodes"},
 		{"bad cidr", KeyZones, "regions:\n  - cidr: x\n    region: eu\n", "dns/zones:2: regions[0].cidr"},
-		{"bad addr", KeyAccess, "default:\n  - addr: 10.0.0.1:443\n  - addr: nope\n", "access/nodes:3: default[1].addr"},
-		{"bad region addr", KeyAccess, "regions:\n  eu:\n    - addr: 10.0.0.1\n", "access/nodes:3: regions.eu[0].addr"},
-		{"not yaml", KeyAccess, "default: [", "access/nodes: yaml:"},
-		{"table not yaml", KeyTable, "regions: {", "routing/table: yaml:"},
+		{"bad addr", store.KeyAccess, "default:\n  - addr: 10.0.0.1:443\n  - addr: nope\n", "access/nodes:3: default[1].addr"},
+		{"bad region addr", store.KeyAccess, "regions:\n  eu:\n    - addr: 10.0.0.1\n", "access/nodes:3: regions.eu[0].addr"},
+		{"not yaml", store.KeyAccess, "default: [", "access/nodes: yaml:"},
+		{"table not yaml", store.KeyTable, "regions: {", "routing/table: yaml:"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := parse(tc.key, []byte(tc.doc))
@@ -32,7 +34,7 @@ func parse(key string, v []byte) error {
 	switch key {
 	case KeyZones:
 		_, err = parseZones(v)
-	case KeyAccess:
+	case store.KeyAccess:
 		_, err = parseAccess(v)
 	default:
 		_, err = parseTable(v)

@@ -28,7 +28,7 @@ func Example() {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	st.Put(ctx, dnsstore.KeyZones, []byte("zones: [{origin: example.test., access: [{name: edge, ttl: 5}]}]"), store.Write{})
-	st.Put(ctx, dnsstore.KeyAccess, []byte(`{"regions": {"eu": [{"addr": "10.0.0.1:443", "weight": 2}, {"addr": "10.0.0.2:443", "down": true}]},
+	st.Put(ctx, store.KeyAccess, []byte(`{"regions": {"eu": [{"addr": "10.0.0.1:443", "weight": 2}, {"addr": "10.0.0.2:443", "down": true}]},
 		"default": [{"addr": "[2001:db8::1]:443"}]}`), store.Write{})
 
 	src, err := dnsstore.New(st, dnsstore.Options{Logger: obs.Discard})

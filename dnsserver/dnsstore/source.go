@@ -13,6 +13,7 @@ import (
 	"github.com/veerhq/veer/dnsserver"
 	"github.com/veerhq/veer/obs"
 	"github.com/veerhq/veer/store"
+	"github.com/veerhq/veer/store/docs"
 )
 
 // ErrNoStore: New was given no store.
@@ -44,7 +45,7 @@ type Source struct {
 	mu sync.Mutex
 	// the last good value of each document (nil: absent)
 	zones   *zonesDoc
-	access  *accessDoc
+	access  *docs.Access
 	regions []dnsserver.Region
 }
 
@@ -86,7 +87,7 @@ func (s *Source) Run(ctx context.Context, apply func(dnsserver.Data) error) erro
 		s.log.Warn("dnsstore: store unavailable, serving the last data", "err", err)
 	}}
 	var wg sync.WaitGroup
-	for _, key := range []string{KeyZones, KeyAccess, KeyTable} {
+	for _, key := range []string{KeyZones, store.KeyAccess, store.KeyTable} {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -124,15 +125,15 @@ func (s *Source) update(key string, d store.Doc, present bool, apply func(dnsser
 		if err == nil {
 			s.zones = z
 		}
-	case KeyAccess:
-		var a *accessDoc
+	case store.KeyAccess:
+		var a *docs.Access
 		if present {
 			a, err = parseAccess(d.Value)
 		}
 		if err == nil {
 			s.access = a
 		}
-	case KeyTable:
+	case store.KeyTable:
 		var r []dnsserver.Region
 		if present {
 			r, err = parseTable(d.Value)

@@ -15,6 +15,7 @@ import (
 	"github.com/quic-go/quic-go/http3"
 
 	"github.com/veerhq/veer/dnsserver"
+	"github.com/veerhq/veer/internal/listenpair"
 	"github.com/veerhq/veer/obs"
 )
 
@@ -93,25 +94,11 @@ func New(cfg Config, a Answerer, opts Options) (*Server, error) {
 // Start binds TCP and UDP on Listen (with port 0, both get TCP's port) and
 // serves until Close.
 func (s *Server) Start() error {
-	var last error
-	for range 8 {
-		tcp, err := net.Listen("tcp", s.cfg.Listen)
-		if err != nil {
-			return err
-		}
-		udp, err := net.ListenPacket("udp", tcp.Addr().String())
-		if err != nil {
-			tcp.Close()
-			last = err
-			continue
-		}
-		s.tcp, s.udp = tcp, udp
-		last = nil
-		break
+	tcp, udp, err := listenpair.Listen(s.cfg.Listen)
+	if err != nil {
+		return err
 	}
-	if last != nil {
-		return last
-	}
+	s.tcp, s.udp = tcp, udp
 	s.h3.Port = s.tcp.Addr().(*net.TCPAddr).Port
 	s.wg.Add(2)
 	go func() {

@@ -68,5 +68,8 @@ func TestTLSAndHTTP3OnOnePort(t *testing.T) {
 		if c, ok := tc.rt.(interface{ CloseIdleConnections() }); ok {
 			c.CloseIdleConnections()
 		}
+		if c, ok := tc.rt.(io.Closer); ok {
+			c.Close() // http3.Transport: its UDP socket and reader (goleak)
+		}
 	}
 }

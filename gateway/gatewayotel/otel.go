@@ -7,13 +7,19 @@
 // its own parent, so an exported trace joins the caller's and the
 // backends' spans.
 //
+// Contract: New validates its Config (Endpoint host:port, required) and
+// fails with a config.Field error naming the field; it does not contact the
+// collector. OnSpan never blocks.
+//
 // Failure mode: spans wait in the SDK's batch queue (2048); when the
 // collector is slow or down the queue drops spans, the request path never
 // waits. Close flushes what is queued, within its context.
 package gatewayotel
 
 import (
+	"cmp"
 	"context"
+	"net"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -23,6 +29,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/veerhq/veer/config"
 	"github.com/veerhq/veer/gateway"
 )
 
@@ -32,21 +39,50 @@ type Exporter struct {
 	tracer trace.Tracer
 }
 
-// Config of the exporter.
+// Config of the exporter (cmd/veer fills it from gateway.Tracing).
 type Config struct {
 	// Endpoint: host:port of the OTLP/HTTP collector (the path is
 	// /v1/traces). Required.
 	Endpoint string
 	// Insecure: plain HTTP instead of HTTPS.
 	Insecure bool
-	// ServiceName: default "veer-gateway".
+	// ServiceName: default DefaultServiceName.
 	ServiceName string
 }
 
-// New starts an exporter. Pass its OnSpan to gateway.Options (with
-// SampleNewTraces: true) and Close it after the gateway.
+// Defaults.
+const (
+	// DefaultServiceName is the service.name of the exported spans.
+	DefaultServiceName = "veer-gateway"
+	// exportTimeout bounds one export request.
+	exportTimeout = 5 * time.Second
+)
+
+// Validate names the bad field: Endpoint is required, as host:port.
+func (c Config) Validate() error {
+	if c.Endpoint == "" {
+		return config.Field("endpoint", "required: host:port of the OTLP/HTTP collector")
+	}
+	if _, _, err := net.SplitHostPort(c.Endpoint); err != nil {
+		return config.Field("endpoint", "%q: want host:port", c.Endpoint)
+	}
+	return nil
+}
+
+func (c Config) withDefaults() Config {
+	c.ServiceName = cmp.Or(c.ServiceName, DefaultServiceName)
+	return c
+}
+
+// New validates cfg and starts an exporter. Pass its OnSpan to
+// gateway.Options (with SampleNewTraces: true) and Close it after the
+// gateway.
 func New(cfg Config) (*Exporter, error) {
-	opts := []otlptracehttp.Option{otlptracehttp.WithEndpoint(cfg.Endpoint), otlptracehttp.WithTimeout(5 * time.Second)}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	opts := []otlptracehttp.Option{otlptracehttp.WithEndpoint(cfg.Endpoint), otlptracehttp.WithTimeout(exportTimeout)}
 	if cfg.Insecure {
 		opts = append(opts, otlptracehttp.WithInsecure())
 	}
@@ -54,15 +90,11 @@ func New(cfg Config) (*Exporter, error) {
 	if err != nil {
 		return nil, err
 	}
-	name := cfg.ServiceName
-	if name == "" {
-		name = "veer-gateway"
-	}
 	tp := sdktrace.NewTracerProvider(
 		sdktrace.WithBatcher(exp),
 		sdktrace.WithIDGenerator(ids{}),
 		sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.AlwaysSample())),
-		sdktrace.WithResource(resource.NewSchemaless(attribute.String("service.name", name))),
+		sdktrace.WithResource(resource.NewSchemaless(attribute.String("service.name", cfg.ServiceName))),
 	)
 	return &Exporter{tp: tp, tracer: tp.Tracer("github.com/veerhq/veer/gateway")}, nil
 }

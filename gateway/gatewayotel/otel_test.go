@@ -3,6 +3,7 @@ package gatewayotel_test
 import (
 	"context"
 	"encoding/hex"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -15,6 +16,7 @@ import (
 	coltrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/veerhq/veer/config"
 	"github.com/veerhq/veer/gateway"
 	"github.com/veerhq/veer/gateway/gatewayotel"
 	"github.com/veerhq/veer/obs"
@@ -74,5 +76,39 @@ func TestSpansExportedOverOTLP(t *testing.T) {
 	}
 	if want := "00-4bf92f3577b34da6a3ce929d0e0e4736-" + hex.EncodeToString(s.SpanId) + "-01"; seen != want {
 		t.Errorf("backend saw traceparent %q, want %q (the exported span as its parent)", seen, want)
+	}
+}
+
+// TestNewValidatesConfig: New refuses a config without a usable endpoint,
+// naming the field, before it starts anything.
+func TestNewValidatesConfig(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		cfg  gatewayotel.Config
+		want string // "" : valid
+	}{
+		{"no endpoint", gatewayotel.Config{}, "endpoint: required"},
+		{"no port", gatewayotel.Config{Endpoint: "collector.test"}, `endpoint: "collector.test": want host:port`},
+		{"a URL", gatewayotel.Config{Endpoint: "http://collector.test:4318/v1/traces"}, "endpoint:"},
+		{"host:port", gatewayotel.Config{Endpoint: "127.0.0.1:4318", Insecure: true}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			exp, err := gatewayotel.New(tc.cfg)
+			if tc.want == "" {
+				if err != nil {
+					t.Fatalf("New: %v", err)
+				}
+				if err := exp.Close(context.Background()); err != nil {
+					t.Fatalf("Close: %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("New: %v, want an error containing %q", err, tc.want)
+			}
+			if !errors.As(err, new(*config.FieldError)) {
+				t.Fatalf("New: %v is not a *config.FieldError", err)
+			}
+		})
 	}
 }

@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 
 	"github.com/miekg/dns"
+
+	"github.com/veerhq/veer/internal/listenpair"
 )
 
 // Mode is how a DNSServer answers.
@@ -165,18 +167,6 @@ func (s *DNSServer) serve(w dns.ResponseWriter, q *dns.Msg) {
 // ListenPair opens a UDP socket and a TCP listener on the same
 // 127.0.0.1 port.
 func ListenPair() (net.PacketConn, net.Listener, error) {
-	var last error
-	for range 50 {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, nil, err
-		}
-		pc, err := net.ListenPacket("udp", ln.Addr().String())
-		if err == nil {
-			return pc, ln, nil
-		}
-		last = err
-		ln.Close()
-	}
-	return nil, nil, last
+	ln, pc, err := listenpair.Listen("127.0.0.1:0")
+	return pc, ln, err
 }

@@ -218,17 +218,12 @@ func revOf(tx *bolt.Tx) uint64 {
 
 // Put implements Store.
 func (s *Store) Put(ctx context.Context, key string, value []byte, w store.Write) (store.Doc, error) {
-	if err := store.CheckKey(key); err != nil {
+	value, err := store.CheckPut(key, value)
+	if err != nil {
 		return store.Doc{}, err
-	}
-	if err := store.CheckValue(value); err != nil {
-		return store.Doc{}, err
-	}
-	if value == nil {
-		value = []byte{}
 	}
 	var next *stored
-	err := s.write(key, w, func(stored, bool) (*stored, error) {
+	err = s.write(key, w, func(stored, bool) (*stored, error) {
 		next = &stored{Value: value}
 		return next, nil
 	})

@@ -200,14 +200,9 @@ func (s *Store) List(ctx context.Context, prefix string) ([]store.Doc, int64, er
 
 // Put implements store.Store.
 func (s *Store) Put(ctx context.Context, key string, value []byte, w store.Write) (store.Doc, error) {
-	if err := store.CheckKey(key); err != nil {
+	value, err := store.CheckPut(key, value)
+	if err != nil {
 		return store.Doc{}, err
-	}
-	if err := store.CheckValue(value); err != nil {
-		return store.Doc{}, err
-	}
-	if value == nil {
-		value = []byte{}
 	}
 	return s.write(ctx, key, value, w)
 }

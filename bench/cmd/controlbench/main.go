@@ -94,7 +94,7 @@ func load(rounds, n, c int) error {
 	for svc.Snapshot() == nil { // the table is applied asynchronously
 		runtime.Gosched()
 	}
-	fixed := svc.Snapshot().Body(mustAddr("127.0.0.1"), "device-1", "")
+	fixed := svc.Snapshot().Body(mustAddr("127.0.0.1"), "device-1", "", time.Now()) // the floor: a signed answer written as-is, no per-request signature
 	static := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.Copy(io.Discard, r.Body)
 		w.Header().Set("Content-Type", "application/json")

@@ -1,0 +1,89 @@
+package asyncnats
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/veerhq/veer/async"
+)
+
+// TestPackedSubmissions: with batch on, concurrent submissions share
+// stored messages (fewer messages than submissions), every id is found,
+// listed and run exactly once, and a member whose attempt fails (503)
+// retries alone: its pack's other members do not run again.
+func TestPackedSubmissions(t *testing.T) {
+	cfg := async.Config{Batch: true}
+	e := openEmbedded(t, t.TempDir(), cfg)
+	b := newBackend(t)
+	b.status["/flaky"] = []int{503}
+	sts := newStates()
+	s := newService(t, e, cfg, b.dispatcher(), sts)
+	defer s.Close()
+	const n = 300
+	ids := make([]string, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			path := fmt.Sprintf("/p/%d", i)
+			if i == 7 {
+				path = "/flaky"
+			}
+			id, _, err := s.Submit(context.Background(), &async.Invocation{Tenant: fmt.Sprintf("t%d", i%2), Method: "POST", Host: "h", Path: path, Body: []byte(path)})
+			if err != nil {
+				t.Error(err)
+			}
+			ids[i] = id
+		})
+	}
+	wg.Wait()
+	info, err := e.stream.Info(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.State.Msgs >= n {
+		t.Fatalf("%d messages for %d submissions: nothing packed", info.State.Msgs, n)
+	}
+	t.Logf("%d submissions in %d messages", n, info.State.Msgs)
+	for i, id := range ids {
+		inv, err := e.Lookup(context.Background(), id)
+		if err != nil || inv.ID != id || inv.Tenant != fmt.Sprintf("t%d", i%2) {
+			t.Fatalf("Lookup(%s) = %+v, %v", id, inv, err)
+		}
+	}
+	var listed int
+	for _, tn := range []string{"t0", "t1"} {
+		for cursor := uint64(0); ; {
+			page, next, err := s.List(context.Background(), tn, cursor, 50)
+			if err != nil {
+				t.Fatal(err)
+			}
+			listed += len(page)
+			if next == 0 {
+				break
+			}
+			cursor = next
+		}
+	}
+	if listed != n {
+		t.Fatalf("listed %d of %d", listed, n)
+	}
+	s.Start()
+	waitDone(t, b, n)
+	st := sts.wait(t, ids[7], async.Succeeded)
+	if st.Attempts != 2 {
+		t.Fatalf("the flaky member: %+v, want 2 attempts", st)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for i, id := range ids {
+		want := 1
+		if i == 7 {
+			want = 2
+		}
+		if b.seen[id] != want {
+			t.Errorf("%s ran %d times, want %d", id, b.seen[id], want)
+		}
+	}
+}

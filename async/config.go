@@ -1,0 +1,197 @@
+package async
+
+import (
+	"cmp"
+	"errors"
+	"strconv"
+	"time"
+
+	"github.com/veerhq/veer/config"
+)
+
+// Defaults of Config fields, applied by withDefaults to zero fields.
+const (
+	DefaultEngine            = "embedded"
+	DefaultMaxBody           = 1 << 20
+	DefaultIdempotencyWindow = 24 * time.Hour
+	DefaultRetention         = 72 * time.Hour
+	DefaultSubmitTimeout     = 5 * time.Second
+	DefaultAckWait           = 30 * time.Second
+	DefaultAttemptTimeout    = 60 * time.Second
+	DefaultGroup             = "general"
+	DefaultConcurrency       = 16
+	DefaultRetryAfter        = 2 * time.Second
+	DefaultCallbackAttempts  = 3
+	DefaultPollInterval      = 100 * time.Millisecond
+	// MaxKeyLength bounds an Idempotency-Key.
+	MaxKeyLength = 255
+	// MaxTenantLength bounds a tenant name.
+	MaxTenantLength = 128
+)
+
+// Config is the async section of a config file. The zero value works: an
+// embedded JetStream in the data dir, one "general" group of 16 workers,
+// bodies up to 1 MiB, idempotency keys remembered 24 h, the seed's retry
+// schedule (retry.Async()).
+type Config struct {
+	// Engine: "embedded" (default: an in-process nats-server whose store
+	// is Dir) or "external" (the NATS servers in URLs).
+	Engine string `yaml:"engine" json:"engine"`
+	// Dir is the embedded server's store directory; default: "async" in
+	// the gateway's data dir.
+	Dir string `yaml:"dir" json:"dir"`
+	// URLs of an external NATS cluster with JetStream, required when
+	// Engine is "external". Its servers must sync every write (see
+	// docs/async.md).
+	URLs []string `yaml:"urls" json:"urls"`
+	// MaxBody: larger bodies are refused with 413 and nothing is stored;
+	// default 1 MiB.
+	MaxBody int64 `yaml:"max_body" json:"max_body"`
+	// IdempotencyWindow: how long an Idempotency-Key maps to its first
+	// invocation, per tenant; default 24h. At most Retention.
+	IdempotencyWindow time.Duration `yaml:"idempotency_window" json:"idempotency_window"`
+	// Retention: how long invocations and their status are kept; default
+	// 72h. At least the retry schedule's 6h.
+	Retention time.Duration `yaml:"retention" json:"retention"`
+	// SubmitTimeout bounds the wait for the store's acknowledgement;
+	// default 5s. A timeout answers 503 + Retry-After.
+	SubmitTimeout time.Duration `yaml:"submit_timeout" json:"submit_timeout"`
+	// AckWait: an invocation whose worker neither finishes nor reports
+	// progress within this long is delivered again; default 30s.
+	AckWait time.Duration `yaml:"ack_wait" json:"ack_wait"`
+	// AttemptTimeout bounds one upstream attempt; default 60s.
+	AttemptTimeout time.Duration `yaml:"attempt_timeout" json:"attempt_timeout"`
+	// Groups: isolated consumer groups, each with its own workers. A
+	// group "general" with DefaultConcurrency workers is added when not
+	// listed; it takes every tenant no other group names.
+	Groups []Group `yaml:"groups" json:"groups"`
+	// PollInterval is the consumption interval: how often an idle group
+	// looks for due invocations (a local submission wakes it at once) and
+	// refreshes its list of tenants; default 100ms.
+	PollInterval time.Duration `yaml:"poll_interval" json:"poll_interval"`
+	// TenantRate caps the invocations a tenant starts per second in each
+	// group (a token bucket of TenantBurst); default 0, no cap.
+	TenantRate float64 `yaml:"tenant_rate" json:"tenant_rate"`
+	// TenantBurst: the bucket's size; default 1.
+	TenantBurst int `yaml:"tenant_burst" json:"tenant_burst"`
+	// Batch packs concurrent submissions of one tenant and group that
+	// carry no Idempotency-Key into one stored message, so that they share
+	// one synced write (group commit); each is acknowledged (202) only
+	// after that write. Default false: one message per submission.
+	Batch bool `yaml:"batch" json:"batch"`
+	// CallbackAttempts: attempts to deliver the result to a submission's
+	// callback URL (Veer-Callback header); default 3.
+	CallbackAttempts int `yaml:"callback_attempts" json:"callback_attempts"`
+}
+
+// Group is one isolated consumer group.
+type Group struct {
+	// Name: a token of letters, digits, '-' and '_'. Required, unique.
+	Name string `yaml:"name" json:"name"`
+	// Concurrency: its workers; default 16.
+	Concurrency int `yaml:"concurrency" json:"concurrency"`
+	// Tenants whose invocations this group runs (dedicated tenants).
+	Tenants []string `yaml:"tenants" json:"tenants"`
+}
+
+// Validate reports invalid fields.
+func (c *Config) Validate() error {
+	var errs []error
+	switch c.Engine {
+	case "", "embedded":
+	case "external":
+		if len(c.URLs) == 0 {
+			errs = append(errs, config.Field("urls", "required when engine is external"))
+		}
+	default:
+		errs = append(errs, config.Field("engine", "must be embedded or external, got %q", c.Engine))
+	}
+	errs = append(errs,
+		config.NotNegative("max_body", c.MaxBody),
+		config.NotNegative("idempotency_window", c.IdempotencyWindow),
+		config.NotNegative("retention", c.Retention),
+		config.NotNegative("submit_timeout", c.SubmitTimeout),
+		config.NotNegative("ack_wait", c.AckWait),
+		config.NotNegative("attempt_timeout", c.AttemptTimeout),
+		config.NotNegative("callback_attempts", c.CallbackAttempts),
+		config.NotNegative("poll_interval", c.PollInterval),
+		config.NotNegative("tenant_rate", c.TenantRate),
+		config.NotNegative("tenant_burst", c.TenantBurst),
+	)
+	d := c.withDefaults()
+	if d.IdempotencyWindow > d.Retention {
+		errs = append(errs, config.Field("idempotency_window", "must not exceed retention (%s)", d.Retention))
+	}
+	if d.Retention < 6*time.Hour {
+		errs = append(errs, config.Field("retention", "must cover the 6h retry schedule"))
+	}
+	seen := map[string]bool{}
+	owner := map[string]string{}
+	for i, g := range c.Groups {
+		f := func(field, format string, args ...any) {
+			errs = append(errs, config.In(fmtIndex("groups", i), config.Field(field, format, args...)))
+		}
+		if !token(g.Name) {
+			f("name", "must be letters, digits, '-' or '_', got %q", g.Name)
+		}
+		if seen[g.Name] {
+			f("name", "duplicate group %q", g.Name)
+		}
+		seen[g.Name] = true
+		if g.Concurrency < 0 {
+			f("concurrency", "must not be negative")
+		}
+		for _, t := range g.Tenants {
+			if o, ok := owner[t]; ok {
+				f("tenants", "tenant %q is already dedicated to group %q", t, o)
+			}
+			owner[t] = g.Name
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (c Config) withDefaults() Config {
+	c.Engine = cmp.Or(c.Engine, DefaultEngine)
+	c.MaxBody = cmp.Or(c.MaxBody, DefaultMaxBody)
+	c.IdempotencyWindow = cmp.Or(c.IdempotencyWindow, DefaultIdempotencyWindow)
+	c.Retention = cmp.Or(c.Retention, DefaultRetention)
+	c.SubmitTimeout = cmp.Or(c.SubmitTimeout, DefaultSubmitTimeout)
+	c.AckWait = cmp.Or(c.AckWait, DefaultAckWait)
+	c.AttemptTimeout = cmp.Or(c.AttemptTimeout, DefaultAttemptTimeout)
+	c.CallbackAttempts = cmp.Or(c.CallbackAttempts, DefaultCallbackAttempts)
+	c.PollInterval = cmp.Or(c.PollInterval, DefaultPollInterval)
+	groups := make([]Group, 0, len(c.Groups)+1)
+	general := false
+	for _, g := range c.Groups {
+		g.Concurrency = cmp.Or(g.Concurrency, DefaultConcurrency)
+		general = general || g.Name == DefaultGroup
+		groups = append(groups, g)
+	}
+	if !general {
+		groups = append(groups, Group{Name: DefaultGroup, Concurrency: DefaultConcurrency})
+	}
+	c.Groups = groups
+	return c
+}
+
+// WithDefaults returns c with its zero fields set to their defaults: what
+// an engine adapter reads.
+func (c Config) WithDefaults() Config { return c.withDefaults() }
+
+func fmtIndex(name string, i int) string { return name + "[" + strconv.Itoa(i) + "]" }
+
+// token reports whether s is a non-empty name of letters, digits, '-' and
+// '_' (a NATS subject token and a safe consumer name).
+func token(s string) bool {
+	if s == "" || len(s) > 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c == '-' || c == '_' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z') {
+			return false
+		}
+	}
+	return true
+}

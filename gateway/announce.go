@@ -1,0 +1,107 @@
+package gateway
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"net"
+	"os"
+	"time"
+
+	"github.com/veerhq/veer/clock"
+	"github.com/veerhq/veer/store"
+)
+
+// DefaultAnnounceEvery is how often Announce checks that its announcement
+// is still in the store.
+const DefaultAnnounceEvery = 10 * time.Second
+
+// AnnounceOptions tune Announce; the zero value works.
+type AnnounceOptions struct {
+	// Name identifies the gateway; default "<host name>-<admin address>".
+	Name string
+	// URL is the admin listener's base URL the control plane reads;
+	// default http://<admin address>, with an unspecified host (0.0.0.0,
+	// ::) replaced by the host name.
+	URL string
+	// Every is the heartbeat: how often the announcement is checked and
+	// written again when it is missing or differs (someone deleted it, the
+	// store lost it); default DefaultAnnounceEvery.
+	Every time.Duration
+	// Clock; default clock.Real.
+	Clock clock.Clock
+}
+
+// ErrNoAdmin: Announce needs the admin listener (admin.addr), which is
+// where the control plane reads the gateway's state.
+var ErrNoAdmin = errors.New("gateway: announce needs an admin listener (admin.addr)")
+
+// Announce writes the gateway's store.Announcement under
+// store.KeyGatewaysPrefix, re-writes it whenever a heartbeat finds it
+// missing or changed, and deletes it when ctx ends (a clean stop); it
+// blocks, so run it on its own goroutine after Start. A steady gateway
+// writes nothing: every write appends to the key's history, and the
+// liveness the console shows comes from reading the gateway itself every
+// second, not from the document's age. A gateway that died without
+// deleting it stays listed, and shown down, until it is deleted
+// (veer control delete gateways/NAME) or comes back.
+//
+// Store errors are logged and retried on the next heartbeat; they never
+// affect serving.
+func (g *Gateway) Announce(ctx context.Context, s store.Store, opts AnnounceOptions) error {
+	admin := g.Addrs().Admin
+	if admin == "" {
+		return ErrNoAdmin
+	}
+	host, _ := os.Hostname()
+	url := opts.URL
+	if url == "" {
+		h, p, _ := net.SplitHostPort(admin)
+		if ip := net.ParseIP(h); ip != nil && ip.IsUnspecified() && host != "" {
+			h = host
+		}
+		url = "http://" + net.JoinHostPort(h, p)
+	}
+	a := store.Announcement{Name: cmp.Or(opts.Name, host+"-"+admin), Admin: url, PID: os.Getpid()}
+	clk := clock.Or(opts.Clock)
+	a.Started = clk.Now().UTC().Truncate(time.Second)
+	body, _ := json.Marshal(a)
+	key := store.KeyGatewaysPrefix + a.Name
+	w := store.Write{Author: "gateway " + a.Name, Reason: "gateway announce"}
+	check := func() {
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		d, err := s.Get(cctx, key)
+		if err == nil && bytes.Equal(d.Value, body) {
+			return
+		}
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			g.log.Warn("announce: store read failed; retrying at the next heartbeat", "key", key, "err", err)
+			return
+		}
+		if _, err := s.Put(cctx, key, body, w); err != nil {
+			g.log.Warn("announce: store write failed; retrying at the next heartbeat", "key", key, "err", err)
+			return
+		}
+		g.log.Info("announced to the control store", "key", key, "admin", url)
+	}
+	t := clk.NewTicker(cmp.Or(opts.Every, DefaultAnnounceEvery))
+	defer t.Stop()
+	check()
+	for {
+		select {
+		case <-t.C():
+			check()
+		case <-ctx.Done():
+			dctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			err := s.Delete(dctx, key, store.Write{Author: w.Author, Reason: "gateway stopped"})
+			cancel()
+			if err != nil && !errors.Is(err, store.ErrNotFound) {
+				g.log.Warn("announce: could not delete the announcement on stop", "key", key, "err", err)
+			}
+			return nil
+		}
+	}
+}

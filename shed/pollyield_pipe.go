@@ -1,6 +1,0 @@
-//go:build unix && !linux
-
-package shed
-
-// newWaker is a pipe where there is no eventfd (newPipeWaker).
-func newWaker() *waker { return newPipeWaker() }
