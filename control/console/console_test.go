@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"strings"
 	"testing"
@@ -336,4 +337,52 @@ func FuzzParseSamples(f *testing.F) {
 			t.Fatalf("frame of %q does not encode: %v", in, err)
 		}
 	})
+}
+
+// TestCallersMerged: GET /ui/callers reads every announced gateway's
+// /admin/callers, sums the counts per endpoint and caller, keeps each
+// tier the gateways resolve, names a gateway that does not answer, and
+// needs a token.
+func TestCallersMerged(t *testing.T) {
+	c := newConsole(t, Config{}, Options{})
+	base, _, svc := startControl(t, c)
+	serve := func(body string) string {
+		s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path != "/admin/callers" {
+				http.NotFound(w, r)
+				return
+			}
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = io.WriteString(w, body)
+		}))
+		t.Cleanup(s.Close)
+		return s.URL
+	}
+	announce(t, svc.Store(), "gw-1", serve(`{"endpoints":[{"endpoint":"api","callers":[{"caller":"rider-app","count":5,"tier":"critical"},{"caller":"batch","count":1,"tier":"sheddable_plus"}]}]}`))
+	announce(t, svc.Store(), "gw-2", serve(`{"endpoints":[{"endpoint":"api","callers":[{"caller":"batch","count":9,"tier":"sheddable"}]},{"endpoint":"web","callers":[{"caller":"rider-app","count":2,"tier":"sheddable_plus"}]}]}`))
+	dead := httptest.NewServer(http.NotFoundHandler())
+	dead.Close()
+	announce(t, svc.Store(), "gw-3", dead.URL)
+
+	if resp, _ := do(t, "GET", base+"/ui/callers", "", "Authorization", "Bearer wrong"); resp.StatusCode != 401 {
+		t.Fatalf("wrong token: %d, want 401", resp.StatusCode)
+	}
+	resp, body := do(t, "GET", base+"/ui/callers", "", "Authorization", "Bearer "+viewerToken)
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Security-Policy") != CSP {
+		t.Fatalf("viewer: %d %q %s", resp.StatusCode, resp.Header.Get("Content-Security-Policy"), body)
+	}
+	var got Callers
+	if err := json.Unmarshal([]byte(body), &got); err != nil {
+		t.Fatalf("%v: %s", err, body)
+	}
+	want := []EndpointCallers{
+		{Endpoint: "api", Callers: []CallerCount{{Caller: "batch", Count: 10, Tiers: []string{"sheddable", "sheddable_plus"}}, {Caller: "rider-app", Count: 5, Tiers: []string{"critical"}}}},
+		{Endpoint: "web", Callers: []CallerCount{{Caller: "rider-app", Count: 2, Tiers: []string{"sheddable_plus"}}}},
+	}
+	if !reflect.DeepEqual(got.Endpoints, want) {
+		t.Errorf("endpoints %+v\nwant      %+v", got.Endpoints, want)
+	}
+	if len(got.Gateways) != 3 || got.Gateways[0].Error != "" || got.Gateways[1].Error != "" || !strings.Contains(got.Gateways[2].Error, "not answering") {
+		t.Errorf("gateways %+v, want gw-1 and gw-2 read and gw-3 not answering", got.Gateways)
+	}
 }
