@@ -582,12 +582,15 @@
     const reason = $('crit-reason').value, bad = checkReason(reason);
     if (bad) { $('crit-error').textContent = bad; $('crit-reason').focus(); return; }
     readCrit();
+    // observed-only endpoints nobody picked a tier for are not published;
+    // pub maps a published index back to the page's (for field errors)
+    const pub = S.critRaw ? [] : S.crit.endpoints.map((ep, i) => i).filter((i) => !S.crit.endpoints[i].observedOnly);
     const body = S.critRaw ? $('crit-raw').value
-      : JSON.stringify(Object.assign({}, S.crit, { endpoints: S.crit.endpoints.filter((ep) => !ep.observedOnly) }), null, 2);
+      : JSON.stringify(Object.assign({}, S.crit, { endpoints: pub.map((i) => S.crit.endpoints[i]) }), null, 2);
     const res = await api('PUT', '/v1/admin/docs/gateway/criticality', { body, ifMatch: S.critVersion || undefined, reason });
     if (res.status === 400) {
-      const m = parseFieldError(errText(res)), em = m && /^endpoints\[(\d+)\]/.exec(m[2]);
-      if (em && $('crit-err-' + em[1])) { $('crit-err-' + em[1]).textContent = m[2] + ': ' + m[3]; $('crit-error').textContent = 'Not published: the API refused the edit (see the endpoint marked below).'; }
+      const m = parseFieldError(errText(res)), em = m && /^endpoints\[(\d+)\]/.exec(m[2]), at = em && (S.critRaw ? em[1] : pub[Number(em[1])]);
+      if (em && $('crit-err-' + at)) { $('crit-err-' + at).textContent = m[2] + ': ' + m[3]; $('crit-error').textContent = 'Not published: the API refused the edit (see the endpoint marked below).'; }
       else $('crit-error').textContent = errText(res);
       return;
     }
