@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"slices"
 	"sync"
@@ -88,16 +89,25 @@ func (c *Console) callers(ctx context.Context, st store.Store) Callers {
 		wg.Go(func() { got[i], errs[i] = c.readCallers(ctx, a) })
 	}
 	wg.Wait()
-	type key struct{ ep, caller string }
-	counts := map[key]*CallerCount{}
-	eps := map[string][]*CallerCount{}
 	for i, a := range gws {
 		src := CallersSource{Name: a.Name}
 		if errs[i] != nil {
 			src.Error = errs[i].Error()
 		}
 		out.Gateways = append(out.Gateways, src)
-		for _, e := range got[i].Endpoints {
+	}
+	out.Endpoints = mergeCallers(got)
+	return out
+}
+
+// mergeCallers sums the gateways' counts per endpoint and caller; endpoints
+// by name, callers by count (highest first) then name.
+func mergeCallers(got []gatewayCallers) []EndpointCallers {
+	type key struct{ ep, caller string }
+	counts := map[key]*CallerCount{}
+	eps := map[string][]*CallerCount{}
+	for _, g := range got {
+		for _, e := range g.Endpoints {
 			for _, cc := range e.Callers {
 				k := key{e.Endpoint, cc.Caller}
 				m := counts[k]
@@ -106,7 +116,9 @@ func (c *Console) callers(ctx context.Context, st store.Store) Callers {
 					counts[k] = m
 					eps[e.Endpoint] = append(eps[e.Endpoint], m)
 				}
-				m.Count += cc.Count
+				if m.Count += cc.Count; m.Count < cc.Count {
+					m.Count = math.MaxUint64 // saturates
+				}
 				if cc.Tier != "" && !slices.Contains(m.Tiers, cc.Tier) {
 					m.Tiers = append(m.Tiers, cc.Tier)
 					slices.Sort(m.Tiers)
@@ -114,6 +126,7 @@ func (c *Console) callers(ctx context.Context, st store.Store) Callers {
 			}
 		}
 	}
+	out := []EndpointCallers{}
 	for _, ep := range sortedKeys(eps) {
 		cs := eps[ep]
 		slices.SortFunc(cs, func(a, b *CallerCount) int {
@@ -123,7 +136,7 @@ func (c *Console) callers(ctx context.Context, st store.Store) Callers {
 		for _, cc := range cs {
 			e.Callers = append(e.Callers, *cc)
 		}
-		out.Endpoints = append(out.Endpoints, e)
+		out = append(out, e)
 	}
 	return out
 }

@@ -386,3 +386,47 @@ func TestCallersMerged(t *testing.T) {
 		t.Errorf("gateways %+v, want gw-1 and gw-2 read and gw-3 not answering", got.Gateways)
 	}
 }
+
+// FuzzMergeCallers: any /admin/callers body that decodes, merged with
+// itself, gives each endpoint × caller once, twice its input count,
+// endpoints by name and callers by count.
+func FuzzMergeCallers(f *testing.F) {
+	f.Add([]byte(`{"endpoints":[{"endpoint":"api","callers":[{"caller":"a","count":5,"tier":"critical"},{"caller":"b","count":1}]}]}`))
+	f.Add([]byte(`{"endpoints":[{"endpoint":"api","callers":[{"caller":"a","count":1}]},{"endpoint":"api","callers":[{"caller":"a","count":2,"tier":"sheddable"}]}]}`))
+	f.Add([]byte(`{"endpoints":null}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var g gatewayCallers
+		if json.Unmarshal(b, &g) != nil {
+			return
+		}
+		want := map[[2]string]uint64{}
+		for _, e := range g.Endpoints {
+			for _, c := range e.Callers {
+				if c.Count > 1<<60 {
+					return // sums saturate; checked apart
+				}
+				want[[2]string{e.Endpoint, c.Caller}] += 2 * c.Count
+			}
+		}
+		got := mergeCallers([]gatewayCallers{g, g})
+		n := 0
+		for i, e := range got {
+			if i > 0 && got[i-1].Endpoint >= e.Endpoint {
+				t.Fatalf("endpoints out of order: %q then %q", got[i-1].Endpoint, e.Endpoint)
+			}
+			for j, c := range e.Callers {
+				n++
+				k := [2]string{e.Endpoint, c.Caller}
+				if w, ok := want[k]; !ok || w != c.Count {
+					t.Fatalf("%v: count %d, want %d (listed %v)", k, c.Count, w, ok)
+				}
+				if j > 0 && e.Callers[j-1].Count < c.Count {
+					t.Fatalf("%s: callers not by count: %v", e.Endpoint, e.Callers)
+				}
+			}
+		}
+		if n != len(want) {
+			t.Fatalf("%d rows, want %d", n, len(want))
+		}
+	})
+}
