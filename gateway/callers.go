@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"encoding/json"
 	"maps"
+	"math"
 	"net/http"
 	"slices"
 	"sync"
@@ -21,9 +22,9 @@ import (
 // Bounds: 60 one-minute buckets per caller; at most CallersPerEndpoint
 // callers per endpoint (a caller first seen when the endpoint is full is
 // counted under OtherCallers, after callers silent for an hour have been
-// dropped); at most callersMaxEndpoints endpoints (route names, which the
-// config bounds; a reload that renames routes leaves the old names until
-// they are silent for an hour); caller names at most tier.MaxCallerLen
+// dropped); at most 256 endpoints (route names, which the config bounds;
+// a reload that renames routes leaves the old names until they are silent
+// for an hour; past 256, requests are not counted); caller names at most tier.MaxCallerLen
 // bytes (tier.CallerFromHeader drops longer ones, as shed admission does).
 const (
 	// CallersWindow is how far back /admin/callers counts.
@@ -35,7 +36,7 @@ const (
 
 	callersBuckets      = 60
 	callersBucket       = CallersWindow / callersBuckets
-	callersMaxEndpoints = 1024
+	callersMaxEndpoints = 256
 )
 
 // CallersReport is what GET /admin/callers returns.
@@ -60,28 +61,34 @@ type CallerCount struct {
 }
 
 // series counts one caller in one-minute buckets: minute[i] is the minute
-// (Unix time / callersBucket) bucket i counts.
+// (Unix time / callersBucket, which fits 32 bits until the year 10000)
+// bucket i counts. 480 bytes a caller: at most 256 endpoints × 100
+// callers, 12 MB.
 type series struct {
-	minute [callersBuckets]int64
-	n      [callersBuckets]uint64
+	minute [callersBuckets]uint32
+	n      [callersBuckets]uint32
 }
 
-func bucketOf(now time.Time) int64 { return now.UnixNano() / int64(callersBucket) }
+// bucketOf is now's minute; a time before 1970 counts in minute 60 (a
+// bucket index is never negative).
+func bucketOf(now time.Time) int64 { return max(now.UnixNano()/int64(callersBucket), callersBuckets) }
 
 func (s *series) add(m int64) {
 	i := m % callersBuckets
-	if s.minute[i] != m {
-		s.minute[i], s.n[i] = m, 0
+	if s.minute[i] != uint32(m) {
+		s.minute[i], s.n[i] = uint32(m), 0
 	}
-	s.n[i]++
+	if s.n[i] < math.MaxUint32 {
+		s.n[i]++
+	}
 }
 
 // count sums the buckets of the window ending in minute m: m-59 … m.
 func (s *series) count(m int64) uint64 {
 	var n uint64
-	for i := range s.minute {
-		if s.minute[i] > m-callersBuckets && s.minute[i] <= m {
-			n += s.n[i]
+	for i, b := range s.minute {
+		if int64(b) > m-callersBuckets && int64(b) <= m {
+			n += uint64(s.n[i])
 		}
 	}
 	return n
