@@ -509,21 +509,22 @@ control_store: {endpoints: [%q]}
 	}
 	eval(`location.hash = '#criticality'`)
 	waitJS("criticality page", `document.getElementById('crit-info').textContent !== ''`)
-	waitJS("observed callers pre-filled", `document.getElementById('crit-0-name').value === 'api' &&
-		document.querySelector('[data-seen="rider-app"] .count').textContent === '7' && document.querySelector('[data-seen="batch"] .count').textContent === '2' &&
-		document.getElementById('crit-0-o0').dataset.caller === 'rider-app' && document.getElementById('crit-0-ot0').value === ''`)
+	// (?. : the poll must not throw while the page is still rendering)
+	waitJS("observed callers pre-filled", `document.getElementById('crit-0-name')?.value === 'api' &&
+		document.querySelector('[data-seen="rider-app"] .count')?.textContent === '7' && document.querySelector('[data-seen="batch"] .count')?.textContent === '2' &&
+		document.getElementById('crit-0-o0')?.dataset.caller === 'rider-app' && document.getElementById('crit-0-ot0')?.value === ''`)
 	if got := text("#crit-observed"); !strings.Contains(got, "1 announced gateway saw") {
 		t.Errorf("observed note: %q", got)
 	}
 	shot("12a-criticality-observed")
 	run("pick a tier for a seen caller, add one", chromedp.SetValue(css("#crit-0-ot0"), "critical"), chromedp.Click(css("#crit-0-add")))
-	waitJS("caller rows", `document.getElementById('crit-0-c1') !== null && document.getElementById('crit-0-c0').value === 'rider-app'`)
+	waitJS("caller rows", `document.getElementById('crit-0-c0')?.value === 'rider-app' && document.getElementById('crit-0-c1') !== null`)
 	run("name the added caller", chromedp.SetValue(css("#crit-0-c1"), "checkout"), chromedp.SetValue(css("#crit-0-t1"), "critical"),
 		chromedp.SetValue(css("#crit-reason"), "rider-app and checkout are trip flow"), chromedp.Click(css("#crit-publish")))
 	waitJS("criticality published", `document.getElementById('crit-status').textContent.includes('Published version')`)
 	// after the reload: rider-app is a table row with its count; batch is
 	// still only seen
-	waitJS("table rows and seen rows", `document.querySelector('tr[data-caller="rider-app"] .count').textContent === '7' &&
+	waitJS("table rows and seen rows", `document.querySelector('tr[data-caller="rider-app"] .count')?.textContent === '7' &&
 		document.querySelector('[data-seen="batch"]') !== null && document.querySelector('[data-seen="rider-app"]') === null`)
 	shot("12-criticality")
 	if _, _, b := adminCall(t, "GET", admin+"/v1/admin/docs/gateway/criticality", adminToken, ""); !strings.Contains(string(b), `"rider-app": "critical"`) || strings.Contains(string(b), "batch") {
