@@ -92,7 +92,8 @@ func (g *Gateway) Drain(cluster, backend string, drain bool) error {
 	return ErrUnknownTarget
 }
 
-// adminHandler serves /healthz, /readyz and /metrics openly and /admin/
+// adminHandler serves /healthz, /readyz, /metrics and /admin/callers
+// openly and the rest of /admin/
 // behind the token.
 func (g *Gateway) adminHandler(token string) http.Handler {
 	mux := http.NewServeMux()
@@ -109,6 +110,9 @@ func (g *Gateway) adminHandler(token string) http.Handler {
 		gath = prometheus.DefaultGatherer
 	}
 	mux.Handle("GET /metrics", obs.Handler(gath))
+	// open like /metrics (aggregate counts, no request data): veer control
+	// reads it for the console's criticality page without the admin token
+	mux.HandleFunc("GET /admin/callers", g.serveCallers)
 	mux.Handle("GET /admin/state", g.auth(token, func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(g.State())

@@ -50,6 +50,12 @@
 // replace the file's shed table and limits, deleted the file's apply again;
 // an invalid document is logged and counted and the last good config stays.
 //
+// Callers (GET /admin/callers, open on the admin listener) reports, per
+// route, the Rpc-Caller values whose requests reached shed admission in
+// the last hour with their counts and the tier the shed table in force
+// gives them, bounded (60 one-minute buckets, 100 callers a route, the rest
+// as "other"); the console pre-fills gateway/criticality from it.
+//
 // Failure mode: an attempt that fails with a system error is retried on
 // another cluster when safe; when every attempt fails the client gets the
 // last upstream answer, or the outcome's status from outcome.WriteHTTP (502

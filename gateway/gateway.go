@@ -83,6 +83,7 @@ type Gateway struct {
 	limiter  *limit.Limiter // local limits; nil when shared or none
 	admitter limit.Admitter
 	shedder  *shed.Shedder
+	callers  callerLog // the callers seen at shed admission (callers.go)
 	alog     *accessLog
 	body     *limit.BodyGuard // limits.max_request_body, applied after the route match
 

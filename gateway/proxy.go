@@ -67,6 +67,7 @@ func (g *Gateway) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		// critical-connection marking as in shed.Middleware
 		var adm shed.HTTPAdmission
 		var ok bool
+		g.callers.observe(start, rt.cfg.Name, tier.CallerFromHeader(r.Header)) // callers.go: GET /admin/callers
 		if r, adm, ok = g.shedder.AdmitHTTP(rec, r, rt.cfg.Name); !ok {
 			g.m.rejected.WithLabelValues("shed").Inc()
 			return

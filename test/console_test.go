@@ -493,17 +493,43 @@ control_store: {endpoints: [%q]}
 	}
 	shot("11-sites")
 
-	// 9. the criticality table: a caller's tier picked per endpoint,
-	// published, applied by the gateway
+	// 9. the criticality table, pre-filled from the callers the gateway
+	// saw: traffic with Rpc-Caller, the callers appear with their counts;
+	// a tier picked for one of them and for a caller typed in, published,
+	// applied by the gateway
+	for i := range 9 {
+		req, _ := http.NewRequest("GET", "http://"+gwPlain+"/", nil)
+		req.Header.Set("Rpc-Caller", []string{"rider-app", "batch"}[min(i/7, 1)]) // 7 rider-app, 2 batch
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
 	eval(`location.hash = '#criticality'`)
 	waitJS("criticality page", `document.getElementById('crit-info').textContent !== ''`)
-	run("add endpoint", chromedp.Click(css("#crit-add")), chromedp.SetValue(css("#crit-0-name"), "api"),
-		chromedp.Click(css("#crit-0-add")))
-	waitJS("caller row", `document.getElementById('crit-0-c0') !== null`)
-	run("pick a tier", chromedp.SetValue(css("#crit-0-c0"), "checkout"), chromedp.SetValue(css("#crit-0-t0"), "critical"),
-		chromedp.SetValue(css("#crit-reason"), "checkout is trip flow"), chromedp.Click(css("#crit-publish")))
+	// (?. : the poll must not throw while the page is still rendering)
+	waitJS("observed callers pre-filled", `document.getElementById('crit-0-name')?.value === 'api' &&
+		document.querySelector('[data-seen="rider-app"] .count')?.textContent === '7' && document.querySelector('[data-seen="batch"] .count')?.textContent === '2' &&
+		document.getElementById('crit-0-o0')?.dataset.caller === 'rider-app' && document.getElementById('crit-0-ot0')?.value === ''`)
+	if got := text("#crit-observed"); !strings.Contains(got, "1 announced gateway saw") {
+		t.Errorf("observed note: %q", got)
+	}
+	shot("12a-criticality-observed")
+	run("pick a tier for a seen caller, add one", chromedp.SetValue(css("#crit-0-ot0"), "critical"), chromedp.Click(css("#crit-0-add")))
+	waitJS("caller rows", `document.getElementById('crit-0-c0')?.value === 'rider-app' && document.getElementById('crit-0-c1') !== null`)
+	run("name the added caller", chromedp.SetValue(css("#crit-0-c1"), "checkout"), chromedp.SetValue(css("#crit-0-t1"), "critical"),
+		chromedp.SetValue(css("#crit-reason"), "rider-app and checkout are trip flow"), chromedp.Click(css("#crit-publish")))
 	waitJS("criticality published", `document.getElementById('crit-status').textContent.includes('Published version')`)
+	// after the reload: rider-app is a table row with its count; batch is
+	// still only seen
+	waitJS("table rows and seen rows", `document.querySelector('tr[data-caller="rider-app"] .count')?.textContent === '7' &&
+		document.querySelector('[data-seen="batch"]') !== null && document.querySelector('[data-seen="rider-app"]') === null`)
 	shot("12-criticality")
+	if _, _, b := adminCall(t, "GET", admin+"/v1/admin/docs/gateway/criticality", adminToken, ""); !strings.Contains(string(b), `"rider-app": "critical"`) || strings.Contains(string(b), "batch") {
+		t.Errorf("published gateway/criticality: %s, want rider-app critical and no batch", b)
+	}
 	untilTrue(t, "the gateway applied gateway/criticality", func() bool {
 		resp, err := http.Get("http://" + gwAdmin + "/metrics")
 		if err != nil {
@@ -513,6 +539,11 @@ control_store: {endpoints: [%q]}
 		b, _ := io.ReadAll(resp.Body)
 		return strings.Contains(string(b), `veer_gateway_store_documents_total{document="gateway/criticality",result="applied"} 1`)
 	})
+	// the gateway resolves the published tier for the seen caller
+	if _, _, b := adminCall(t, "GET", "http://"+gwAdmin+"/admin/callers", "", ""); !strings.Contains(string(b), `{"caller":"rider-app","count":7,"tier":"critical"}`) ||
+		!strings.Contains(string(b), `{"caller":"batch","count":2,"tier":"sheddable_plus"}`) {
+		t.Errorf("gateway /admin/callers after publishing: %s", b)
+	}
 
 	// 10. any document as text: an invalid one shows its line and field and
 	// is not written

@@ -24,6 +24,14 @@
 // of rotation. The stream needs a viewer token (checked by the admin API's
 // whoami).
 //
+// The criticality page pre-fills the endpoint × caller rows the table does
+// not have yet from GET /ui/callers (viewer token): every announced
+// gateway's GET /admin/callers (the callers it saw per route over the last
+// hour, with counts), read when the page opens, counts summed. The
+// operator picks each tier and publishes through the admin API as for any
+// other edit. A gateway that does not answer within ScrapeTimeout is named
+// on the page and counts nothing.
+//
 // Failure mode: a gateway whose /metrics does not answer within
 // Config.ScrapeTimeout is shown down in the next frame (within two seconds
 // at the defaults); a store that cannot be listed keeps the last list of
@@ -137,7 +145,7 @@ func New(cfg Config, opts Options) (*Console, error) {
 }
 
 // Mount returns admin with the console added: /ui/ (pages), /ui/live (the
-// live stream); every other request goes to admin, writes only when they
+// live stream), /ui/callers (the callers the gateways saw); every other request goes to admin, writes only when they
 // are not cross-site. control.Options.UI takes it.
 func (c *Console) Mount(admin http.Handler, st store.Store) http.Handler {
 	live := newHub(c, st)
@@ -154,6 +162,18 @@ func (c *Console) Mount(admin http.Handler, st store.Store) http.Handler {
 			return
 		}
 		live.serve(w, r)
+	})
+	mux.HandleFunc("GET /ui/callers", func(w http.ResponseWriter, r *http.Request) {
+		secure(w)
+		if code, msg := whoami(admin, r); code != http.StatusOK {
+			http.Error(w, msg, code)
+			return
+		}
+		if st == nil {
+			http.Error(w, "observed callers need the control store", http.StatusServiceUnavailable)
+			return
+		}
+		c.serveCallers(w, r, st)
 	})
 	mux.HandleFunc("GET /ui/", func(w http.ResponseWriter, r *http.Request) {
 		secure(w)

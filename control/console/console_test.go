@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"strings"
 	"testing"
@@ -334,6 +335,98 @@ func FuzzParseSamples(f *testing.F) {
 		f.total()
 		if _, err := json.Marshal(f); err != nil {
 			t.Fatalf("frame of %q does not encode: %v", in, err)
+		}
+	})
+}
+
+// TestCallersMerged: GET /ui/callers reads every announced gateway's
+// /admin/callers, sums the counts per endpoint and caller, keeps each
+// tier the gateways resolve, names a gateway that does not answer, and
+// needs a token.
+func TestCallersMerged(t *testing.T) {
+	c := newConsole(t, Config{}, Options{})
+	base, _, svc := startControl(t, c)
+	serve := func(body string) string {
+		s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path != "/admin/callers" {
+				http.NotFound(w, r)
+				return
+			}
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = io.WriteString(w, body)
+		}))
+		t.Cleanup(s.Close)
+		return s.URL
+	}
+	announce(t, svc.Store(), "gw-1", serve(`{"endpoints":[{"endpoint":"api","callers":[{"caller":"rider-app","count":5,"tier":"critical"},{"caller":"batch","count":1,"tier":"sheddable_plus"}]}]}`))
+	announce(t, svc.Store(), "gw-2", serve(`{"endpoints":[{"endpoint":"api","callers":[{"caller":"batch","count":9,"tier":"sheddable"}]},{"endpoint":"web","callers":[{"caller":"rider-app","count":2,"tier":"sheddable_plus"}]}]}`))
+	dead := httptest.NewServer(http.NotFoundHandler())
+	dead.Close()
+	announce(t, svc.Store(), "gw-3", dead.URL)
+
+	if resp, _ := do(t, "GET", base+"/ui/callers", "", "Authorization", "Bearer wrong"); resp.StatusCode != 401 {
+		t.Fatalf("wrong token: %d, want 401", resp.StatusCode)
+	}
+	resp, body := do(t, "GET", base+"/ui/callers", "", "Authorization", "Bearer "+viewerToken)
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Security-Policy") != CSP {
+		t.Fatalf("viewer: %d %q %s", resp.StatusCode, resp.Header.Get("Content-Security-Policy"), body)
+	}
+	var got Callers
+	if err := json.Unmarshal([]byte(body), &got); err != nil {
+		t.Fatalf("%v: %s", err, body)
+	}
+	want := []EndpointCallers{
+		{Endpoint: "api", Callers: []CallerCount{{Caller: "batch", Count: 10, Tiers: []string{"sheddable", "sheddable_plus"}}, {Caller: "rider-app", Count: 5, Tiers: []string{"critical"}}}},
+		{Endpoint: "web", Callers: []CallerCount{{Caller: "rider-app", Count: 2, Tiers: []string{"sheddable_plus"}}}},
+	}
+	if !reflect.DeepEqual(got.Endpoints, want) {
+		t.Errorf("endpoints %+v\nwant      %+v", got.Endpoints, want)
+	}
+	if len(got.Gateways) != 3 || got.Gateways[0].Error != "" || got.Gateways[1].Error != "" || !strings.Contains(got.Gateways[2].Error, "not answering") {
+		t.Errorf("gateways %+v, want gw-1 and gw-2 read and gw-3 not answering", got.Gateways)
+	}
+}
+
+// FuzzMergeCallers: any /admin/callers body that decodes, merged with
+// itself, gives each endpoint × caller once, twice its input count,
+// endpoints by name and callers by count.
+func FuzzMergeCallers(f *testing.F) {
+	f.Add([]byte(`{"endpoints":[{"endpoint":"api","callers":[{"caller":"a","count":5,"tier":"critical"},{"caller":"b","count":1}]}]}`))
+	f.Add([]byte(`{"endpoints":[{"endpoint":"api","callers":[{"caller":"a","count":1}]},{"endpoint":"api","callers":[{"caller":"a","count":2,"tier":"sheddable"}]}]}`))
+	f.Add([]byte(`{"endpoints":null}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var g gatewayCallers
+		if json.Unmarshal(b, &g) != nil {
+			return
+		}
+		want := map[[2]string]uint64{}
+		for _, e := range g.Endpoints {
+			for _, c := range e.Callers {
+				if c.Count > 1<<60 {
+					return // sums saturate; checked apart
+				}
+				want[[2]string{e.Endpoint, c.Caller}] += 2 * c.Count
+			}
+		}
+		got := mergeCallers([]gatewayCallers{g, g})
+		n := 0
+		for i, e := range got {
+			if i > 0 && got[i-1].Endpoint >= e.Endpoint {
+				t.Fatalf("endpoints out of order: %q then %q", got[i-1].Endpoint, e.Endpoint)
+			}
+			for j, c := range e.Callers {
+				n++
+				k := [2]string{e.Endpoint, c.Caller}
+				if w, ok := want[k]; !ok || w != c.Count {
+					t.Fatalf("%v: count %d, want %d (listed %v)", k, c.Count, w, ok)
+				}
+				if j > 0 && e.Callers[j-1].Count < c.Count {
+					t.Fatalf("%s: callers not by count: %v", e.Endpoint, e.Callers)
+				}
+			}
+		}
+		if n != len(want) {
+			t.Fatalf("%d rows, want %d", n, len(want))
 		}
 	})
 }

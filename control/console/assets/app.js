@@ -482,8 +482,30 @@
       S.critVersion = Number(res.etag); S.critRaw = typeof res.data !== 'object' || !res.data; S.crit = S.critRaw ? null : res.data; S.critText = res.text;
       $('crit-info').textContent = 'gateway/criticality version ' + S.critVersion + '.';
     }
+    await loadObserved();
     renderCrit();
   }
+
+  // loadObserved reads the callers the announced gateways saw per endpoint
+  // over the last hour (GET /ui/callers, summed over gateways); endpoints
+  // the table lacks are added as observed-only ones, which are published
+  // only when a tier is picked for one of their callers.
+  async function loadObserved() {
+    S.observed = {};
+    const res = await api('GET', '/ui/callers');
+    if (!res.ok || !res.data || typeof res.data !== 'object') { $('crit-observed').textContent = 'Callers the gateways saw: not available (' + errText(res) + ').'; return; }
+    const down = (res.data.gateways || []).filter((g) => g.error);
+    for (const e of res.data.endpoints || []) S.observed[e.endpoint] = e.callers || [];
+    const n = (res.data.gateways || []).length;
+    $('crit-observed').textContent = 'Rows marked "(seen)" are callers that ' + n + ' announced gateway' + (n === 1 ? '' : 's') +
+      ' saw in the last hour and that the table does not list yet: pick a tier and publish to add them; rows left at "(not in the table)" are not published.' +
+      (res.data.error ? ' ' + res.data.error + '.' : '') + down.map((g) => ' ' + g.name + ' not read: ' + g.error + '.').join('');
+    if (S.critRaw) return;
+    for (const name of Object.keys(S.observed)) {
+      if (!S.crit.endpoints.some((ep) => ep.name === name)) S.crit.endpoints.push({ name, callers: {}, observedOnly: true });
+    }
+  }
+  const seenCount = (ep, c) => { const o = (S.observed[ep] || []).find((x) => x.caller === c); return o ? o.count : 0; };
 
   function renderCrit() {
     const ro = !canWrite('admin');
@@ -501,17 +523,38 @@
         el('div', {}, el('label', { for: 'crit-' + i + '-default', text: 'Tier of unlisted callers' }), tierSelect('crit-' + i + '-default', f + '.default_tier', ep.default_tier, ro, true)),
         el('div', { class: 'callers' }, el('table', {},
           el('caption', { text: 'Callers of ' + (ep.name || 'this endpoint') }),
-          el('thead', {}, el('tr', {}, el('th', { scope: 'col', text: 'Caller (Rpc-Caller)' }), el('th', { scope: 'col', text: 'Tier' }), el('th', { scope: 'col', text: 'Actions' }))),
+          el('thead', {}, el('tr', {}, el('th', { scope: 'col', text: 'Caller (Rpc-Caller)' }), el('th', { scope: 'col', text: 'Tier' }), el('th', { scope: 'col', text: 'Requests seen (last hour)' }), el('th', { scope: 'col', text: 'Actions' }))),
           el('tbody', {}, callers.map(([c, t], j) => el('tr', { 'data-caller': c },
             el('td', {}, el('label', { for: 'crit-' + i + '-c' + j, class: 'sr', text: 'Caller ' + (j + 1) }),
               el('input', { id: 'crit-' + i + '-c' + j, type: 'text', value: c, 'data-field': f + '.callers.' + c, readonly: ro })),
             el('td', {}, el('label', { for: 'crit-' + i + '-t' + j, class: 'sr', text: 'Tier of caller ' + (c || j + 1) }), tierSelect('crit-' + i + '-t' + j, f + '.callers.' + c, t, ro, false)),
-            el('td', {}, ro ? null : el('button', { type: 'button', class: 'secondary', text: 'Remove ' + (c || 'caller'), onclick: () => { readCrit(); delete S.crit.endpoints[i].callers[c]; renderCrit(); } }))))))),
+            el('td', { class: 'count', text: String(seenCount(ep.name, c)) }),
+            el('td', {}, ro ? null : el('button', { type: 'button', class: 'secondary', text: 'Remove ' + (c || 'caller'), onclick: () => { readCrit(); delete S.crit.endpoints[i].callers[c]; renderCrit(); } })))),
+          observedRows(ep, i, ro)))),
         ro ? null : el('div', {}, el('button', { type: 'button', class: 'secondary', id: 'crit-' + i + '-add', text: 'Add caller to ' + (ep.name || 'endpoint'), onclick: () => {
           readCrit(); const e = S.crit.endpoints[i]; e.callers = e.callers || {}; let n = 1; while (e.callers['caller-' + n]) n++; e.callers['caller-' + n] = 'sheddable_plus'; renderCrit();
         } })),
         el('p', { class: 'field-error', id: 'crit-err-' + i }));
     }));
+  }
+
+  // observedRows: the callers gateways saw on ep that its table lacks, with
+  // their counts and a tier picker that starts at "(not in the table)".
+  function observedRows(ep, i, ro) {
+    const listed = ep.callers || {};
+    return (S.observed[ep.name] || []).filter((o) => !(o.caller in listed)).map((o, k) => {
+      const now = (o.tiers || []).join(', ');
+      if (o.caller === 'other') {
+        return el('tr', { class: 'seen' }, el('td', { text: 'other callers (past the 100 a gateway keeps)' }), el('td', {}), el('td', { class: 'count', text: String(o.count) }), el('td', {}));
+      }
+      return el('tr', { class: 'seen', 'data-seen': o.caller },
+        el('td', {}, el('span', { id: 'crit-' + i + '-o' + k, 'data-caller': o.caller, text: o.caller }), el('span', { class: 'hint', text: ' (seen)' })),
+        el('td', {}, el('label', { for: 'crit-' + i + '-ot' + k, class: 'sr', text: 'Tier of seen caller ' + o.caller }),
+          el('select', { id: 'crit-' + i + '-ot' + k, disabled: ro },
+            [el('option', { value: '', selected: true, text: '(not in the table' + (now ? ': gets ' + now : '') + ')' })].concat(TIERS.map((t) => el('option', { value: t, text: TIER_NAMES[t] }))))),
+        el('td', { class: 'count', text: String(o.count) }),
+        el('td', {}));
+    });
   }
 
   function readCrit() {
@@ -522,7 +565,12 @@
       if (d) ep.default_tier = d; else delete ep.default_tier;
       const callers = {};
       Object.keys(ep.callers || {}).forEach((c, j) => { const name = $('crit-' + i + '-c' + j).value.trim(); if (name) callers[name] = $('crit-' + i + '-t' + j).value; });
+      for (let k = 0; $('crit-' + i + '-ot' + k); k++) {
+        const t = $('crit-' + i + '-ot' + k).value, name = $('crit-' + i + '-o' + k).dataset.caller;
+        if (t && !(name in callers)) callers[name] = t;
+      }
       ep.callers = callers;
+      if (Object.keys(callers).length > 0 || ep.default_tier) delete ep.observedOnly;
     });
   }
 
@@ -534,11 +582,15 @@
     const reason = $('crit-reason').value, bad = checkReason(reason);
     if (bad) { $('crit-error').textContent = bad; $('crit-reason').focus(); return; }
     readCrit();
-    const body = S.critRaw ? $('crit-raw').value : JSON.stringify(S.crit, null, 2);
+    // observed-only endpoints nobody picked a tier for are not published;
+    // pub maps a published index back to the page's (for field errors)
+    const pub = S.critRaw ? [] : S.crit.endpoints.map((ep, i) => i).filter((i) => !S.crit.endpoints[i].observedOnly);
+    const body = S.critRaw ? $('crit-raw').value
+      : JSON.stringify(Object.assign({}, S.crit, { endpoints: pub.map((i) => S.crit.endpoints[i]) }), null, 2);
     const res = await api('PUT', '/v1/admin/docs/gateway/criticality', { body, ifMatch: S.critVersion || undefined, reason });
     if (res.status === 400) {
-      const m = parseFieldError(errText(res)), em = m && /^endpoints\[(\d+)\]/.exec(m[2]);
-      if (em && $('crit-err-' + em[1])) { $('crit-err-' + em[1]).textContent = m[2] + ': ' + m[3]; $('crit-error').textContent = 'Not published: the API refused the edit (see the endpoint marked below).'; }
+      const m = parseFieldError(errText(res)), em = m && /^endpoints\[(\d+)\]/.exec(m[2]), at = em && (S.critRaw ? em[1] : pub[Number(em[1])]);
+      if (em && $('crit-err-' + at)) { $('crit-err-' + at).textContent = m[2] + ': ' + m[3]; $('crit-error').textContent = 'Not published: the API refused the edit (see the endpoint marked below).'; }
       else $('crit-error').textContent = errText(res);
       return;
     }
