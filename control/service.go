@@ -1,6 +1,7 @@
 package control
 
 import (
+	"cmp"
 	"context"
 	"crypto/ed25519"
 	"errors"
@@ -13,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/veerhq/veer/clock"
 	"github.com/veerhq/veer/config"
@@ -29,21 +31,22 @@ var ErrNotReady = errors.New("control: no routing table yet")
 // the routing documents into a Snapshot, and serves the public API
 // (routing, scheduling) and the admin API.
 type Service struct {
-	cfg        Config
-	st         store.Store
-	ownStore   bool
-	key        ed25519.PrivateKey
-	tokens     *tokens
-	adminToken bool // generated on this start
-	clk        clock.Clock
-	log        *slog.Logger
-	m          *metrics
-	onApply    func(int64, *Snapshot)
-	extraDocs  map[string]func([]byte) error
-	ui         func(http.Handler, store.Store) http.Handler
-	recent     recent
-	parsed     parseCache
-	trusted    []netip.Prefix
+	cfg          Config
+	st           store.Store
+	ownStore     bool
+	key          ed25519.PrivateKey
+	tokens       *tokens
+	adminToken   bool // generated on this start
+	clk          clock.Clock
+	log          *slog.Logger
+	m            *metrics
+	onApply      func(int64, *Snapshot)
+	extraDocs    map[string]func([]byte) error
+	ui           func(http.Handler, store.Store) http.Handler
+	recent       recent
+	parsed       parseCache
+	trusted      []netip.Prefix
+	rolloutEvery time.Duration
 
 	snap   atomic.Pointer[Snapshot]
 	access atomic.Pointer[accessSnap]
@@ -68,7 +71,8 @@ func New(cfg Config, opts Options) (*Service, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, config.Field("data_dir", "%v", err)
 	}
-	s := &Service{cfg: cfg, clk: clock.Or(opts.Clock), log: obs.LoggerOr(opts.Logger), ready: make(chan struct{})}
+	s := &Service{cfg: cfg, clk: clock.Or(opts.Clock), log: obs.LoggerOr(opts.Logger), ready: make(chan struct{}),
+		rolloutEvery: cmp.Or(opts.RolloutInterval, DefaultRolloutInterval)}
 	s.m = newMetrics(opts.Registerer)
 	s.extraDocs = opts.Documents
 	s.ui = opts.UI
