@@ -47,7 +47,7 @@ func (s *Service) PublicHandler() http.Handler {
 func (s *Service) Start() (Addrs, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	tick := s.clk.NewTicker(s.rolloutEvery)
+	tick := s.clk.NewTicker(s.rollEvery)
 	go func() {
 		defer close(done)
 		rdone := make(chan struct{})

@@ -31,22 +31,22 @@ var ErrNotReady = errors.New("control: no routing table yet")
 // the routing documents into a Snapshot, and serves the public API
 // (routing, scheduling) and the admin API.
 type Service struct {
-	cfg          Config
-	st           store.Store
-	ownStore     bool
-	key          ed25519.PrivateKey
-	tokens       *tokens
-	adminToken   bool // generated on this start
-	clk          clock.Clock
-	log          *slog.Logger
-	m            *metrics
-	onApply      func(int64, *Snapshot)
-	extraDocs    map[string]func([]byte) error
-	ui           func(http.Handler, store.Store) http.Handler
-	recent       recent
-	parsed       parseCache
-	trusted      []netip.Prefix
-	rolloutEvery time.Duration
+	cfg        Config
+	st         store.Store
+	ownStore   bool
+	key        ed25519.PrivateKey
+	tokens     *tokens
+	adminToken bool // generated on this start
+	clk        clock.Clock
+	log        *slog.Logger
+	m          *metrics
+	onApply    func(int64, *Snapshot)
+	extraDocs  map[string]func([]byte) error
+	ui         func(http.Handler, store.Store) http.Handler
+	recent     recent
+	parsed     parseCache
+	trusted    []netip.Prefix
+	rollEvery  time.Duration
 
 	snap   atomic.Pointer[Snapshot]
 	access atomic.Pointer[accessSnap]
@@ -72,7 +72,7 @@ func New(cfg Config, opts Options) (*Service, error) {
 		return nil, config.Field("data_dir", "%v", err)
 	}
 	s := &Service{cfg: cfg, clk: clock.Or(opts.Clock), log: obs.LoggerOr(opts.Logger), ready: make(chan struct{}),
-		rolloutEvery: cmp.Or(opts.RolloutInterval, DefaultRolloutInterval)}
+		rollEvery: cmp.Or(opts.RolloutInterval, DefaultRolloutInterval)}
 	s.m = newMetrics(opts.Registerer)
 	s.extraDocs = opts.Documents
 	s.ui = opts.UI
