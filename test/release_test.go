@@ -42,6 +42,8 @@ type releaseRig struct {
 	bServed  atomic.Int64
 	bFailed  atomic.Int64
 	failRate float64
+	aDelay   time.Duration // each answer's latency (a time.Sleep in the backend: the version's speed)
+	bDelay   time.Duration
 }
 
 const releaseGatewayYAML = `
@@ -53,8 +55,8 @@ clusters:
   - {name: v2, backends: [{address: '%V2%'}]}
 `
 
-func newReleaseRig(t *testing.T, failRate float64) *releaseRig {
-	r := &releaseRig{t: t, failRate: failRate}
+func newReleaseRig(t *testing.T, failRate float64, aDelay, bDelay time.Duration) *releaseRig {
+	r := &releaseRig{t: t, failRate: failRate, aDelay: aDelay, bDelay: bDelay}
 	etcd := etcdtest.New(t)
 	open := func() store.Store {
 		st, err := storeetcd.New(storeetcd.Config{Endpoints: []string{etcd.URL}, RequestTimeout: 10 * time.Second}, storeetcd.Options{})
@@ -65,11 +67,19 @@ func newReleaseRig(t *testing.T, failRate float64) *releaseRig {
 		return st
 	}
 	r.store = open()
-	v1 := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "v1") }))
+	v1 := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		if r.aDelay > 0 {
+			time.Sleep(r.aDelay)
+		}
+		io.WriteString(w, "v1")
+	}))
 	t.Cleanup(v1.Close)
 	v2 := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		r.bFirst.CompareAndSwap(0, time.Now().UnixNano())
 		r.bServed.Add(1)
+		if r.bDelay > 0 {
+			time.Sleep(r.bDelay)
+		}
 		if rand.Float64() < r.failRate {
 			r.bFailed.Add(1)
 			http.Error(w, "v2 broken", http.StatusInternalServerError)
@@ -265,7 +275,7 @@ func canaries(n int) string {
 // is promoted step by step to done by the control plane's analysis of the
 // gateways' counts, with no failed request at all.
 func TestReleaseHealthyPromoted(t *testing.T) {
-	r := newReleaseRig(t, 0)
+	r := newReleaseRig(t, 0, 0, 0)
 	stop := make(chan struct{})
 	var res loadResult
 	wg := r.load(stop, 500, 1000, &res)
@@ -293,13 +303,27 @@ func TestReleaseHealthyPromoted(t *testing.T) {
 // A B failing 5 % of its requests is aborted within 30 s of its first
 // request, with at most 50 of B's requests failed, and then every tenant is
 // on A.
-func TestReleaseBadAborted(t *testing.T) {
-	r := newReleaseRig(t, 0.05)
+func TestReleaseBadAborted(t *testing.T) { testReleaseAborted(t, newReleaseRig(t, 0.05, 0, 0), "") }
+
+// A B answering in 3× A's time (30 ms against 10 ms; slow_threshold 20 ms,
+// near A's p99) is aborted within 60 s of its first request, then every
+// tenant is on A.
+func TestReleaseSlowAborted(t *testing.T) {
+	testReleaseAborted(t, newReleaseRig(t, 0, 10*time.Millisecond, 30*time.Millisecond), `"slow_threshold":"20ms"`)
+}
+
+func testReleaseAborted(t *testing.T, r *releaseRig, slo string) {
+	within := 30 * time.Second
+	plan := fmt.Sprintf(releasePlan, canaries(50))
+	if slo != "" {
+		within = 60 * time.Second
+		plan = strings.Replace(plan, `"hold":"60s"`, `"hold":"60s","slo":{`+slo+`}`, 1)
+	}
 	stop := make(chan struct{})
 	var res loadResult
 	wg := r.load(stop, 500, 1000, &res)
 	defer func() { close(stop); wg.Wait() }()
-	st := r.post(`{"action":"start",` + fmt.Sprintf(releasePlan, canaries(50)) + `,"reason":"e2e bad"}`)
+	st := r.post(`{"action":"start",` + plan + `,"reason":"e2e bad"}`)
 	ro, d := r.waitRollout(60*time.Second, func(ro release.Rollout) bool { return ro.ID == st.Rollout.ID && !ro.Active() })
 	abortedAt := time.Now()
 	if ro.Status != release.Aborted {
@@ -308,8 +332,8 @@ func TestReleaseBadAborted(t *testing.T) {
 	first := time.Unix(0, r.bFirst.Load())
 	detect := abortedAt.Sub(first)
 	t.Logf("aborted %v after B's first request, at step %d; B served %d, failed %d; reason: %s", detect.Round(100*time.Millisecond), ro.Step, r.bServed.Load(), r.bFailed.Load(), ro.Reason)
-	if detect > 30*time.Second {
-		t.Errorf("aborted %v after B's first request, want within 30 s", detect)
+	if detect > within {
+		t.Errorf("aborted %v after B's first request, want within %v", detect, within)
 	}
 	r.waitGateways(d.Revision)
 	failedAtAbort := r.bFailed.Load()
@@ -318,20 +342,33 @@ func TestReleaseBadAborted(t *testing.T) {
 	}
 	// every tenant on A at every gateway
 	served := r.bServed.Load()
+	var wrong atomic.Value
+	var cw sync.WaitGroup
 	for _, g := range r.gws {
-		for i := range 1000 {
-			req, _ := http.NewRequest("GET", "http://"+g.Addrs().Plain+"/", nil)
-			req.Header.Set(gateway.DefaultTenantHeader, fmt.Sprintf("tenant-%d", i))
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			b, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if string(b) != "v1" {
-				t.Fatalf("after the abort tenant-%d answered %q", i, b)
-			}
+		for w := range 16 { // 16 checkers a gateway, each a slice of the 1000 tenants
+			cw.Add(1)
+			go func() {
+				defer cw.Done()
+				for i := w; i < 1000; i += 16 {
+					req, _ := http.NewRequest("GET", "http://"+g.Addrs().Plain+"/", nil)
+					req.Header.Set(gateway.DefaultTenantHeader, fmt.Sprintf("tenant-%d", i))
+					resp, err := http.DefaultClient.Do(req)
+					if err != nil {
+						wrong.Store(err.Error())
+						return
+					}
+					b, _ := io.ReadAll(resp.Body)
+					resp.Body.Close()
+					if string(b) != "v1" {
+						wrong.Store(fmt.Sprintf("tenant-%d answered %q", i, b))
+					}
+				}
+			}()
 		}
+	}
+	cw.Wait()
+	if w := wrong.Load(); w != nil {
+		t.Fatalf("after the abort: %v", w)
 	}
 	// in-flight requests may have finished on B; nothing new went there
 	if late := r.bServed.Load() - served; late > 32 { // at most the load's 32 workers in flight
