@@ -217,12 +217,14 @@ func (g *Gateway) followReleases(ctx context.Context, s store.Store, fo store.Fo
 }
 
 // publishCounts writes the counts of every rollout that moves traffic
-// (running or paused) to the store every interval until ctx ends. A failed
-// write is logged and retried at the next tick: the counts are cumulative.
+// (running or paused) to the store every interval until ctx ends, when they
+// changed since the last write. A failed write is logged and retried at the
+// next tick: the counts are cumulative.
 func (g *Gateway) publishCounts(ctx context.Context, s store.Store, clk clock.Clock, name string, every time.Duration) {
 	t := clk.NewTicker(every)
 	defer t.Stop()
 	w := store.Write{Author: "gateway " + name, Reason: "rollout counts"}
+	last := map[string]release.StepCounts{} // what was written, by route: unchanged counts are not rewritten
 	for {
 		select {
 		case <-ctx.Done():
@@ -234,11 +236,18 @@ func (g *Gateway) publishCounts(ctx context.Context, s store.Store, clk clock.Cl
 				continue
 			}
 			c := lr.counts.snapshot()
-			body, _ := json.Marshal(c)
-			if _, err := s.Put(ctx, release.CountsKey(c.Route, name), body, w); err != nil && ctx.Err() == nil {
-				g.m.storeErrs.Inc()
-				g.log.Warn("rollout counts not published; retrying", "route", c.Route, "err", err)
+			if last[c.Route] == c {
+				continue
 			}
+			body, _ := json.Marshal(c)
+			if _, err := s.Put(ctx, release.CountsKey(c.Route, name), body, w); err != nil {
+				if ctx.Err() == nil {
+					g.m.storeErrs.Inc()
+					g.log.Warn("rollout counts not published; retrying", "route", c.Route, "err", err)
+				}
+				continue
+			}
+			last[c.Route] = c
 		}
 	}
 }
