@@ -48,6 +48,8 @@ func (s *Service) AdminHandler() http.Handler {
 	h("GET /v1/admin/audit", viewer, s.history)
 	h("POST /v1/admin/rollback/{key...}", keyWriteRole, s.rollback)
 	h("POST /v1/admin/playbook", operator, s.playbook)
+	h("GET /v1/admin/rollouts/{route}", viewer, s.getRolloutAPI)
+	h("POST /v1/admin/rollouts/{route}", operator, s.postRolloutAPI)
 	return mux
 }
 

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/netip"
 	"path/filepath"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -177,4 +178,7 @@ type Options struct {
 	// the web console (control/console's Console.Mount: /ui/ beside
 	// /v1/admin/), given the service's store. Default none.
 	UI func(admin http.Handler, st store.Store) http.Handler
+	// RolloutInterval is how often the running rollouts are judged on the
+	// gateways' counts; default DefaultRolloutInterval.
+	RolloutInterval time.Duration
 }

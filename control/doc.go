@@ -24,6 +24,14 @@
 // author and reason in the store's history; a dry run reports who a change
 // would move.
 //
+// Rollouts (docs/release.md). POST /v1/admin/rollouts/{route} starts,
+// pauses, resumes or aborts a gray release (release.Rollout under
+// release/<route>; 409 while one is active); every RolloutInterval the
+// service pools the gateways' release-counts/<route>/ documents of each
+// running rollout's step, calls Rollout.Judge and writes a promotion or an
+// abort with If-Match, audited with the verdict's reason. A store error
+// skips that tick (logged); an operator's write in between wins.
+//
 // Failure modes. A document that does not validate is refused and the stored
 // one keeps running; a stored document that no longer compiles (written
 // around the API) is logged, counted (veer_control_snapshots_total

@@ -47,9 +47,13 @@ func (s *Service) PublicHandler() http.Handler {
 func (s *Service) Start() (Addrs, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
+	tick := s.clk.NewTicker(s.rollEvery)
 	go func() {
 		defer close(done)
+		rdone := make(chan struct{})
+		go func() { defer close(rdone); s.runRollouts(ctx, tick) }()
 		s.follow(ctx)
+		<-rdone
 	}()
 	s.mu.Lock()
 	s.cancel, s.done = cancel, done

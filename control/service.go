@@ -1,6 +1,7 @@
 package control
 
 import (
+	"cmp"
 	"context"
 	"crypto/ed25519"
 	"errors"
@@ -13,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/veerhq/veer/clock"
 	"github.com/veerhq/veer/config"
@@ -44,6 +46,7 @@ type Service struct {
 	recent     recent
 	parsed     parseCache
 	trusted    []netip.Prefix
+	rollEvery  time.Duration
 
 	snap   atomic.Pointer[Snapshot]
 	access atomic.Pointer[accessSnap]
@@ -68,7 +71,8 @@ func New(cfg Config, opts Options) (*Service, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, config.Field("data_dir", "%v", err)
 	}
-	s := &Service{cfg: cfg, clk: clock.Or(opts.Clock), log: obs.LoggerOr(opts.Logger), ready: make(chan struct{})}
+	s := &Service{cfg: cfg, clk: clock.Or(opts.Clock), log: obs.LoggerOr(opts.Logger), ready: make(chan struct{}),
+		rollEvery: cmp.Or(opts.RolloutInterval, DefaultRolloutInterval)}
 	s.m = newMetrics(opts.Registerer)
 	s.extraDocs = opts.Documents
 	s.ui = opts.UI

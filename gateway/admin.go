@@ -117,6 +117,10 @@ func (g *Gateway) adminHandler(token string) http.Handler {
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(g.State())
 	}))
+	mux.Handle("GET /admin/release", g.auth(token, func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(g.Releases())
+	}))
 	for path, drain := range map[string]bool{"POST /admin/drain": true, "POST /admin/undrain": false} {
 		mux.Handle(path, g.auth(token, func(w http.ResponseWriter, r *http.Request) {
 			q := r.URL.Query()

@@ -198,6 +198,11 @@ type Route struct {
 	// `veer gateway slo-rules` turns it into Prometheus recording rules and
 	// burn-rate alerts over the gateway's metrics. Off when nil.
 	SLO *slo.Objective `yaml:"slo" json:"slo"`
+	// TenantHeader names the request header whose value is the tenant a
+	// rollout of the route (release.Rollout.Assign) sends to the old or
+	// the new version; default DefaultTenantHeader (Veer-Tenant). A request
+	// without it is tenant "".
+	TenantHeader string `yaml:"tenant_header" json:"tenant_header"`
 	// Async: requests are stored in the async queue and answered 202 with
 	// an invocation id, then run by its workers (see Async).
 	Async bool `yaml:"async" json:"async"`

@@ -61,6 +61,7 @@ type input struct {
 	replayable bool
 	idempotent bool
 	trailer    bool // the buffered body came with trailers: resend it chunked, with them
+	pin        int  // a rollout's cluster (index+1) for every attempt; 0: the route's policy
 }
 
 // result is what the attempts of one dispatch did, for the access log and
@@ -109,6 +110,18 @@ func (d *dispatcher) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	var resp *http.Response
 	var err error
+	start := time.Now()
+	pin, ver, sc := d.g.pinRelease(req, st.route)
+	st.pin = pin
+	if sc != nil {
+		defer func() {
+			status := 0
+			if resp != nil {
+				status = resp.StatusCode
+			}
+			sc.record(ver, status, err, time.Since(start))
+		}()
+	}
 	if c := st.route.cache; c != nil && req.Method == http.MethodGet && req.Header.Get("Upgrade") == "" {
 		resp, st.res, st.stale, err = d.cached(req, &st.input)
 	} else {
@@ -131,7 +144,11 @@ func (d *dispatcher) attempts(req *http.Request, st *input) (resp *http.Response
 	}
 	now := time.Now()
 	deadline := now.Add(rt.cfg.Timeout)
-	var tried uint64
+	var base uint64 // clusters not to use: all but a rollout's
+	if st.pin > 0 {
+		base = (1<<uint(len(rt.clusters)) - 1) &^ (1 << uint(st.pin-1))
+	}
+	tried := base
 	var last *backend // avoided by the next attempt when its cluster has another
 	for ; ; now = time.Now() {
 		ci := rt.pickCluster(now.UnixNano(), tried, rnd)
@@ -169,7 +186,7 @@ func (d *dispatcher) attempts(req *http.Request, st *input) (resp *http.Response
 			discard(resp)
 		}
 		if tried == 1<<uint(len(rt.clusters))-1 {
-			tried = 0 // every cluster tried: any may take the next attempt, after the backoff
+			tried = base // every cluster tried: any may take the next attempt, after the backoff
 		} else {
 			wait = 0 // the next attempt goes to a cluster not tried yet: no reason to wait
 		}

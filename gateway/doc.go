@@ -49,6 +49,11 @@
 // cmd/veer wires etcd from the control_store section): while present they
 // replace the file's shed table and limits, deleted the file's apply again;
 // an invalid document is logged and counted and the last good config stays.
+// It also follows the release/<route> documents (release.Rollout): a route
+// with a rollout sends each tenant (Route.TenantHeader) to the plan's from
+// or to cluster as Rollout.Assign says, counts each version's requests,
+// errors and slow answers per step (GET /admin/release) and publishes them
+// to release.CountsKey every second for the control plane's analysis.
 //
 // Callers (GET /admin/callers, open on the admin listener) reports, per
 // route, the Rpc-Caller values whose requests reached shed admission in

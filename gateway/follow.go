@@ -1,8 +1,10 @@
 package gateway
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/veerhq/veer/clock"
@@ -23,6 +25,16 @@ type StoreOptions struct {
 	// (applied or rejected), with its revision, on the follower's
 	// goroutine.
 	OnSnapshot func(revision int64)
+	// OnRelease, if set, is called after each snapshot of the release
+	// documents was handled, with its revision, on that follower's
+	// goroutine.
+	OnRelease func(revision int64)
+	// Name is the gateway's name in the rollout counts it publishes
+	// (release.CountsKey); default "<host name>-<admin address>".
+	Name string
+	// CountsInterval is how often the rollout counts are published;
+	// default DefaultCountsInterval.
+	CountsInterval time.Duration
 }
 
 // overlay is the store's documents in force over the file's config: nil
@@ -72,7 +84,15 @@ func (o overlay) over(file Config) (Config, error) {
 // time (shedding off in the file, limits turned on or off, a dimension
 // count that does not match the file's keys), is logged with its key, line
 // and field, counted in veer_gateway_store_documents_total{result="invalid"},
-// and the last good config stays in force. When the store cannot be reached
+// and the last good config stays in force.
+//
+// It also follows the release documents (release.KeyPrefix+route, a
+// release.Rollout as JSON): while one is present its route is served by the
+// plan's two clusters only, each request's tenant (Route.TenantHeader)
+// going to the version Rollout.Assign names, and every
+// StoreOptions.CountsInterval the counts of each running or paused
+// rollout's current step are written to release.CountsKey(route, Name).
+// When the store cannot be reached
 // the gateway keeps serving with the last config, counts
 // veer_gateway_store_follow_errors_total, and re-lists until it is back.
 func (g *Gateway) FollowStore(ctx context.Context, s store.Store, opts StoreOptions) {
@@ -80,12 +100,20 @@ func (g *Gateway) FollowStore(ctx context.Context, s store.Store, opts StoreOpti
 		g.m.storeErrs.Inc()
 		g.log.Warn("control store watch ended; keeping the last config and re-listing", "err", err)
 	}}
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); g.followReleases(ctx, s, fo, opts.OnRelease) }()
+	go func() {
+		defer wg.Done()
+		g.publishCounts(ctx, s, clock.Or(opts.Clock), g.gatewayName(opts.Name), cmp.Or(opts.CountsInterval, DefaultCountsInterval))
+	}()
 	store.Follow(ctx, s, store.KeyGatewayPrefix, fo, func(sn *store.Snapshot) {
 		g.applyStore(sn)
 		if opts.OnSnapshot != nil {
 			opts.OnSnapshot(sn.Revision)
 		}
 	})
+	wg.Wait()
 }
 
 // applyStore applies the snapshot's gateway documents that changed, each

@@ -93,6 +93,8 @@ type Gateway struct {
 	srv  servers
 	rngs sync.Pool
 
+	rel releases // the rollouts applied (release documents followed)
+
 	async       *async.Service // nil when off
 	asyncTenant keySource
 }

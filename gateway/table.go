@@ -109,6 +109,7 @@ func (c Config) withDefaults() Config {
 		r.PathPrefix = cmp.Or(r.PathPrefix, "/")
 		r.Policy = cmp.Or(r.Policy, "ordered")
 		r.Timeout = cmp.Or(r.Timeout, DefaultTotalTimeout)
+		r.TenantHeader = cmp.Or(r.TenantHeader, DefaultTenantHeader)
 		r.Host = strings.ToLower(r.Host)
 		r.Clusters = slices.Clone(r.Clusters)
 		for j := range r.Clusters {

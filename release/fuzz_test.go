@@ -1,6 +1,7 @@
 package release
 
 import (
+	"encoding/json"
 	"testing"
 	"time"
 
@@ -26,6 +27,32 @@ func FuzzPlan(f *testing.F) {
 		v := Judge(p, Counts{Requests: 10, Errors: 1}, Counts{Requests: 10, Errors: 5}, time.Hour)
 		if v.Decision == Promote {
 			t.Fatalf("promoted a B with half its requests failed: %+v", v)
+		}
+	})
+}
+
+// FuzzParseRollout: a release document either is refused with an error or
+// gives a rollout whose Serving step Assign accepts, and which survives a
+// JSON round trip unchanged in what gateways apply.
+func FuzzParseRollout(f *testing.F) {
+	r, _ := Start(Plan{Route: "api", From: "v1", To: "v2", CanaryTenants: []string{"acme"}}, time.Unix(1, 0), "seed")
+	good, _ := json.Marshal(r)
+	f.Add(good)
+	f.Add([]byte(`{"plan":{"route":"api","from":"a","to":"b","blue_green":true},"id":"1","status":"done"}`))
+	f.Add([]byte(`{"plan":{"route":"api","from":"a","to":"b"},"id":"1","status":"running","step":-1}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		r, err := ParseRollout(data, "release/api")
+		if err != nil {
+			return
+		}
+		v := r.Assign("tenant")
+		if v != A && v != B {
+			t.Fatalf("version %d", v)
+		}
+		again, _ := json.Marshal(r)
+		r2, err := ParseRollout(again, "release/api")
+		if err != nil || r2.Serving() != r.Serving() || r2.Assign("tenant") != v {
+			t.Fatalf("round trip: %+v, %v", r2, err)
 		}
 	})
 }

@@ -1,6 +1,7 @@
 package release
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -255,4 +256,39 @@ func TestSimulatedRollouts(t *testing.T) {
 		worst = max(worst, took)
 	}
 	t.Logf("B 3x slower: rolled back within %v (20 runs)", worst)
+}
+
+func TestPool(t *testing.T) {
+	all := []StepCounts{
+		{ID: "1", Step: 0, A: Counts{Requests: 10, Errors: 1}, B: Counts{Requests: 2, Slow: 1}},
+		{ID: "1", Step: 0, A: Counts{Requests: 5}, B: Counts{Requests: 3, Errors: 1}},
+		{ID: "1", Step: 1, A: Counts{Requests: 100}},
+		{ID: "0", Step: 0, B: Counts{Requests: 100}},
+	}
+	a, b, n := Pool(all, "1", 0)
+	if n != 2 || a != (Counts{Requests: 15, Errors: 1}) || b != (Counts{Requests: 5, Errors: 1, Slow: 1}) {
+		t.Fatalf("Pool = %+v %+v %d", a, b, n)
+	}
+}
+
+func TestParseRollout(t *testing.T) {
+	r, err := Start(Plan{Route: "api", From: "v1", To: "v2"}, time.Unix(1, 0), "go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	good, _ := json.Marshal(r)
+	if got, err := ParseRollout(good, "release/api"); err != nil || got.ID != r.ID || got.Plan.To != "v2" {
+		t.Fatalf("ParseRollout(good) = %+v, %v", got, err)
+	}
+	for _, c := range []struct{ doc, want string }{
+		{`{`, "release/api: unexpected end"},
+		{`{"plan":{"route":"api","from":"v1","to":"v1"},"id":"1","status":"running"}`, "to"},
+		{`{"plan":{"route":"api","from":"v1","to":"v2"},"status":"running"}`, "id: required"},
+		{`{"plan":{"route":"api","from":"v1","to":"v2"},"id":"1","status":"odd"}`, "status"},
+		{`{"plan":{"route":"api","from":"v1","to":"v2"},"id":"1","status":"running","step":4}`, "step: 4"},
+	} {
+		if _, err := ParseRollout([]byte(c.doc), "release/api"); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("ParseRollout(%s) = %v, want an error with %q", c.doc, err, c.want)
+		}
+	}
 }

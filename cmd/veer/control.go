@@ -63,6 +63,7 @@ http://127.0.0.1:7444 and veer-data/admin.token.`,
 	cmd.PersistentFlags().StringVar(&cl.server, "server", "", "admin API address (client subcommands); default http://ADMIN_LISTEN of --config, else http://"+control.DefaultAdminListen)
 	cmd.PersistentFlags().StringVar(&cl.tokenFile, "token-file", "", "file holding the API token (or set VEER_TOKEN); default the admin token file of --config, else "+filepath.Join(control.DefaultDataDir, "admin.token"))
 	cmd.AddCommand(controlClientCmds(cl)...)
+	cmd.AddCommand(rolloutCmd(cl))
 	return cmd
 }
 

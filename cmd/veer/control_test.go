@@ -55,6 +55,9 @@ sites:
 	zones, badZones := filepath.Join(dir, "zones.yaml"), filepath.Join(dir, "bad-zones.yaml")
 	os.WriteFile(zones, []byte("zones: [{origin: a.test., access: [{name: edge}]}]\n"), 0o600)
 	os.WriteFile(badZones, []byte("zones:\n  - origin: a.test.\n    records: ['www A 300.1.1.1']\n"), 0o600)
+	plan, badPlan := filepath.Join(dir, "plan.yaml"), filepath.Join(dir, "bad-plan.yaml")
+	os.WriteFile(plan, []byte("from: v1\nto: v2\ncanary_tenants: [acme]\nhold: 2m\n"), 0o600)
+	os.WriteFile(badPlan, []byte("from: v1\nto: v2\nrings: [10, 5, 100]\n"), 0o600)
 	cli := func(args ...string) (string, error) {
 		return run(t, append(append([]string{"control"}, args...), "--server", admin, "--token-file", tokenFile)...)
 	}
@@ -79,6 +82,16 @@ sites:
 		// the private DNS's zones (dnsserver/dnsstore), validated by its own rules
 		{[]string{"put", "dns/zones", zones}, `"version": 1`, false},
 		{[]string{"put", "dns/zones", badZones}, "dns/zones:3: zones[0].records[0]", true},
+		// gray release of a gateway route
+		{[]string{"rollout", "start", "api", "--plan", badPlan}, "rings[1]", true},
+		{[]string{"rollout", "start", "api", "--plan", plan, "--reason", "v2"}, `"status": "running"`, false},
+		{[]string{"rollout", "start", "api", "--plan", plan}, "409", true},
+		{[]string{"rollout", "status", "api"}, `"gateways": 0`, false},
+		{[]string{"rollout", "pause", "api", "--reason", "look"}, `"status": "paused"`, false},
+		{[]string{"rollout", "resume", "api"}, `"status": "running"`, false},
+		{[]string{"rollout", "abort", "api", "--reason", "report"}, `"reason": "abort by operator: report"`, false},
+		{[]string{"rollout", "abort", "api"}, "409", true},
+		{[]string{"history", "release/api"}, `"reason": "rollout start: v2"`, false},
 	}
 	for _, st := range steps {
 		out, err := cli(st.args...)

@@ -1,0 +1,165 @@
+package control_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/veerhq/veer/clock"
+	"github.com/veerhq/veer/control"
+	"github.com/veerhq/veer/obs"
+	"github.com/veerhq/veer/release"
+	"github.com/veerhq/veer/store"
+)
+
+func publishCounts(t *testing.T, st store.Store, gw string, c release.StepCounts) {
+	t.Helper()
+	b, _ := json.Marshal(c)
+	if _, err := st.Put(context.Background(), release.CountsKey(c.Route, gw), b, store.Write{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func rolloutOf(t *testing.T, r resp) control.RolloutStatus {
+	t.Helper()
+	var s control.RolloutStatus
+	if err := json.Unmarshal([]byte(r.body), &s); err != nil {
+		t.Fatalf("%d %s: %v", r.code, r.body, err)
+	}
+	return s
+}
+
+// The admin API refuses a bad plan naming the field, a second start while
+// one runs (409) and an action that does not fit; the analysis promotes a
+// healthy step and aborts a bad one on the counts pooled over the
+// gateways, each decision audited with its verdict's reason.
+func TestRolloutAPIAndAnalysis(t *testing.T) {
+	clk := clock.NewManual(time.Unix(10000, 0))
+	e := start(t, control.Config{}, control.Options{Clock: clk, Logger: obs.Discard, RolloutInterval: time.Hour}) // the test calls JudgeRollouts itself
+	ctx := context.Background()
+	post := func(body string) resp {
+		return e.admin("POST", "/v1/admin/rollouts/api", e.token, []byte(body), "X-Veer-Reason", "test")
+	}
+	for _, c := range []struct {
+		body string
+		code int
+		want string
+	}{
+		{`{"action":"start","plan":{"from":"v1","to":"v2","rings":[10,5,100]}}`, 400, "rings[1]"},
+		{`{"action":"start","plan":{"from":"v1","to":"v1"}}`, 400, "to"},
+		{`{"action":"start","plan":{"from":"v1","to":"v2","bogus":1}}`, 400, "bogus"},
+		{`{"action":"start","plan":{"route":"web","from":"v1","to":"v2"}}`, 400, "plan.route"},
+		{`{"action":"start"}`, 400, "plan"},
+		{`{"action":"launch"}`, 400, "action"},
+		{`{"action":"pause"}`, 404, "no rollout"},
+	} {
+		if r := post(c.body); r.code != c.code || !strings.Contains(r.body, c.want) {
+			t.Errorf("POST %s = %d %s, want %d with %q", c.body, r.code, r.body, c.code, c.want)
+		}
+	}
+	if r := e.admin("POST", "/v1/admin/rollouts/api", "", []byte(`{"action":"abort"}`)); r.code != 401 {
+		t.Errorf("no token: %d", r.code)
+	}
+
+	r := post(`{"action":"start","plan":{"from":"v1","to":"v2","canary_tenants":["acme"],"hold":"10m","slo":{"min_samples":100}},"reason":"v2 release"}`)
+	if r.code != 200 {
+		t.Fatalf("start: %d %s", r.code, r.body)
+	}
+	ro := rolloutOf(t, r).Rollout
+	if ro.Status != release.Running || ro.Step != 0 || ro.Plan.Hold != 10*time.Minute {
+		t.Fatalf("started %+v", ro)
+	}
+	if r := post(`{"action":"start","plan":{"from":"v1","to":"v2"}}`); r.code != 409 {
+		t.Fatalf("second start: %d %s", r.code, r.body)
+	}
+	if r := post(`{"action":"resume"}`); r.code != 409 {
+		t.Fatalf("resume a running rollout: %d %s", r.code, r.body)
+	}
+
+	st := e.svc.Store()
+	// step 0, healthy: two gateways, B as good as A
+	publishCounts(t, st, "gw1", release.StepCounts{Route: "api", ID: ro.ID, Step: 0, A: release.Counts{Requests: 5000, Errors: 10}, B: release.Counts{Requests: 400}})
+	publishCounts(t, st, "gw2", release.StepCounts{Route: "api", ID: ro.ID, Step: 0, A: release.Counts{Requests: 5000, Errors: 10}, B: release.Counts{Requests: 400, Errors: 1}})
+	publishCounts(t, st, "gw3", release.StepCounts{Route: "api", ID: "old", Step: 0, B: release.Counts{Requests: 400, Errors: 400}}) // another rollout's
+	g := rolloutOf(t, e.admin("GET", "/v1/admin/rollouts/api", e.token, nil))
+	if g.Gateways != 2 || g.B.Requests != 800 || g.B.Errors != 1 || g.A.Requests != 10000 || g.Verdict.Decision != release.Promote {
+		t.Fatalf("status %+v", g)
+	}
+	clk.Advance(time.Second)
+	changed, err := e.svc.JudgeRollouts(ctx, clk.Now())
+	if err != nil || len(changed) != 1 || changed[0].Step != 1 || changed[0].Status != release.Running {
+		t.Fatalf("JudgeRollouts = %+v, %v", changed, err)
+	}
+	// nothing new for step 1 yet: no change
+	if changed, _ := e.svc.JudgeRollouts(ctx, clk.Now()); len(changed) != 0 {
+		t.Fatalf("judged again without counts: %+v", changed)
+	}
+	// paused: not judged
+	if r := post(`{"action":"pause","reason":"look at logs"}`); r.code != 200 || rolloutOf(t, r).Rollout.Status != release.Paused {
+		t.Fatalf("pause: %d %s", r.code, r.body)
+	}
+	publishCounts(t, st, "gw1", release.StepCounts{Route: "api", ID: ro.ID, Step: 1, A: release.Counts{Requests: 5000, Errors: 10}, B: release.Counts{Requests: 100, Errors: 10}})
+	if changed, _ := e.svc.JudgeRollouts(ctx, clk.Now()); len(changed) != 0 {
+		t.Fatalf("judged a paused rollout: %+v", changed)
+	}
+	if r := post(`{"action":"resume"}`); r.code != 200 {
+		t.Fatalf("resume: %d %s", r.code, r.body)
+	}
+	// step 1, B failing 10 %: aborted, every tenant back on A
+	changed, err = e.svc.JudgeRollouts(ctx, clk.Now())
+	if err != nil || len(changed) != 1 || changed[0].Status != release.Aborted || changed[0].Assign("acme") != release.A {
+		t.Fatalf("JudgeRollouts (bad B) = %+v, %v", changed, err)
+	}
+	if r := post(`{"action":"abort"}`); r.code != 409 {
+		t.Fatalf("abort an aborted rollout: %d %s", r.code, r.body)
+	}
+	hist, err := st.History(ctx, release.KeyPrefix+"api", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var audit []string
+	for _, h := range hist {
+		audit = append(audit, h.Author+": "+h.Reason)
+	}
+	got := strings.Join(audit, "\n")
+	for _, want := range []string{"control rollout analysis: step 1: abort: error rate above A's", "rollout resume", "rollout pause: look at logs", "control rollout analysis: step 0: promote", "rollout start: v2 release"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("audit lacks %q:\n%s", want, got)
+		}
+	}
+	// a new rollout may start once the last is not active
+	if r := post(`{"action":"start","plan":{"from":"v1","to":"v2","blue_green":true}}`); r.code != 200 {
+		t.Fatalf("restart: %d %s", r.code, r.body)
+	}
+}
+
+// The service's own loop judges on its clock: advancing it past the
+// interval promotes a healthy blue-green step to done.
+func TestRolloutLoop(t *testing.T) {
+	clk := clock.NewManual(time.Unix(10000, 0))
+	e := start(t, control.Config{}, control.Options{Clock: clk, Logger: obs.Discard, RolloutInterval: time.Second})
+	r := e.admin("POST", "/v1/admin/rollouts/api", e.token, []byte(`{"action":"start","plan":{"from":"v1","to":"v2","blue_green":true,"slo":{"min_samples":100}}}`))
+	if r.code != 200 {
+		t.Fatalf("start: %d %s", r.code, r.body)
+	}
+	ro := rolloutOf(t, r)
+	st := e.svc.Store()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	w := st.Watch(ctx, release.KeyPrefix, 1)
+	publishCounts(t, st, "gw1", release.StepCounts{Route: "api", ID: ro.Rollout.ID, A: release.Counts{Requests: 5000}, B: release.Counts{Requests: 1000}})
+	clk.Advance(time.Second) // the loop's ticker exists once Start returned
+	for ev := range w {
+		if ev.Doc.Version <= ro.Version {
+			continue
+		}
+		got, err := release.ParseRollout(ev.Doc.Value, ev.Doc.Key)
+		if err != nil || got.Status != release.Done {
+			t.Fatalf("loop wrote %+v, %v", got, err)
+		}
+		return
+	}
+	t.Fatal("watch ended")
+}

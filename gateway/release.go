@@ -1,0 +1,263 @@
+package gateway
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"os"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/veerhq/veer/clock"
+	"github.com/veerhq/veer/outcome"
+	"github.com/veerhq/veer/release"
+	"github.com/veerhq/veer/store"
+)
+
+// DefaultTenantHeader names the request header that carries the tenant a
+// rollout assigns to a version (Route.TenantHeader).
+const DefaultTenantHeader = "Veer-Tenant"
+
+// DefaultCountsInterval is how often a gateway publishes its rollout
+// counts to the store (release.CountsKey).
+const DefaultCountsInterval = time.Second
+
+// releases is the rollouts the gateway applies, by route: a copy-on-write
+// map read by the request path without locks.
+type releases struct {
+	mu  sync.Mutex // serialises writers
+	cur atomic.Pointer[map[string]*liveRollout]
+}
+
+// liveRollout is a release document in force on a route, with the counters
+// of its current ID and step.
+type liveRollout struct {
+	r      release.Rollout
+	counts *stepCounters
+}
+
+// stepCounters count one step of one rollout, per version. A request
+// counts in the step it started in, even when it ends after the step moved.
+type stepCounters struct {
+	route, id string
+	step      int
+	slow      time.Duration
+	v         [2]versionCounters
+}
+
+type versionCounters struct{ requests, errors, slow atomic.Int64 }
+
+func (s *stepCounters) snapshot() release.StepCounts {
+	get := func(v *versionCounters) release.Counts {
+		return release.Counts{Requests: v.requests.Load(), Errors: v.errors.Load(), Slow: v.slow.Load()}
+	}
+	return release.StepCounts{Route: s.route, ID: s.id, Step: s.step, A: get(&s.v[release.A]), B: get(&s.v[release.B])}
+}
+
+// record counts one request's end: err is a failure to get any answer
+// (network, timeout, no backend), else status is the answer's. A request the
+// caller gave up on, and 4xx other than 429 (the caller's), are not counted.
+func (s *stepCounters) record(v release.Version, status int, err error, d time.Duration) {
+	if err != nil {
+		var de *dispatchError
+		if errors.As(err, &de) && de.o.Kind == outcome.ClientCanceled {
+			return
+		}
+	} else if status >= 400 && status < 500 && status != http.StatusTooManyRequests {
+		return
+	}
+	c := &s.v[v]
+	c.requests.Add(1)
+	if err != nil || status >= 500 || status == http.StatusTooManyRequests {
+		c.errors.Add(1)
+	}
+	if d > s.slow {
+		c.slow.Add(1)
+	}
+}
+
+func (rs *releases) get(route string) *liveRollout {
+	if m := rs.cur.Load(); m != nil {
+		return (*m)[route]
+	}
+	return nil
+}
+
+// set replaces the route's rollout (nil: none); the counters carry over
+// while the ID and step are the same.
+func (rs *releases) set(route string, r *release.Rollout) {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	next := map[string]*liveRollout{}
+	if m := rs.cur.Load(); m != nil {
+		for k, v := range *m {
+			next[k] = v
+		}
+	}
+	if r == nil {
+		delete(next, route)
+	} else {
+		step := r.Serving()
+		lr := &liveRollout{r: *r}
+		if old := next[route]; old != nil && old.counts.id == r.ID && old.counts.step == step {
+			lr.counts = old.counts
+		} else {
+			p := r.Plan
+			lr.counts = &stepCounters{route: route, id: r.ID, step: step, slow: cmp.Or(p.SLO.SlowThreshold, release.DefaultSlowThreshold)}
+		}
+		next[route] = lr
+	}
+	rs.cur.Store(&next)
+}
+
+// all returns the rollouts in force, by route name.
+func (rs *releases) all() []*liveRollout {
+	m := rs.cur.Load()
+	if m == nil {
+		return nil
+	}
+	out := make([]*liveRollout, 0, len(*m))
+	for _, v := range *m {
+		out = append(out, v)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].counts.route < out[j].counts.route })
+	return out
+}
+
+// pinRelease decides, at the start of a request, which cluster of rt a
+// rollout sends it to: it returns the cluster's index+1 (0: no rollout, or
+// the rollout names a cluster the route does not have), the version and the
+// counters of the step. While a rollout document is present (running,
+// paused, done or aborted) only its two clusters serve the route.
+func (g *Gateway) pinRelease(req *http.Request, rt *route) (pin int, v release.Version, sc *stepCounters) {
+	lr := g.rel.get(rt.cfg.Name)
+	if lr == nil {
+		return 0, 0, nil
+	}
+	v = lr.r.Assign(req.Header.Get(cmp.Or(rt.cfg.TenantHeader, DefaultTenantHeader)))
+	want := lr.r.Plan.From
+	if v == release.B {
+		want = lr.r.Plan.To
+	}
+	for i, c := range rt.clusters {
+		if c.cfg.Name == want {
+			return i + 1, v, lr.counts
+		}
+	}
+	return 0, 0, nil
+}
+
+// ReleaseStatus is one route's rollout as the gateway applies it, with its
+// counts of the current step (GET /admin/release).
+type ReleaseStatus struct {
+	Route  string         `json:"route"`
+	ID     string         `json:"id"`
+	Status release.Status `json:"status"`
+	Step   int            `json:"step"`
+	A      release.Counts `json:"a"`
+	B      release.Counts `json:"b"`
+}
+
+// Releases returns the rollouts the gateway applies, by route name.
+func (g *Gateway) Releases() []ReleaseStatus {
+	var out []ReleaseStatus
+	for _, lr := range g.rel.all() {
+		c := lr.counts.snapshot()
+		out = append(out, ReleaseStatus{Route: c.Route, ID: c.ID, Status: lr.r.Status, Step: c.Step, A: c.A, B: c.B})
+	}
+	return out
+}
+
+// applyReleases applies the release documents of a snapshot (keys
+// release.KeyPrefix+route). A document that does not decode or validate is
+// logged with its key and the route keeps the rollout it had.
+func (g *Gateway) applyReleases(sn *store.Snapshot, seen map[string]int64) {
+	for key, d := range sn.Docs {
+		if seen[key] == d.Revision {
+			continue
+		}
+		seen[key] = d.Revision
+		route := key[len(release.KeyPrefix):]
+		r, err := release.ParseRollout(d.Value, key)
+		if err == nil && r.Plan.Route != route {
+			err = errors.New(key + ": plan.route: " + r.Plan.Route + ": not the document's route")
+		}
+		if err != nil {
+			g.m.storeDocs.WithLabelValues(release.KeyPrefix, "invalid").Inc()
+			g.log.Error("release document rejected; the route keeps its last rollout", "key", key, "version", d.Version, "err", err)
+			continue
+		}
+		g.rel.set(route, &r)
+		g.m.storeDocs.WithLabelValues(release.KeyPrefix, "applied").Inc()
+		g.log.Info("release document applied", "key", key, "id", r.ID, "status", r.Status, "step", r.Serving(), "reason", r.Reason)
+	}
+	for key := range seen {
+		if _, ok := sn.Docs[key]; !ok {
+			delete(seen, key)
+			g.rel.set(key[len(release.KeyPrefix):], nil)
+			g.m.storeDocs.WithLabelValues(release.KeyPrefix, "removed").Inc()
+			g.log.Info("release document removed", "key", key)
+		}
+	}
+}
+
+// followReleases follows the release documents until ctx ends.
+func (g *Gateway) followReleases(ctx context.Context, s store.Store, fo store.FollowOptions, done func(int64)) {
+	seen := map[string]int64{}
+	store.Follow(ctx, s, release.KeyPrefix, fo, func(sn *store.Snapshot) {
+		g.applyReleases(sn, seen)
+		if done != nil {
+			done(sn.Revision)
+		}
+	})
+}
+
+// publishCounts writes the counts of every rollout that moves traffic
+// (running or paused) to the store every interval until ctx ends, when they
+// changed since the last write. A failed write is logged and retried at the
+// next tick: the counts are cumulative.
+func (g *Gateway) publishCounts(ctx context.Context, s store.Store, clk clock.Clock, name string, every time.Duration) {
+	t := clk.NewTicker(every)
+	defer t.Stop()
+	w := store.Write{Author: "gateway " + name, Reason: "rollout counts"}
+	last := map[string]release.StepCounts{} // what was written, by route: unchanged counts are not rewritten
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C():
+		}
+		for _, lr := range g.rel.all() {
+			if !lr.r.Active() {
+				continue
+			}
+			c := lr.counts.snapshot()
+			if last[c.Route] == c {
+				continue
+			}
+			body, _ := json.Marshal(c)
+			if _, err := s.Put(ctx, release.CountsKey(c.Route, name), body, w); err != nil {
+				if ctx.Err() == nil {
+					g.m.storeErrs.Inc()
+					g.log.Warn("rollout counts not published; retrying", "route", c.Route, "err", err)
+				}
+				continue
+			}
+			last[c.Route] = c
+		}
+	}
+}
+
+// gatewayName is the name a gateway publishes under: the option's, else
+// "<host name>-<admin address>" (as Announce).
+func (g *Gateway) gatewayName(name string) string {
+	if name != "" {
+		return name
+	}
+	host, _ := os.Hostname()
+	return host + "-" + g.Addrs().Admin
+}

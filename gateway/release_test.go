@@ -1,0 +1,225 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/veerhq/veer/clock"
+	"github.com/veerhq/veer/release"
+	"github.com/veerhq/veer/store"
+	"github.com/veerhq/veer/store/storebolt"
+)
+
+const releaseYAML = `admin: {addr: '127.0.0.1:0', token: tok}
+routes: [{name: api, try_timeout: 2s, clusters: [{name: v3}, {name: v1}, {name: v2}]}]
+clusters:
+  - {name: v1, backends: [{address: V1}]}
+  - {name: v2, backends: [{address: V2}]}
+  - {name: v3, backends: [{address: V3}]}
+`
+
+// versionUpstream answers its name; v2 fails 500 when X-Fail is set, every
+// version answers 404 under /missing and is slow (over the plan's 300 ms
+// threshold) when X-Slow is set.
+func versionUpstream(t *testing.T, name string) string {
+	return upstream(t, func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case r.URL.Path == "/missing":
+			http.NotFound(w, r)
+			return
+		case name == "v2" && r.Header.Get("X-Fail") != "":
+			http.Error(w, "v2 broken", http.StatusInternalServerError)
+			return
+		case r.Header.Get("X-Slow") != "":
+			time.Sleep(350 * time.Millisecond) // the answer's latency, not a wait for an event
+		}
+		_, _ = io.WriteString(w, name)
+	})
+}
+
+// A real gateway follows a real store's release documents step by step:
+// each tenant is served by the version Rollout.Assign names (never v3, the
+// route's first cluster, while a document is present), by one version for
+// the whole step, and the counts the gateway keeps, shows on
+// /admin/release and publishes under release-counts/ are the requests each
+// version answered.
+func TestReleaseFollowsRollout(t *testing.T) {
+	cfg := parseConfig(t, fill(releaseYAML, "V1", versionUpstream(t, "v1"), "V2", versionUpstream(t, "v2"), "V3", versionUpstream(t, "v3")))
+	g, base := startGatewayCfg(t, cfg)
+	st, err := storebolt.Open(filepath.Join(t.TempDir(), "store.db"), storebolt.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	clk := clock.NewManual(time.Unix(1000, 0))
+	applied := make(chan int64, 16)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		g.FollowStore(ctx, st, StoreOptions{Clock: clk, Name: "gw1", OnRelease: func(rev int64) { applied <- rev }})
+	}()
+	defer wg.Wait()
+	defer cancel()
+	counts := st.Watch(ctx, release.CountsPrefix, 1)
+	<-applied // the first (empty) list
+
+	get := func(tenant string, hdr ...string) (string, int) {
+		t.Helper()
+		req, _ := http.NewRequest("GET", base+"/", nil)
+		if tenant != "" {
+			req.Header.Set(DefaultTenantHeader, tenant)
+		}
+		for i := 0; i+1 < len(hdr); i += 2 {
+			req.Header.Set(hdr[i], hdr[i+1])
+			if hdr[i] == "path" {
+				req.URL.Path = hdr[i+1]
+			}
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return string(b), resp.StatusCode
+	}
+	put := func(r release.Rollout) {
+		t.Helper()
+		b, _ := json.Marshal(r)
+		d, err := st.Put(ctx, release.KeyPrefix+"api", b, store.Write{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for rev := <-applied; rev < d.Revision; rev = <-applied {
+		}
+	}
+	tenants := []string{"", "acme"}
+	for i := range 200 {
+		tenants = append(tenants, fmt.Sprintf("t%d", i))
+	}
+
+	plan := release.Plan{Route: "api", From: "v1", To: "v2", CanaryTenants: []string{"acme"}, SLO: release.SLO{SlowThreshold: 300 * time.Millisecond}}
+	ro, err := release.Start(plan, clk.Now(), "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for step := range plan.Steps() {
+		ro.Step = step
+		put(ro)
+		var want [2]release.Counts
+		for _, tn := range tenants {
+			v := ro.Assign(tn)
+			name := map[release.Version]string{release.A: "v1", release.B: "v2"}[v]
+			for range 2 { // the same version twice within the step
+				if got, code := get(tn); got != name || code != 200 {
+					t.Fatalf("step %d tenant %q: %d %q, want %q", step, tn, code, got, name)
+				}
+				want[v].Requests++
+			}
+		}
+		// errors, slow answers and uncounted 404s on each version
+		for _, tn := range []string{"acme", "t7"} {
+			v := ro.Assign(tn)
+			_, code := get(tn, "X-Fail", "1")
+			want[v].Requests++
+			if (code == 500) != (v == release.B) {
+				t.Fatalf("step %d tenant %q on %v: X-Fail answered %d", step, tn, v, code)
+			}
+			if code == 500 {
+				want[v].Errors++
+			}
+			if _, code := get(tn, "path", "/missing"); code != 404 {
+				t.Fatalf("step %d: /missing = %d", step, code)
+			}
+		}
+		if step == 0 {
+			get("t7", "X-Slow", "1")
+			want[ro.Assign("t7")].Requests++
+			want[ro.Assign("t7")].Slow++
+		}
+
+		rs := g.Releases()
+		if len(rs) != 1 || rs[0].ID != ro.ID || rs[0].Step != step || rs[0].A != want[release.A] || rs[0].B != want[release.B] {
+			t.Fatalf("step %d: Releases() = %+v, want a %+v b %+v", step, rs, want[release.A], want[release.B])
+		}
+		var adm []ReleaseStatus
+		req, _ := http.NewRequest("GET", "http://"+g.Addrs().Admin+"/admin/release", nil)
+		req.Header.Set("Authorization", "Bearer tok")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&adm); err != nil || len(adm) != 1 || adm[0] != rs[0] {
+			t.Fatalf("step %d: /admin/release = %+v, %v; want %+v", step, adm, err, rs)
+		}
+		resp.Body.Close()
+		clk.Advance(DefaultCountsInterval)
+		for ev := range counts {
+			var sc release.StepCounts
+			if err := json.Unmarshal(ev.Doc.Value, &sc); err != nil {
+				t.Fatal(err)
+			}
+			if ev.Doc.Key != release.CountsKey("api", "gw1") {
+				t.Fatalf("counts under %q", ev.Doc.Key)
+			}
+			if sc.Step == step && sc.A == want[release.A] && sc.B == want[release.B] && sc.ID == ro.ID {
+				break
+			}
+			if sc.Step > step {
+				t.Fatalf("step %d: published %+v", step, sc)
+			}
+		}
+	}
+
+	// aborted: every tenant back on v1; deleted: the route's own order (v3)
+	ro.Status = release.Aborted
+	put(ro)
+	for _, tn := range tenants[:20] {
+		if got, _ := get(tn); got != "v1" {
+			t.Fatalf("aborted: tenant %q on %q", tn, got)
+		}
+	}
+	if err := st.Delete(ctx, release.KeyPrefix+"api", store.Write{}); err != nil {
+		t.Fatal(err)
+	}
+	<-applied
+	if got, _ := get("acme"); got != "v3" {
+		t.Fatalf("no rollout: acme on %q, want the route's first cluster v3", got)
+	}
+	if len(g.Releases()) != 0 {
+		t.Fatalf("Releases after delete: %+v", g.Releases())
+	}
+}
+
+// A release document that does not decode or validate leaves the route's
+// rollout as it was.
+func TestReleaseDocumentRejected(t *testing.T) {
+	cfg := parseConfig(t, fill(releaseYAML, "V1", "127.0.0.1:1", "V2", "127.0.0.1:1", "V3", "127.0.0.1:1"))
+	g, _ := startGatewayCfg(t, cfg)
+	ro, _ := release.Start(release.Plan{Route: "api", From: "v1", To: "v2"}, time.Unix(1, 0), "t")
+	good, _ := json.Marshal(ro)
+	seen := map[string]int64{}
+	doc := func(rev int64, v string) *store.Snapshot {
+		return snap(store.Doc{Key: release.KeyPrefix + "api", Value: []byte(v), Version: rev, Revision: rev})
+	}
+	g.applyReleases(doc(1, string(good)), seen)
+	for i, bad := range []string{"{", strings.Replace(string(good), `"to":"v2"`, `"to":"v1"`, 1), strings.Replace(string(good), `"route":"api"`, `"route":"web"`, 1)} {
+		g.applyReleases(doc(int64(2+i), bad), seen)
+		if rs := g.Releases(); len(rs) != 1 || rs[0].ID != ro.ID {
+			t.Fatalf("bad document %d: %+v", i, rs)
+		}
+	}
+	if n := g.storeCount(release.KeyPrefix, "invalid"); n != 3 {
+		t.Fatalf("invalid count %d, want 3", n)
+	}
+}
