@@ -1,6 +1,9 @@
 package gateway
 
 import (
+	"cmp"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/veerhq/veer/breaker"
@@ -337,4 +340,68 @@ type AccessLog struct {
 	Queue int `yaml:"queue" json:"queue"`
 	// Workers writing entries; default 1.
 	Workers int `yaml:"workers" json:"workers"`
+}
+
+// withDefaults returns c with every zero field set to its documented
+// default. It does not validate.
+func (c Config) withDefaults() Config {
+	l := &c.Listen
+	if l.Addr == "" {
+		l.Addr = DefaultListen
+	}
+	l.ReadHeaderTimeout = cmp.Or(l.ReadHeaderTimeout, DefaultReadHeaderTimeout)
+	l.ReadTimeout = cmp.Or(l.ReadTimeout, DefaultReadTimeout)
+	l.WriteTimeout = cmp.Or(l.WriteTimeout, DefaultWriteTimeout)
+	l.IdleTimeout = cmp.Or(l.IdleTimeout, DefaultIdleTimeout)
+	l.MaxHeaderBytes = cmp.Or(l.MaxHeaderBytes, DefaultMaxHeaderBytes)
+	l.ShutdownTimeout = cmp.Or(l.ShutdownTimeout, DefaultShutdownTimeout)
+	c.DataDir = cmp.Or(c.DataDir, DefaultDataDir)
+	c.Retry.MaxReplayBody = cmp.Or(c.Retry.MaxReplayBody, DefaultMaxReplayBody)
+	c.Retry.Budget.Ratio = cmp.Or(c.Retry.Budget.Ratio, DefaultRetryBudgetRatio)
+	if c.Shed.Limit.Static == 0 {
+		c.Shed.Limit.Initial = cmp.Or(c.Shed.Limit.Initial, DefaultShedInitialLimit)
+	}
+	c.AccessLog.Queue = cmp.Or(c.AccessLog.Queue, DefaultAccessLogQueue)
+	c.AccessLog.Workers = cmp.Or(c.AccessLog.Workers, DefaultAccessLogWorkers)
+	c.Limits.Instances = cmp.Or(c.Limits.Instances, 1)
+	c.Clusters = slices.Clone(c.Clusters)
+	for i := range c.Clusters {
+		cl := &c.Clusters[i]
+		cl.Protocol = cmp.Or(cl.Protocol, "http1")
+		cl.MaxIdlePerBackend = cmp.Or(cl.MaxIdlePerBackend, DefaultMaxIdlePerBackend)
+		cl.SlowStart = cmp.Or(cl.SlowStart, DefaultSlowStart)
+		cl.MinHealthyShare = cmp.Or(cl.MinHealthyShare, DefaultMinHealthyShare)
+		cl.ReturnRamp = cmp.Or(cl.ReturnRamp, DefaultReturnRamp)
+		h := &cl.Health
+		h.Interval = cmp.Or(h.Interval, DefaultHealthInterval)
+		h.UnhealthyInterval = cmp.Or(h.UnhealthyInterval, min(h.Interval, DefaultUnhealthyInterval))
+		h.Timeout = cmp.Or(h.Timeout, DefaultHealthTimeout)
+		h.Rise = cmp.Or(h.Rise, DefaultRise)
+		h.Fall = cmp.Or(h.Fall, DefaultFall)
+		o := &cl.Outlier
+		o.ConsecutiveErrors = cmp.Or(o.ConsecutiveErrors, DefaultConsecutiveErrors)
+		o.FailureRatio = cmp.Or(o.FailureRatio, DefaultFailureRatio)
+		o.MinRequests = cmp.Or(o.MinRequests, DefaultRatioMinRequests)
+		o.BaseEjection = cmp.Or(o.BaseEjection, DefaultBaseEjection)
+		o.MaxEjection = cmp.Or(o.MaxEjection, DefaultMaxEjection)
+		o.MaxEjectedShare = cmp.Or(o.MaxEjectedShare, DefaultMaxEjectedShare)
+		cl.Backends = slices.Clone(cl.Backends)
+		for j := range cl.Backends {
+			cl.Backends[j].Weight = cmp.Or(cl.Backends[j].Weight, 1)
+		}
+	}
+	c.Routes = slices.Clone(c.Routes)
+	for i := range c.Routes {
+		r := &c.Routes[i]
+		r.PathPrefix = cmp.Or(r.PathPrefix, "/")
+		r.Policy = cmp.Or(r.Policy, "ordered")
+		r.Timeout = cmp.Or(r.Timeout, DefaultTotalTimeout)
+		r.TenantHeader = cmp.Or(r.TenantHeader, DefaultTenantHeader)
+		r.Host = strings.ToLower(r.Host)
+		r.Clusters = slices.Clone(r.Clusters)
+		for j := range r.Clusters {
+			r.Clusters[j].Weight = cmp.Or(r.Clusters[j].Weight, 1)
+		}
+	}
+	return c
 }
