@@ -105,6 +105,8 @@ func Scenarios() []Scenario {
 			Promise: ">= 99% of requests succeed (the last-mile chain refuses hijacked answers and serves the last good one stale)", run: runDNSOutage},
 		{Name: "gateway-kill", Seed: "000", Fault: "SIGKILL of site a's gateway mid-load (restarted by veer up after restart_after)",
 			Promise: "site a's clients fail over to BACKUP, >= 99% success after detection, back to primary once it returns", run: runGatewayKill},
+		{Name: "site-down", Seed: "003/004", Fault: "control's site_down playbook for site a through the admin API, new sessions launched, then SIGKILL of site a's gateway",
+			Promise: "new sessions get site b; existing sessions keep site a while it serves, then fail over with >= 99% success after detection", run: runSiteDown},
 	}
 }
 

@@ -3,6 +3,7 @@ package up
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -227,5 +228,21 @@ func TestParsePss(t *testing.T) {
 		if got := parsePss(bad); got != 0 {
 			t.Errorf("%q: %d, want 0", bad, got)
 		}
+	}
+}
+
+// POST /v1/devices refuses a bad count or revision before touching the
+// system, and a system not started (or stopped) launches nothing.
+func TestAddDevicesBadInput(t *testing.T) {
+	s := &System{}
+	for _, q := range []string{"", "n=0", "n=-1", "n=x", fmt.Sprintf("n=%d", MaxNewDevices+1), "n=1&after_revision=-3", "n=1&after_revision=x"} {
+		w := httptest.NewRecorder()
+		s.handleAddDevices(w, httptest.NewRequest(http.MethodPost, "/v1/devices?"+q, nil))
+		if w.Code != http.StatusBadRequest {
+			t.Errorf("%q: %d, want 400", q, w.Code)
+		}
+	}
+	if _, err := s.AddDevices(t.Context(), 1); !errors.Is(err, errClosed) {
+		t.Fatalf("AddDevices on a system not running: %v", err)
 	}
 }
