@@ -16,6 +16,7 @@ func ExampleScenarios() {
 	// primary-blackhole 000
 	// dns-outage 002
 	// gateway-kill 000
+	// site-down 003/004
 }
 
 // A result prints its verdict with the measured figures beside the promise.
