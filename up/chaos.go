@@ -107,6 +107,8 @@ func Scenarios() []Scenario {
 			Promise: "site a's clients fail over to BACKUP, >= 99% success after detection, back to primary once it returns", run: runGatewayKill},
 		{Name: "site-down", Seed: "003/004", Fault: "control's site_down playbook for site a through the admin API, new sessions launched, then SIGKILL of site a's gateway",
 			Promise: "new sessions get site b; existing sessions keep site a while it serves, then fail over with >= 99% success after detection", run: runSiteDown},
+		{Name: "overload", Seed: "001", Fault: "6x /api/feed's capacity on site a's gateway from a load generator in veer up (a tenth critical)",
+			Promise: "critical requests 100% served with p99 <= 100 ms; the neighbour endpoint (/api/trips) unharmed", run: runOverload},
 	}
 }
 

@@ -17,6 +17,7 @@ func ExampleScenarios() {
 	// dns-outage 002
 	// gateway-kill 000
 	// site-down 003/004
+	// overload 001
 }
 
 // A result prints its verdict with the measured figures beside the promise.
