@@ -165,9 +165,14 @@ func startSystem(t *testing.T, cfg up.Config) *up.System {
 
 var testChaos = up.ChaosConfig{Window: 3 * time.Second, Detect: 30 * time.Second, Recover: 45 * time.Second}
 
+// testBackend makes /api/feed's capacity 50 requests/s (two backends, one
+// slot, 40 ms), so that the overload scenario's 6x is 300 requests/s, which
+// the -race children serve on a loaded 2-core machine.
+var testBackend = up.BackendConfig{Latency: 20 * time.Millisecond}
+
 // Every scenario end to end against a real veer up: each PASSes.
 func TestChaosScenariosPass(t *testing.T) {
-	sys := startSystem(t, up.Config{Devices: 12, RestartAfter: 6 * time.Second})
+	sys := startSystem(t, up.Config{Devices: 12, RestartAfter: 6 * time.Second, Backend: testBackend})
 	c := up.NewChaos(sys.State().API, testChaos, testWriter{t})
 	for _, sc := range up.Scenarios() {
 		r := c.Run(t.Context(), sc)
@@ -181,10 +186,11 @@ func TestChaosScenariosPass(t *testing.T) {
 // Each scenario FAILs when the protection it checks is switched off
 // (failover off for the gateway faults, cross-cluster retry off for the
 // cluster kill, the last mile's hijack check and serve-stale off for the
-// DNS outage), so that its PASS means something.
+// DNS outage, failover off for the site down, the gateway's shedding off for
+// the overload), so that its PASS means something.
 func TestChaosScenariosFailWithProtectionOff(t *testing.T) {
-	sys := startSystem(t, up.Config{Devices: 12, RestartAfter: 6 * time.Second,
-		Failover: up.FailoverConfig{Disabled: true}, Gateway: up.GatewayConfig{RetryDisabled: true},
+	sys := startSystem(t, up.Config{Devices: 12, RestartAfter: 6 * time.Second, Backend: testBackend,
+		Failover: up.FailoverConfig{Disabled: true}, Gateway: up.GatewayConfig{RetryDisabled: true, ShedDisabled: true},
 		LastMile: up.LastMileConfig{Unprotected: true}})
 	cc := testChaos
 	cc.WarmUp = time.Second // no retry budget to fill: retries are off
