@@ -79,7 +79,7 @@ func (st *stream) result() StreamResult {
 // HTTP/2 with the local CA, each request bounded by the request timeout.
 func (s *System) Overload(ctx context.Context, site string, rate float64, d time.Duration) (OverloadResult, error) {
 	ip := map[string]string{"a": siteAIP, "b": siteBIP}[site]
-	if ip == "" || rate <= 0 || rate > MaxOverloadRate || d <= 0 || d > MaxOverloadDuration {
+	if ip == "" || !(rate >= 1 && rate <= MaxOverloadRate) || d <= 0 || d > MaxOverloadDuration {
 		return OverloadResult{}, fmt.Errorf("up: overload: site a or b, rate 1..%d, duration up to %v", MaxOverloadRate, MaxOverloadDuration)
 	}
 	if s.env == nil {

@@ -246,3 +246,23 @@ func TestAddDevicesBadInput(t *testing.T) {
 		t.Fatalf("AddDevices on a system not running: %v", err)
 	}
 }
+
+// The query parsers of POST /v1/devices and /v1/fault/overload: any query
+// gets 400 or 503 from a system not running, never a panic or a launch.
+func FuzzChaosQueries(f *testing.F) {
+	for _, q := range []string{"n=3", "n=3&after_revision=7", "site=a&rate=1200&duration=10s", "rate=NaN&duration=1h", "rate=1e309&duration=-1s", "site=c&rate=1&duration=1s"} {
+		f.Add(q)
+	}
+	f.Fuzz(func(t *testing.T, q string) {
+		s := &System{}
+		for _, h := range []http.HandlerFunc{s.handleAddDevices, s.handleOverload} {
+			w := httptest.NewRecorder()
+			r := httptest.NewRequest(http.MethodPost, "/x", nil)
+			r.URL.RawQuery = q
+			h(w, r)
+			if w.Code != http.StatusBadRequest && w.Code != http.StatusServiceUnavailable {
+				t.Fatalf("%q: status %d", q, w.Code)
+			}
+		}
+	})
+}
