@@ -41,11 +41,13 @@ func (s *System) serveAPI() error {
 		w.WriteHeader(http.StatusNoContent)
 	})
 	mux.HandleFunc("POST /v1/network-changed", func(w http.ResponseWriter, _ *http.Request) {
-		for _, d := range s.devices {
+		for _, d := range s.devs() {
 			d.networkChanged()
 		}
 		w.WriteHeader(http.StatusNoContent)
 	})
+	mux.HandleFunc("POST /v1/devices", s.handleAddDevices)
+	mux.HandleFunc("POST /v1/fault/overload", s.handleOverload)
 	mux.HandleFunc("GET /debug/pprof/", pprof.Index) // heap, goroutine, ... of the veer up process
 	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
 	s.api = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}

@@ -30,8 +30,16 @@ func BackendHandler(cluster, name string, cfg BackendConfig) http.Handler {
 	mux := http.NewServeMux()
 	ok := func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) }
 	mux.HandleFunc(BackendHealth, ok)
-	work := func(cpu, wait time.Duration) http.HandlerFunc {
+	work := func(cpu, wait time.Duration, slots chan struct{}) http.HandlerFunc {
 		return func(w http.ResponseWriter, r *http.Request) {
+			if slots != nil {
+				select {
+				case slots <- struct{}{}:
+					defer func() { <-slots }()
+				case <-r.Context().Done():
+					return
+				}
+			}
 			spin(cpu)
 			t := time.NewTimer(wait)
 			select {
@@ -46,8 +54,8 @@ func BackendHandler(cluster, name string, cfg BackendConfig) http.Handler {
 			fmt.Fprintf(w, `{"cluster":%q,"backend":%q,"path":%q}`+"\n", cluster, name, r.URL.Path)
 		}
 	}
-	mux.HandleFunc(PathTrips, work(cfg.CPU, cfg.Latency))
-	mux.HandleFunc(PathFeed, work(2*cfg.CPU, 2*cfg.Latency))
+	mux.HandleFunc(PathTrips, work(cfg.CPU, cfg.Latency, nil))
+	mux.HandleFunc(PathFeed, work(2*cfg.CPU, 2*cfg.Latency, make(chan struct{}, cfg.FeedSlots)))
 	return mux
 }
 

@@ -26,6 +26,11 @@ const (
 	DefaultBackendCPU = 200 * time.Microsecond
 	// DefaultBackendLatency is the dependency wait of /api/trips.
 	DefaultBackendLatency = 5 * time.Millisecond
+	// DefaultFeedSlots is how many /api/feed requests one backend serves at
+	// once (its dependency's pool); more wait in the backend. With the
+	// default latency site a's two serving backends answer about 200 feed
+	// requests/s: the capacity the overload scenario multiplies.
+	DefaultFeedSlots = 1
 	// DefaultRecoveryTimeout and DefaultRecoveryTimeoutStep are the demo
 	// app's failover recovery timer (first probe, linear growth).
 	DefaultRecoveryTimeout     = 5 * time.Second
@@ -86,6 +91,9 @@ type BackendConfig struct {
 	// Latency waited per /api/trips request (a dependency); /api/feed
 	// waits twice it. Default DefaultBackendLatency.
 	Latency time.Duration `yaml:"latency" json:"latency"`
+	// FeedSlots bounds a backend's concurrent /api/feed requests (a slow
+	// dependency with N slots); default DefaultFeedSlots.
+	FeedSlots int `yaml:"feed_slots" json:"feed_slots"`
 }
 
 // FailoverConfig is the app side of seed 000 in the population.
@@ -116,6 +124,8 @@ type GatewayConfig struct {
 	// DefaultHealthInterval, DefaultHealthFall.
 	HealthInterval time.Duration `yaml:"health_interval" json:"health_interval"`
 	HealthFall     int           `yaml:"health_fall" json:"health_fall"`
+	// ShedDisabled: no criticality shedding (shed.enabled false).
+	ShedDisabled bool `yaml:"shed_disabled" json:"shed_disabled"`
 }
 
 func (c Config) withDefaults() Config {
@@ -128,6 +138,7 @@ func (c Config) withDefaults() Config {
 	c.Zone = cmp.Or(c.Zone, DefaultZone)
 	c.Backend.CPU = cmp.Or(c.Backend.CPU, DefaultBackendCPU)
 	c.Backend.Latency = cmp.Or(c.Backend.Latency, DefaultBackendLatency)
+	c.Backend.FeedSlots = cmp.Or(c.Backend.FeedSlots, DefaultFeedSlots)
 	c.LastMile.DNSTimeout = cmp.Or(c.LastMile.DNSTimeout, DefaultDNSTimeout)
 	c.Gateway.HealthInterval = cmp.Or(c.Gateway.HealthInterval, DefaultHealthInterval)
 	c.Gateway.HealthFall = cmp.Or(c.Gateway.HealthFall, DefaultHealthFall)
@@ -153,6 +164,7 @@ func (c *Config) Validate() error {
 	check(c.SiteBShare < 0 || c.SiteBShare > 100, "site_b_share", "must be 0..100")
 	check(c.Backend.CPU < 0 || c.Backend.CPU > time.Second, "backend.cpu", "must be 0..1s")
 	check(c.Backend.Latency < 0 || c.Backend.Latency > 10*time.Second, "backend.latency", "must be 0..10s")
+	check(c.Backend.FeedSlots < 0 || c.Backend.FeedSlots > 10000, "backend.feed_slots", "must be 0..10000")
 	check(c.Failover.RecoveryTimeout < 0, "failover.recovery_timeout", "must not be negative")
 	check(c.Failover.RecoveryTimeoutStep < 0, "failover.recovery_timeout_step", "must not be negative")
 	check(c.LastMile.DNSTimeout < 0, "lastmile.dns_timeout", "must not be negative")

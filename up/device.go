@@ -31,6 +31,7 @@ type device struct {
 	id      string
 	group   string // the site its routing answer put it on
 	primary string
+	source  string // where its routing answer came from (routing.Source*)
 	path    *netem.Path
 	lm      *lastmile.Transport
 	ft      *failover.Transport // nil when failover is off
@@ -112,7 +113,7 @@ func newDevice(ctx context.Context, env *deviceEnv, i int) (*device, error) {
 	if res.Source != routing.SourceService {
 		env.log.Warn("device bootstrap fell back", "device", d.id, "source", res.Source, "err", res.Err)
 	}
-	d.primary = res.Primary
+	d.primary, d.source = res.Primary, res.Source
 	d.group = env.sites[res.Primary]
 	next := http.RoundTripper(lm)
 	if !cfg.Failover.Disabled {

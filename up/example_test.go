@@ -12,10 +12,12 @@ func ExampleScenarios() {
 		fmt.Println(s.Name, s.Seed)
 	}
 	// Output:
+	// overload 001
 	// cluster-kill 003
 	// primary-blackhole 000
 	// dns-outage 002
 	// gateway-kill 000
+	// site-down 003/004
 }
 
 // A result prints its verdict with the measured figures beside the promise.

@@ -110,6 +110,9 @@ type Snapshot struct {
 	// RequestTimeout bounds one app request: a request in flight when a
 	// fault is detected ends within it.
 	RequestTimeout time.Duration `json:"request_timeout"`
+	// FeedCapacity is what site a answers on /api/feed, requests/s
+	// (Config.FeedCapacity).
+	FeedCapacity float64 `json:"feed_capacity"`
 }
 
 func flat(m map[string]*Counts) map[string]Counts {

@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -72,6 +73,9 @@ type State struct {
 	Gateways map[string]Proc   `json:"gateways"`
 	Backends map[string]Proc   `json:"backends"`
 	Domains  map[string]string `json:"domains"` // domain -> site
+	// ControlTokenFile holds the control plane's admin token, for the
+	// operator's playbooks (site-down).
+	ControlTokenFile string `json:"control_token_file"`
 }
 
 // StateFile is the state file's name in the data directory.
@@ -98,7 +102,12 @@ type System struct {
 	ctrl     *control.Service
 	ctrlDone <-chan error
 	api      *http.Server
+	devMu    sync.Mutex // guards devices after Start (POST /v1/devices adds)
 	devices  []*device
+	nextDev  int // the index of the next device's ID
+	env      *deviceEnv
+	runCtx   context.Context
+	applied  atomic.Int64 // the store revision control has applied
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
 	closed   bool
@@ -231,7 +240,8 @@ func (s *System) Start(ctx context.Context) (err error) {
 		}
 		backendAddrs[c.name] = addrs
 		ch := s.newChild("backend-"+c.name, "up", "backend", "--cluster", c.name, "--listen", strings.Join(addrs, ","),
-			"--cpu", s.cfg.Backend.CPU.String(), "--latency", s.cfg.Backend.Latency.String())
+			"--cpu", s.cfg.Backend.CPU.String(), "--latency", s.cfg.Backend.Latency.String(),
+			"--feed-slots", strconv.Itoa(s.cfg.Backend.FeedSlots))
 		s.backends[c.name] = ch
 		if err := ch.start(); err != nil {
 			return err
@@ -355,8 +365,10 @@ zones:
 	if _, err := s.ctrl.Store().Put(ctx, control.KeyTable, []byte(s.routingTable()), store.Write{Author: "veer up", Reason: "veer up's demo table"}); err != nil {
 		return fmt.Errorf("control: routing table: %w", err)
 	}
+	s.ctrl.SetOnApply(func(rev int64, _ *control.Snapshot) { s.applied.Store(rev) })
+	s.state.ControlTokenFile, _ = s.ctrl.AdminTokenFile()
 	rctx, rcancel := context.WithCancel(context.Background())
-	s.cancel = rcancel
+	s.cancel, s.runCtx = rcancel, rctx
 	addrs, done := s.ctrl.Run(rctx)
 	s.ctrlDone = done
 	select {
@@ -382,6 +394,7 @@ zones:
 		defaultDom: dom("wap"), defaultBk: []string{dom("b")},
 		sites:    map[string]string{dom("a"): "a", dom("b"): "b", dom("wap"): "wap"},
 		stateDir: filepath.Join(s.dir, "devices"), reg: s.reg, log: s.log, stats: s.stats}
+	s.env = env
 	devs := make([]*device, s.cfg.Devices)
 	errs := make([]error, s.cfg.Devices)
 	var bw sync.WaitGroup
@@ -396,7 +409,7 @@ zones:
 		}()
 	}
 	bw.Wait()
-	for i, d := range devs {
+	for i := range devs {
 		if errs[i] != nil {
 			for _, d := range devs {
 				if d != nil {
@@ -405,10 +418,13 @@ zones:
 			}
 			return fmt.Errorf("device %d: %w", i, errs[i])
 		}
-		s.devices = append(s.devices, d)
 	}
+	s.devMu.Lock()
+	s.devices = append(s.devices, devs...)
+	s.nextDev = len(devs)
 	s.started = time.Now()
-	for _, d := range s.devices {
+	s.devMu.Unlock()
+	for _, d := range devs {
 		s.wg.Add(1)
 		go func() { defer s.wg.Done(); d.run(rctx, env) }()
 	}
@@ -457,7 +473,12 @@ func (s *System) gatewayYAML(ip string, port int, admin, dir, cert, key string, 
 	if s.cfg.Gateway.RetryDisabled {
 		b.WriteString("retry: {disabled: true}\n")
 	}
-	b.WriteString("shed: {enabled: true}\nbreaker: {enabled: true}\ntrusted_networks: [127.0.0.0/8]\n")
+	// the feed route's shedding limit starts at what its serving cluster
+	// runs at once (two backends x feed slots), so that the limiter learns
+	// the unloaded latency rather than a backend's queue (the gateway's
+	// default start, 256, is far above it; see docs/chaos.md)
+	fmt.Fprintf(&b, "shed: {enabled: %t, endpoints: [{name: feed, limit: {initial: %d}}]}\n", !s.cfg.Gateway.ShedDisabled, 2*s.cfg.Backend.FeedSlots)
+	b.WriteString("breaker: {enabled: true}\ntrusted_networks: [127.0.0.0/8]\n")
 	return b.String()
 }
 
@@ -483,11 +504,15 @@ rules:
 func (s *System) Stats() Snapshot {
 	snap := s.stats.snapshot()
 	snap.States = map[string]int{}
-	for _, d := range s.devices {
+	devs := s.devs()
+	for _, d := range devs {
 		snap.States[d.group+"/"+d.state()]++
 	}
-	snap.Devices = len(s.devices)
-	snap.Started, snap.RequestTimeout = s.started, s.cfg.RequestTimeout
+	snap.Devices = len(devs)
+	s.devMu.Lock()
+	snap.Started = s.started
+	s.devMu.Unlock()
+	snap.RequestTimeout, snap.FeedCapacity = s.cfg.RequestTimeout, s.cfg.FeedCapacity()
 	return snap
 }
 
@@ -537,11 +562,13 @@ func (s *System) Close() error {
 	}
 	s.closed = true
 	s.mu.Unlock()
+	s.devMu.Lock() // AddDevices starts no device after this
 	if s.cancel != nil {
 		s.cancel()
 	}
+	s.devMu.Unlock()
 	s.wg.Wait()
-	for _, d := range s.devices {
+	for _, d := range s.devs() {
 		d.close()
 	}
 	var errs []error

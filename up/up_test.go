@@ -3,6 +3,7 @@ package up
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -228,4 +229,40 @@ func TestParsePss(t *testing.T) {
 			t.Errorf("%q: %d, want 0", bad, got)
 		}
 	}
+}
+
+// POST /v1/devices refuses a bad count or revision before touching the
+// system, and a system not started (or stopped) launches nothing.
+func TestAddDevicesBadInput(t *testing.T) {
+	s := &System{}
+	for _, q := range []string{"", "n=0", "n=-1", "n=x", fmt.Sprintf("n=%d", MaxNewDevices+1), "n=1&after_revision=-3", "n=1&after_revision=x"} {
+		w := httptest.NewRecorder()
+		s.handleAddDevices(w, httptest.NewRequest(http.MethodPost, "/v1/devices?"+q, nil))
+		if w.Code != http.StatusBadRequest {
+			t.Errorf("%q: %d, want 400", q, w.Code)
+		}
+	}
+	if _, err := s.AddDevices(t.Context(), 1); !errors.Is(err, errClosed) {
+		t.Fatalf("AddDevices on a system not running: %v", err)
+	}
+}
+
+// The query parsers of POST /v1/devices and /v1/fault/overload: any query
+// gets 400 or 503 from a system not running, never a panic or a launch.
+func FuzzChaosQueries(f *testing.F) {
+	for _, q := range []string{"n=3", "n=3&after_revision=7", "site=a&rate=1200&duration=10s", "rate=NaN&duration=1h", "rate=1e309&duration=-1s", "site=c&rate=1&duration=1s"} {
+		f.Add(q)
+	}
+	f.Fuzz(func(t *testing.T, q string) {
+		s := &System{}
+		for _, h := range []http.HandlerFunc{s.handleAddDevices, s.handleOverload} {
+			w := httptest.NewRecorder()
+			r := httptest.NewRequest(http.MethodPost, "/x", nil)
+			r.URL.RawQuery = q
+			h(w, r)
+			if w.Code != http.StatusBadRequest && w.Code != http.StatusServiceUnavailable {
+				t.Fatalf("%q: status %d", q, w.Code)
+			}
+		}
+	})
 }

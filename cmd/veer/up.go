@@ -161,5 +161,6 @@ func newUpBackendCmd() *cobra.Command {
 	cmd.Flags().StringVar(&listen, "listen", "", "comma-separated listen addresses, one backend each")
 	cmd.Flags().DurationVar(&bc.CPU, "cpu", 0, "CPU per /api/trips request")
 	cmd.Flags().DurationVar(&bc.Latency, "latency", 0, "dependency wait per /api/trips request")
+	cmd.Flags().IntVar(&bc.FeedSlots, "feed-slots", 0, "concurrent /api/feed requests per backend")
 	return cmd
 }
