@@ -239,7 +239,7 @@ func (c *Chaos) until(ctx context.Context, timeout time.Duration, ok func(State,
 }
 
 // window measures group's requests (all groups when "") over Window.
-func (c *Chaos) window(ctx context.Context, group string) (Counts, error) {
+func (c *Chaos) window(ctx context.Context, group string) (span, error) {
 	pick := func(s Snapshot) Counts {
 		if group == "" {
 			return s.All
@@ -248,16 +248,33 @@ func (c *Chaos) window(ctx context.Context, group string) (Counts, error) {
 	}
 	s1, err := c.stats(ctx)
 	if err != nil {
-		return Counts{}, err
+		return span{}, err
 	}
 	if err := sleepCtx(ctx, c.cfg.Window); err != nil {
-		return Counts{}, err
+		return span{}, err
 	}
 	s2, err := c.stats(ctx)
 	if err != nil {
-		return Counts{}, err
+		return span{}, err
 	}
-	return pick(s2).Sub(pick(s1)), nil
+	return span{Counts: pick(s2).Sub(pick(s1)), from: s1, to: s2}, nil
+}
+
+// span is one measuring window: the group's counts over it and the
+// snapshots at its two ends (for per-domain deltas and the reasons).
+type span struct {
+	Counts
+	from, to Snapshot
+}
+
+// record sets r's success from the window and measures it, with the
+// reasons of what was not ok; how says over what and from when.
+func (r *Result) record(w span, how string) {
+	r.Success = w.Success()
+	r.measure("%.2f%% success (%d of %d, %d shed) %s", 100*r.Success, w.OK, w.OK+w.Fail, w.Shed, how)
+	if why := reasonsDelta(w.from, w.to); why != "" {
+		r.measure("not ok: %s", why)
+	}
 }
 
 func signal(pid int, sig syscall.Signal) error {
@@ -305,21 +322,13 @@ func runClusterKill(ctx context.Context, c *Chaos, r *Result) error {
 	if err := signal(pid, syscall.SIGKILL); err != nil {
 		return err
 	}
-	cnt, err := c.window(ctx, "a")
+	w, err := c.window(ctx, "a")
 	if err != nil {
 		return err
 	}
-	s2, err := c.stats(ctx)
-	if err != nil {
-		return err
-	}
-	r.Success = cnt.Success()
-	moved := s2.Clusters["a2"] - s1.Clusters["a2"]
-	r.measure("%.2f%% success (%d of %d, %d shed) for site a's clients over %v after the kill", 100*r.Success, cnt.OK, cnt.OK+cnt.Fail, cnt.Shed, c.cfg.Window)
+	r.record(w, fmt.Sprintf("for site a's clients over %v after the kill", c.cfg.Window))
+	moved := w.to.Clusters["a2"] - s1.Clusters["a2"]
 	r.measure("cluster a2 served %d answers in that time", moved)
-	if why := reasonsDelta(s1, s2); why != "" {
-		r.measure("not ok: %s", why)
-	}
 	g2 := readGateway(ctx, st.Gateways["a"].Admin)
 	r.measure("gateway a: %.0f retries", g2.retries-g1.retries)
 	for _, k := range sortedKeys(g2.giveups) {
@@ -327,7 +336,7 @@ func runClusterKill(ctx context.Context, c *Chaos, r *Result) error {
 			r.measure("%.0f requests not retried (%s)", n, k)
 		}
 	}
-	r.Pass = r.Success >= 0.999 && cnt.OK > 0 && moved > 0
+	r.Pass = r.Success >= 0.999 && w.OK > 0 && moved > 0
 	return nil
 }
 
@@ -378,23 +387,11 @@ func runFrozenOrKilled(ctx context.Context, c *Chaos, r *Result, kill bool) erro
 	if err := sleepCtx(ctx, before.RequestTimeout); err != nil {
 		return err
 	}
-	w1, err := c.stats(ctx)
+	w, err := c.window(ctx, "a")
 	if err != nil {
 		return err
 	}
-	cnt, err := c.window(ctx, "a")
-	if err != nil {
-		return err
-	}
-	w2, err := c.stats(ctx)
-	if err != nil {
-		return err
-	}
-	r.Success = cnt.Success()
-	r.measure("%.2f%% success (%d of %d, %d shed) over %v from one request timeout (%v) %s", 100*r.Success, cnt.OK, cnt.OK+cnt.Fail, cnt.Shed, c.cfg.Window, before.RequestTimeout, after)
-	if why := reasonsDelta(w1, w2); why != "" {
-		r.measure("not ok: %s", why)
-	}
+	r.record(w, fmt.Sprintf("over %v from one request timeout (%v) %s", c.cfg.Window, before.RequestTimeout, after))
 	end := time.Now()
 	if !kill {
 		if err := signal(pid, syscall.SIGCONT); err != nil {
@@ -421,7 +418,7 @@ func runFrozenOrKilled(ctx context.Context, c *Chaos, r *Result, kill bool) erro
 			r.measure("back on primary %.1fs after the fault ended (%s)", time.Since(end).Seconds(), map[bool]string{true: "gateway restarted", false: "SIGCONT"}[kill])
 		}
 	}
-	r.Pass = on && back && r.Success >= 0.99 && cnt.OK > 0
+	r.Pass = on && back && r.Success >= 0.99 && w.OK > 0
 	return nil
 }
 
@@ -497,29 +494,17 @@ func runDNSOutage(ctx context.Context, c *Chaos, r *Result) error {
 	if err := c.post(ctx, "/v1/network-changed"); err != nil {
 		return err
 	}
-	w1, err := c.stats(ctx)
+	w, err := c.window(ctx, "")
 	if err != nil {
 		return err
 	}
-	cnt, err := c.window(ctx, "")
-	if err != nil {
-		return err
-	}
-	w2, err := c.stats(ctx)
-	if err != nil {
-		return err
-	}
-	r.Success = cnt.Success()
-	r.measure("%.2f%% success (%d of %d, %d shed) of all devices over %v from the network change", 100*r.Success, cnt.OK, cnt.OK+cnt.Fail, cnt.Shed, c.cfg.Window)
-	if why := reasonsDelta(w1, w2); why != "" {
-		r.measure("not ok: %s", why)
-	}
+	r.record(w, fmt.Sprintf("of all devices over %v from the network change", c.cfg.Window))
 	if err := c.post(ctx, "/v1/fault/public-dns?mode=normal"); err != nil {
 		return err
 	}
 	if err := c.until(ctx, c.cfg.Recover, func(st State, _ Snapshot) bool { return st.DNSPid != 0 && st.DNSPid != pid }); err != nil {
 		r.measure("private DNS not restarted within %v", c.cfg.Recover)
 	}
-	r.Pass = r.Success >= 0.99 && cnt.OK > 0
+	r.Pass = r.Success >= 0.99 && w.OK > 0
 	return nil
 }
