@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 
 	"github.com/miekg/dns"
+
+	"github.com/veerhq/veer/internal/listenpair"
 )
 
 // hijackAddr is where the hijacking public resolver sends every name (a
@@ -25,13 +27,8 @@ type publicDNS struct {
 }
 
 func startPublicDNS(records map[string][]string) (*publicDNS, error) {
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	ln, pc, err := listenpair.Listen("127.0.0.1:0") // TCP and UDP on one port, retried when the twin is taken
 	if err != nil {
-		return nil, err
-	}
-	ln, err := net.Listen("tcp", pc.LocalAddr().String())
-	if err != nil {
-		pc.Close()
 		return nil, err
 	}
 	p := &publicDNS{records: records, addr: pc.LocalAddr().String()}

@@ -26,6 +26,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/veerhq/veer/internal/listenpair"
 )
 
 // Config is one emulated path.
@@ -68,20 +70,7 @@ type Proxy struct {
 
 // New starts a proxy to target ("127.0.0.1:port", UDP and TCP).
 func New(target string, cfg Config) (*Proxy, error) {
-	var pc net.PacketConn
-	var ln net.Listener
-	var err error
-	for range 50 {
-		ln, err = net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		pc, err = net.ListenPacket("udp", ln.Addr().String())
-		if err == nil {
-			break
-		}
-		ln.Close()
-	}
+	ln, pc, err := listenpair.Listen("127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
