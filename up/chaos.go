@@ -260,6 +260,27 @@ func (c *Chaos) window(ctx context.Context, group string) (span, error) {
 	return span{Counts: pick(s2).Sub(pick(s1)), from: s1, to: s2}, nil
 }
 
+// detectBackup waits for site a's devices to reach BACKUP after a fault
+// (up to Detect) and measures how long it took ("who in BACKUP 2.1s after
+// event"), then waits one request timeout: requests in flight at detection
+// were sent to the faulty primary, and the window after it must not count
+// them. after says from when the window counts ("after detection", or
+// "after event" when failover is off and nothing was detected).
+func (c *Chaos) detectBackup(ctx context.Context, r *Result, who, event string, requestTimeout time.Duration) (on bool, after string, err error) {
+	took, on, err := c.reachState(ctx, "a", "backup", c.cfg.Detect)
+	if err != nil {
+		return false, "", err
+	}
+	after = "after detection"
+	if on {
+		r.measure("%s in BACKUP %.1fs after %s", who, took.Seconds(), event)
+	} else {
+		after = "after " + event
+		r.measure("failover off: nothing to detect")
+	}
+	return on, after, sleepCtx(ctx, requestTimeout)
+}
+
 // span is one measuring window: the group's counts over it and the
 // snapshots at its two ends (for per-domain deltas and the reasons).
 type span struct {
@@ -371,20 +392,8 @@ func runFrozenOrKilled(ctx context.Context, c *Chaos, r *Result, kill bool) erro
 		}
 		defer signal(pid, syscall.SIGCONT) //nolint:errcheck // also on an early return
 	}
-	took, on, err := c.reachState(ctx, "a", "backup", c.cfg.Detect)
+	on, after, err := c.detectBackup(ctx, r, fmt.Sprintf("all %d of site a's devices", n), "the fault", before.RequestTimeout)
 	if err != nil {
-		return err
-	}
-	after := "after detection"
-	if on {
-		r.measure("all %d of site a's devices in BACKUP %.1fs after the fault", n, took.Seconds())
-	} else {
-		after = "after the fault"
-		r.measure("failover off: nothing to detect")
-	}
-	// requests in flight at detection were sent to the faulty primary;
-	// the window starts when they have ended (one request timeout)
-	if err := sleepCtx(ctx, before.RequestTimeout); err != nil {
 		return err
 	}
 	w, err := c.window(ctx, "a")

@@ -149,18 +149,8 @@ func runSiteDown(ctx context.Context, c *Chaos, r *Result) error {
 	if err := signal(pid, syscall.SIGKILL); err != nil {
 		return err
 	}
-	took, on, err := c.reachState(ctx, "a", "backup", c.cfg.Detect)
+	on, after, err := c.detectBackup(ctx, r, fmt.Sprintf("all %d existing site-a sessions", n), "the kill", before.RequestTimeout)
 	if err != nil {
-		return err
-	}
-	after := "after detection"
-	if on {
-		r.measure("all %d existing site-a sessions in BACKUP %.1fs after the kill", n, took.Seconds())
-	} else {
-		after = "after the kill"
-		r.measure("failover off: nothing to detect")
-	}
-	if err := sleepCtx(ctx, before.RequestTimeout); err != nil {
 		return err
 	}
 	w, err := c.window(ctx, "a")

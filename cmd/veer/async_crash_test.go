@@ -212,6 +212,18 @@ func TestAsyncCrashGateway(t *testing.T) {
 	plain := freeAddr(t)
 	c.url = "http://" + plain
 	path := c.config(t, plain, t.TempDir(), "")
+	killedAt := c.killGatewayMidway(t, path)
+	t.Logf("killed after %d 202s", killedAt)
+	c.check(t, crashSubmissions)
+}
+
+// killGatewayMidway runs "veer gateway --config path" as a process,
+// submits crashSubmissions under load, SIGKILLs the gateway a third of the
+// way through, restarts it on the same config and data, and waits until the
+// submissions are done and every 202'd invocation ran; it returns how many
+// 202s had come before the kill.
+func (c *crashRun) killGatewayMidway(t *testing.T, path string) int64 {
+	t.Helper()
 	cmd, lines := veerProcess(t, path)
 	waitLogLong(t, lines, "gateway listening")
 	stop := make(chan struct{})
@@ -239,8 +251,7 @@ func TestAsyncCrashGateway(t *testing.T) {
 		t.Fatalf("submissions not done in 90s after the restart (%d 202s)", c.got202.Load())
 	}
 	c.waitAllRan(t, 60*time.Second)
-	t.Logf("killed after %d 202s", killedAt)
-	c.check(t, crashSubmissions)
+	return killedAt
 }
 
 // TestAsyncCrashExternalNATS: the same with an external nats-server -js
@@ -289,31 +300,7 @@ func TestAsyncCrashGatewayBatch(t *testing.T) {
 	plain := freeAddr(t)
 	c.url = "http://" + plain
 	path := c.config(t, plain, t.TempDir(), ", batch: true")
-	cmd, lines := veerProcess(t, path)
-	waitLogLong(t, lines, "gateway listening")
-	stop := make(chan struct{})
-	done := make(chan struct{})
-	go func() { c.submit(crashSubmissions, stop); close(done) }()
-	for c.got202.Load() < int64(crashSubmissions/3) {
-		select {
-		case <-c.ran:
-		case <-time.After(60 * time.Second):
-			close(stop)
-			t.Fatalf("only %d 202s in 60s", c.got202.Load())
-		}
-	}
-	_ = cmd.Process.Signal(syscall.SIGKILL)
-	_ = cmd.Wait()
-	killedAt := c.got202.Load()
-	_, lines = veerProcess(t, path)
-	waitLogLong(t, lines, "gateway listening")
-	select {
-	case <-done:
-	case <-time.After(90 * time.Second):
-		close(stop)
-		t.Fatalf("submissions not done in 90s after the restart (%d 202s)", c.got202.Load())
-	}
-	c.waitAllRan(t, 60*time.Second)
+	killedAt := c.killGatewayMidway(t, path)
 	c.mu.Lock()
 	lost := len(c.lost)
 	c.mu.Unlock()
