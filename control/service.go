@@ -54,6 +54,10 @@ type Service struct {
 	ready  chan struct{}
 	once   sync.Once
 
+	appliedMu  sync.Mutex
+	appliedRev int64         // the store revision of the last snapshot applied
+	appliedCh  chan struct{} // closed and replaced at each apply
+
 	mu      sync.Mutex
 	cancel  context.CancelFunc
 	done    chan struct{}
@@ -71,7 +75,7 @@ func New(cfg Config, opts Options) (*Service, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, config.Field("data_dir", "%v", err)
 	}
-	s := &Service{cfg: cfg, clk: clock.Or(opts.Clock), log: obs.LoggerOr(opts.Logger), ready: make(chan struct{}),
+	s := &Service{cfg: cfg, clk: clock.Or(opts.Clock), log: obs.LoggerOr(opts.Logger), ready: make(chan struct{}), appliedCh: make(chan struct{}),
 		rollEvery: cmp.Or(opts.RolloutInterval, DefaultRolloutInterval)}
 	s.m = newMetrics(opts.Registerer)
 	s.extraDocs = opts.Documents
@@ -130,6 +134,45 @@ func (s *Service) Snapshot() *Snapshot { return s.snap.Load() }
 // Ready is closed once the first snapshot of the store has been applied.
 func (s *Service) Ready() <-chan struct{} { return s.ready }
 
+// Applied is the store revision of the last snapshot applied: answers
+// reflect every write up to it.
+func (s *Service) Applied() int64 {
+	s.appliedMu.Lock()
+	defer s.appliedMu.Unlock()
+	return s.appliedRev
+}
+
+// WaitApplied returns once a store revision of at least rev has been
+// applied (the revision an admin write or playbook answered), so that
+// what is asked next sees that write; or ctx's error, naming both
+// revisions.
+func (s *Service) WaitApplied(ctx context.Context, rev int64) error {
+	for {
+		s.appliedMu.Lock()
+		cur, ch := s.appliedRev, s.appliedCh
+		s.appliedMu.Unlock()
+		if cur >= rev {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return fmt.Errorf("control: revision %d applied, not %d: %w", s.Applied(), rev, ctx.Err())
+		}
+	}
+}
+
+// markApplied records rev as applied and wakes WaitApplied.
+func (s *Service) markApplied(rev int64) {
+	s.appliedMu.Lock()
+	defer s.appliedMu.Unlock()
+	if rev > s.appliedRev {
+		s.appliedRev = rev
+	}
+	close(s.appliedCh)
+	s.appliedCh = make(chan struct{})
+}
+
 // follow keeps the snapshots in step with the store until ctx ends.
 func (s *Service) follow(ctx context.Context) {
 	store.Follow(ctx, s.st, "", store.FollowOptions{Clock: s.clk, OnReset: func(err error) {
@@ -142,6 +185,7 @@ func (s *Service) follow(ctx context.Context) {
 func (s *Service) apply(sn *store.Snapshot) {
 	s.docs.Store(sn)
 	defer func() {
+		s.markApplied(sn.Revision)
 		s.once.Do(func() { close(s.ready) })
 		if s.onApply != nil {
 			s.onApply(sn.Revision, s.snap.Load())

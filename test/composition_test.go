@@ -287,6 +287,18 @@ func (s *system) admin(method, path string, body any) {
 	if resp.StatusCode != http.StatusOK {
 		s.t.Fatalf("%s %s: %d %s", method, path, resp.StatusCode, out)
 	}
+	// The write is in the store; answers follow once control has applied
+	// it (a route asked before that answered 503 "no routing table yet",
+	// and the client took its default domain: a CI failure).
+	var w struct{ Revision int64 }
+	if err := json.Unmarshal(out, &w); err != nil || w.Revision == 0 {
+		s.t.Fatalf("%s %s: no revision in %s (%v)", method, path, out, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := s.ctl.WaitApplied(ctx, w.Revision); err != nil {
+		s.t.Fatal(err)
+	}
 }
 
 // launch builds the README's client for a device and returns a function

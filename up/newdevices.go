@@ -119,14 +119,5 @@ func (s *System) handleAddDevices(w http.ResponseWriter, r *http.Request) {
 func (s *System) waitApplied(ctx context.Context, rev int64) error {
 	ctx, cancel := context.WithTimeout(ctx, applyWait)
 	defer cancel()
-	t := time.NewTicker(20 * time.Millisecond)
-	defer t.Stop()
-	for s.applied.Load() < rev {
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("control has applied revision %d, not %d, after %v", s.applied.Load(), rev, applyWait)
-		case <-t.C:
-		}
-	}
-	return nil
+	return s.ctrl.WaitApplied(ctx, rev)
 }

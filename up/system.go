@@ -15,7 +15,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -107,7 +106,6 @@ type System struct {
 	nextDev  int // the index of the next device's ID
 	env      *deviceEnv
 	runCtx   context.Context
-	applied  atomic.Int64 // the store revision control has applied
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
 	closed   bool
@@ -365,7 +363,6 @@ zones:
 	if _, err := s.ctrl.Store().Put(ctx, control.KeyTable, []byte(s.routingTable()), store.Write{Author: "veer up", Reason: "veer up's demo table"}); err != nil {
 		return fmt.Errorf("control: routing table: %w", err)
 	}
-	s.ctrl.SetOnApply(func(rev int64, _ *control.Snapshot) { s.applied.Store(rev) })
 	s.state.ControlTokenFile, _ = s.ctrl.AdminTokenFile()
 	rctx, rcancel := context.WithCancel(context.Background())
 	s.cancel, s.runCtx = rcancel, rctx
