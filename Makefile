@@ -8,7 +8,7 @@ FUZZTIME ?= 10s
 COMMIT := $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -X github.com/veerhq/veer/internal/version.Commit=$(COMMIT)
 
-.PHONY: all build test check fmt-check vet staticcheck unit bench-check deps bench fuzz cover clean bench-failover bench-guard bench-gateway bench-async
+.PHONY: all build test check fmt-check vet vet-sdk-os staticcheck unit bench-check deps bench fuzz cover clean bench-failover bench-guard bench-gateway bench-async
 
 all: build
 
@@ -18,7 +18,7 @@ build:
 ## test: everything CI checks: formatting, vet, staticcheck, race-enabled tests.
 test: deps check
 
-check: fmt-check vet staticcheck unit bench-check
+check: fmt-check vet vet-sdk-os staticcheck unit bench-check
 
 fmt-check:
 	@out=$$(gofmt -l .); \
@@ -29,6 +29,13 @@ vet:
 
 staticcheck:
 	$(STATICCHECK) $(PKGS)
+
+## vet-sdk-os: the client SDK's packages build and vet for the apps' systems too
+## (servers, veer up and the test harnesses are Linux-only).
+SDK_PKGS := ./lastmile/... ./failover/... ./routing/... ./tier/... ./outcome/... ./retry/... ./clock/...
+vet-sdk-os:
+	GOOS=windows $(GO) vet $(SDK_PKGS)
+	GOOS=darwin $(GO) vet $(SDK_PKGS)
 
 ## The real Mahimahi drives (issue 17) are not in the repository (their licence differs): the
 ## simulator's real-drive tests run when VEER_TRACES names them, or ../shared/traces exists.

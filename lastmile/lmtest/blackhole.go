@@ -2,11 +2,8 @@ package lmtest
 
 import (
 	"errors"
-	"fmt"
 	"net"
 	"sync"
-	"syscall"
-	"time"
 )
 
 // Blackhole is a 127.0.0.1 port that swallows everything: its UDP socket
@@ -15,7 +12,7 @@ import (
 // out) or, with accept set, completes connects and never sends a byte.
 type Blackhole struct {
 	addr  string
-	fd    int
+	raw   func() error // closes the full-backlog listener (nil with accept)
 	pc    net.PacketConn
 	conns []net.Conn
 	ln    net.Listener
@@ -25,7 +22,7 @@ type Blackhole struct {
 // NewBlackhole opens a blackhole port. With accept false, SYNs are dropped
 // by the kernel; with accept true, connections are accepted and left silent.
 func NewBlackhole(accept bool) (*Blackhole, error) {
-	b := &Blackhole{fd: -1}
+	b := &Blackhole{}
 	var err error
 	if accept {
 		var pc net.PacketConn
@@ -50,49 +47,6 @@ func NewBlackhole(accept bool) (*Blackhole, error) {
 		}
 	}()
 	return b, nil
-}
-
-// fullBacklog listens with a backlog of 0, never accepts, and fills the
-// accept queue: the kernel drops further SYNs. The UDP socket shares the
-// port.
-func (b *Blackhole) fullBacklog() error {
-	var last error
-	for range 50 {
-		fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
-		if err != nil {
-			return err
-		}
-		if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
-			syscall.Close(fd)
-			return err
-		}
-		if err := syscall.Listen(fd, 0); err != nil {
-			syscall.Close(fd)
-			return err
-		}
-		sa, err := syscall.Getsockname(fd)
-		if err != nil {
-			syscall.Close(fd)
-			return err
-		}
-		addr := fmt.Sprintf("127.0.0.1:%d", sa.(*syscall.SockaddrInet4).Port)
-		pc, err := net.ListenPacket("udp", addr)
-		if err != nil {
-			last = err
-			syscall.Close(fd)
-			continue
-		}
-		b.fd, b.pc, b.addr = fd, pc, addr
-		// Backlog 0 admits one connection (two attempts: the kernel may
-		// admit one more than the backlog).
-		for range 2 {
-			if c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond); err == nil {
-				b.conns = append(b.conns, c)
-			}
-		}
-		return nil
-	}
-	return last
 }
 
 func (b *Blackhole) acceptLoop() {
@@ -121,8 +75,8 @@ func (b *Blackhole) Close() error {
 	if b.ln != nil {
 		errs = append(errs, b.ln.Close())
 	}
-	if b.fd >= 0 {
-		errs = append(errs, syscall.Close(b.fd))
+	if b.raw != nil {
+		errs = append(errs, b.raw())
 	}
 	for _, c := range b.conns {
 		c.Close()
