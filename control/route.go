@@ -62,7 +62,7 @@ func (s *Service) serveRoute(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
 	h["Content-Type"] = jsonType
 	buf := bodyPool.Get().(*[]byte)
-	*buf = snap.appendBody((*buf)[:0], a, req.DeviceID, s.clk.Now())
+	*buf = snap.appendBody((*buf)[:0], a, req.Subject(), s.clk.Now())
 	w.Write(*buf)
 	bodyPool.Put(buf)
 }

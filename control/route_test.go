@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/tls"
+	"encoding/json"
+	"errors"
 	"log/slog"
 	"net/http"
 	"path/filepath"
@@ -119,6 +121,18 @@ func TestRouteAnswersAndErrors(t *testing.T) {
 			a, err := routing.Verify([]byte(body), []ed25519.PublicKey{e.svc.PublicKey()})
 			if err != nil || a.Rule != "region:local" || a.TTLSeconds != 600 {
 				t.Fatalf("answer %+v %v", a, err)
+			}
+			var req routing.Request
+			json.Unmarshal([]byte(c.body), &req)
+			if a.DeviceSHA256 != routing.DeviceHash(req.Subject()) || a.Check(req.Subject(), time.Now()) != nil {
+				t.Fatalf("%.40q: bound to %s, want the hash of %q", c.body, a.DeviceSHA256, req.Subject())
+			}
+			if req.DeviceID == "" { // a customer's answer serves no other customer and no device-less request
+				for _, other := range []string{"customer:c2", ""} {
+					if !errors.Is(a.Check(other, time.Now()), routing.ErrOtherDevice) {
+						t.Fatalf("customer c1's answer accepted for %q", other)
+					}
+				}
 			}
 		}
 	}

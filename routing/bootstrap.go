@@ -54,7 +54,7 @@ func Bootstrap(ctx context.Context, cfg Config, req Request, opts Options) (Resu
 	keys := cfg.keys()
 	body, a, err := ask(ctx, cfg, req, opts.Client, keys)
 	if err == nil {
-		err = a.Check(req.DeviceID, clk.Now()) // bound to this device, not expired
+		err = a.Check(req.Subject(), clk.Now()) // bound to this device, not expired
 	}
 	if err == nil {
 		if cfg.StateFile != "" {
@@ -67,7 +67,7 @@ func Bootstrap(ctx context.Context, cfg Config, req Request, opts Options) (Resu
 	}
 	log.Warn("routing: service unavailable, falling back", "err", err)
 	if cfg.StateFile != "" {
-		p, perr := load(cfg.StateFile, keys, req.DeviceID, clk.Now())
+		p, perr := load(cfg.StateFile, keys, req.Subject(), clk.Now())
 		switch {
 		case perr != nil:
 			log.Warn("routing: ignoring the persisted answer", "file", cfg.StateFile, "err", perr)

@@ -8,7 +8,8 @@
 //
 // Contract: Bootstrap POSTs the Request to Config.URL over the given
 // http.Client, verifies the Ed25519 signature against Config.PublicKeys,
-// checks that the signed answer is bound to this device and not past its
+// checks that the signed answer is bound to this device (Request.Subject:
+// the device ID, or the customer ID for a customer-only request) and not past its
 // expires_at (Answer.Check: ErrOtherDevice, ErrExpired, ErrUnbound) and
 // returns the answer (Source "service"). When the call fails or the answer
 // does not verify, it returns the last verified answer persisted in

@@ -50,6 +50,17 @@ type Request struct {
 	Platform   string `json:"platform,omitempty"`
 }
 
+// Subject is the identity an answer to r is bound to (Answer.Bind,
+// Answer.Check): the device ID, or for a request that names only a
+// customer "customer:" and its ID, so that customer-only answers are not
+// all bound to the hash of an empty device ID (and valid for each other).
+func (r Request) Subject() string {
+	if r.DeviceID == "" && r.CustomerID != "" {
+		return "customer:" + r.CustomerID
+	}
+	return r.DeviceID
+}
+
 // Answer is the session's domain set as decided by the service.
 type Answer struct {
 	// Primary is the domain the app uses for the session.
