@@ -46,7 +46,7 @@ its file:line and the old config keeps serving. SIGHUP re-reads it at once.
 Listener fields cannot change while running. --data FILE serves the zones
 and regions of a separate, watched file instead. regions_file: FILE takes
 the regions from veer control's routing table file (the one "veer control
-put routing/table FILE" stores), re-read with the config. A control_store section
+put routing/table FILE" stores), watched like the config. A control_store section
 (etcd endpoints) serves the zones (document dns/zones) and access nodes
 (access/nodes, the scheduling API's) of the control plane's store instead,
 followed as they change; an invalid document keeps the last good data. docs/dns.md documents every field; examples/dns.yaml
@@ -70,6 +70,8 @@ is a start.`,
 			// The watcher's first apply builds the server; later ones reload it.
 			var srv *dnsserver.Server
 			data := &dnsData{}
+			regions := &regionsFollower{opts: watch.Options{Name: "dns-regions", Logger: log, Registerer: reg}, apply: data.setRegions}
+			defer regions.Close()
 			w, err := watch.File(cfgPath, watch.Options{Name: "dns", Logger: log, Registerer: reg}, func(f dnsFile) error {
 				if err := f.loadRegionsFile(cfgPath); err != nil {
 					return err
@@ -80,15 +82,24 @@ is a start.`,
 				if srv == nil {
 					var err error
 					srv, err = dnsserver.New(f.Config, dnsserver.Options{Logger: log, Registerer: reg})
-					data.srv, data.store = srv, f.ControlStore
+					data.srv, data.store, data.last = srv, f.ControlStore, f
 					return err
 				}
-				return data.reload(f)
+				if err := data.reload(f); err != nil {
+					return err
+				}
+				if err := regions.follow(f.regionsPath(cfgPath)); err != nil {
+					log.Warn("dns: regions_file not followed; its regions stay as read", "err", err)
+				}
+				return nil
 			})
 			if err != nil {
 				return err
 			}
 			defer w.Close()
+			if err := regions.follow(w.Current().regionsPath(cfgPath)); err != nil {
+				return err
+			}
 			if data.store != nil && dataPath != "" {
 				return errors.New("dns: --data and the config's control_store both set: pick one source")
 			}

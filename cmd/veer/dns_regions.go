@@ -2,8 +2,11 @@ package main
 
 import (
 	"path/filepath"
+	"sync"
+	"sync/atomic"
 
 	"github.com/veerhq/veer/config"
+	"github.com/veerhq/veer/config/watch"
 	"github.com/veerhq/veer/control"
 	"github.com/veerhq/veer/dnsserver"
 )
@@ -15,14 +18,12 @@ import (
 // control validates the document, its errors naming it and the line; a
 // relative path is read from the config file's directory. It is read at
 // start and at each reload of the config file (a change of the config
-// file, or SIGHUP).
+// file, or SIGHUP), and `veer dns` also follows the table file itself
+// (regionsFollower).
 func (f *dnsFile) loadRegionsFile(cfgPath string) error {
-	if f.RegionsFile == "" {
+	path := f.regionsPath(cfgPath)
+	if path == "" {
 		return nil
-	}
-	path := f.RegionsFile
-	if !filepath.IsAbs(path) {
-		path = filepath.Join(filepath.Dir(cfgPath), path)
 	}
 	var t control.Table
 	if err := config.Load(path, &t); err != nil {
@@ -31,6 +32,61 @@ func (f *dnsFile) loadRegionsFile(cfgPath string) error {
 	f.Regions = tableRegions(&t)
 	return nil
 }
+
+// regionsPath is regions_file resolved against the config file's
+// directory; "" without one.
+func (f *dnsFile) regionsPath(cfgPath string) string {
+	if f.RegionsFile == "" || filepath.IsAbs(f.RegionsFile) {
+		return f.RegionsFile
+	}
+	return filepath.Join(filepath.Dir(cfgPath), f.RegionsFile)
+}
+
+// regionsFollower watches the regions_file in force, so that a change of
+// veer control's table file alone (the config file unchanged) moves the
+// DNS's regions too: each valid version is handed to apply; an invalid one
+// is logged and counted by config/watch and the regions in force stay.
+type regionsFollower struct {
+	opts  watch.Options
+	apply func([]dnsserver.Region) error
+
+	mu   sync.Mutex
+	path string
+	w    *watch.Watcher[control.Table]
+}
+
+// follow watches path ("" stops watching); the same path again is a no-op.
+// The file's first read is not applied: the config's own load read it.
+func (r *regionsFollower) follow(path string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if path == r.path {
+		return nil
+	}
+	if r.w != nil {
+		r.w.Close()
+		r.w, r.path = nil, ""
+	}
+	if path == "" {
+		return nil
+	}
+	var started atomic.Bool
+	w, err := watch.File(path, r.opts, func(t control.Table) error {
+		if !started.Load() {
+			return nil
+		}
+		return r.apply(tableRegions(&t))
+	})
+	if err != nil {
+		return err
+	}
+	started.Store(true)
+	r.w, r.path = w, path
+	return nil
+}
+
+// Close stops watching.
+func (r *regionsFollower) Close() { _ = r.follow("") }
 
 // tableRegions lists a routing table's regions as the DNS's rows.
 func tableRegions(t *control.Table) []dnsserver.Region {

@@ -3,12 +3,15 @@ package main
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/miekg/dns"
 
@@ -53,33 +56,81 @@ zones:
 	pr, pw := io.Pipe()
 	root.SetOut(pw)
 	root.SetErr(io.Discard)
-	root.SetArgs([]string{"dns", "--config", conf, "--log-level", "error"})
+	root.SetArgs([]string{"dns", "--config", conf, "--log-level", "error", "--metrics", "127.0.0.1:0"})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- root.ExecuteContext(ctx); pw.Close() }()
-	var addr string
+	var addr, metrics string
 	sc := bufio.NewScanner(pr)
-	for addr == "" && sc.Scan() {
-		addr, _ = strings.CutPrefix(sc.Text(), "veer dns: udp+tcp ")
+	for (addr == "" || metrics == "") && sc.Scan() {
+		if a, ok := strings.CutPrefix(sc.Text(), "veer dns: udp+tcp "); ok {
+			addr = a
+		}
+		if m, ok := strings.CutPrefix(sc.Text(), "veer dns: metrics "); ok {
+			metrics = m
+		}
 	}
 	go io.Copy(io.Discard, pr)
 	if addr == "" {
 		cancel()
 		t.Fatalf("no address printed: %v", <-done)
 	}
-	q := new(dns.Msg)
-	q.SetQuestion("api.a.test.", dns.TypeA)
-	r, err := dns.Exchange(q, addr)
-	if err != nil {
+	answer := func() []string {
+		q := new(dns.Msg)
+		q.SetQuestion("api.a.test.", dns.TypeA)
+		r, err := dns.Exchange(q, addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, rr := range r.Answer {
+			got = append(got, rr.(*dns.A).A.String())
+		}
+		slices.Sort(got)
+		return got
+	}
+	if got := answer(); !slices.Equal(got, []string{"192.0.2.21", "192.0.2.22"}) {
+		t.Fatalf("answer for 127.0.0.1 (west in the table): %v", got)
+	}
+	// The table file alone changes (the config file does not): an invalid
+	// version keeps the regions in force, a valid one moving loopback to
+	// east is followed. Each write is seen by the watcher; the answer is
+	// asked until it moves (a bounded number of reloads, not a sleep).
+	os.WriteFile(filepath.Join(dir, "table.yaml"), []byte(strings.Replace(routingTable, "127.0.0.0/8", "127.0.0.0/33", 1)), 0o644)
+	moved := strings.Replace(strings.Replace(routingTable, "10.1.0.0/16, 2001:db8::/32", "10.1.0.0/16, 127.0.0.0/8", 1), "cidrs: [127.0.0.0/8]", "cidrs: [10.2.0.0/16]", 1)
+	if _, err := control.ValidateDocument(control.KeyTable, []byte(moved)); err != nil {
 		t.Fatal(err)
 	}
-	var got []string
-	for _, rr := range r.Answer {
-		got = append(got, rr.(*dns.A).A.String())
+	// veer dns is another goroutine's process here: its reload counter
+	// says when a version was taken or refused.
+	waitReloads := func(result string, n int) {
+		t.Helper()
+		want := fmt.Sprintf(`veer_config_reloads_total{config="dns-regions",result=%q} %d`, result, n)
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			r, err := http.Get(metrics)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(r.Body)
+			r.Body.Close()
+			if strings.Contains(string(b), want) {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("no %s within 10 s", want)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
 	}
-	slices.Sort(got)
-	if !slices.Equal(got, []string{"192.0.2.21", "192.0.2.22"}) {
-		t.Fatalf("answer for 127.0.0.1 (west in the table): %v", got)
+	waitReloads("invalid", 1)
+	if got := answer(); !slices.Equal(got, []string{"192.0.2.21", "192.0.2.22"}) {
+		t.Fatalf("after an invalid table: %v, want west's nodes still", got)
+	}
+	os.WriteFile(filepath.Join(dir, "table.yaml"), []byte(moved), 0o644)
+	waitReloads("ok", 1)
+	if got := answer(); !slices.Equal(got, []string{"192.0.2.11"}) {
+		t.Fatalf("after the table file alone moved 127.0.0.0/8 to east: %v, want east's node", got)
 	}
 	cancel()
 	if err := <-done; err != nil {

@@ -57,6 +57,7 @@ type dnsData struct {
 	srv   *dnsserver.Server
 	store *storeetcd.Config // fixed at start
 	data  *dnsserver.Data   // what the source delivered last; nil: none yet
+	last  dnsFile           // the file config in force, regions_file's rows included
 }
 
 // set is the Source's apply.
@@ -81,7 +82,21 @@ func (d *dnsData) reload(f dnsFile) error {
 	if d.data != nil {
 		c.Data = *d.data
 	}
-	return d.srv.Apply(c)
+	if err := d.srv.Apply(c); err != nil {
+		return err
+	}
+	d.last = f
+	return nil
+}
+
+// setRegions applies the config in force with the regions of a changed
+// regions_file.
+func (d *dnsData) setRegions(rows []dnsserver.Region) error {
+	d.mu.Lock()
+	f := d.last
+	d.mu.Unlock()
+	f.Regions = rows
+	return d.reload(f)
 }
 
 // runStoreSource follows the control plane's etcd store until ctx ends; it
