@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/veerhq/veer/gateway/internal/h1"
 	"github.com/veerhq/veer/outcome"
 	"github.com/veerhq/veer/retry"
 )
@@ -245,21 +246,23 @@ func (d *dispatcher) try(req *http.Request, st *input, n int, last *backend, c *
 	var err error
 	var timedOut atomic.Bool
 	cancel := context.CancelFunc(func() {})
-	h1, _ := c.transport.(*h1Client)
-	own := h1 != nil && !upgrade && h1.handles(out)
-	var w *writeWatch
-	if !st.idempotent && !own { // the own client reports errUnwritten itself
-		w = watchWrites(out)
-		out = w.req
+	own, _ := c.transport.(*h1.Client)
+	if own != nil && (upgrade || !own.Handles(out)) {
+		own = nil
+	}
+	var w *h1.WriteWatch
+	if !st.idempotent && own == nil { // the own client reports h1.ErrUnwritten itself
+		w = h1.WatchWrites(out)
+		out = w.Req
 	}
 	switch {
 	case upgrade:
 		resp, err = c.transport.RoundTrip(out)
-	case own:
+	case own != nil:
 		// the attempt's timeout is the connection's deadline: no timer,
 		// no derived context
-		resp, err = h1.roundTripUntil(out, now.Add(tryFor))
-		if errors.Is(err, errTryTimeout) {
+		resp, err = own.RoundTripUntil(out, now.Add(tryFor))
+		if errors.Is(err, h1.ErrTryTimeout) {
 			timedOut.Store(true)
 		}
 	default:
@@ -286,7 +289,7 @@ func (d *dispatcher) try(req *http.Request, st *input, n int, last *backend, c *
 	case err != nil && req.Context().Err() != nil:
 		o = outcome.Outcome{Kind: outcome.ClientCanceled, Err: err}
 	}
-	if err != nil && (errors.Is(err, errUnwritten) || w.unwritten()) {
+	if err != nil && (errors.Is(err, h1.ErrUnwritten) || w.Unwritten()) {
 		o.Unwritten = true
 	}
 	b.attempts[o.Kind].Inc()

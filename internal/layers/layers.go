@@ -35,9 +35,10 @@ var Table = map[string]int{
 	"internal/selfsigned": 1, // the self-signed certificate of the gateway and the control plane
 	"internal/localca":    1, // the local CA of `veer up` (issue 27)
 	// L1 shared infrastructure
-	"config":             1,
-	"store":              1,
-	"shed/internal/runq": 1, // shed's run-queue engine: below shed, which imports it
+	"config":              1,
+	"store":               1,
+	"shed/internal/runq":  1, // shed's run-queue engine: below shed, which imports it
+	"gateway/internal/h1": 1, // the gateway's HTTP/1 wire engine: below gateway, which imports it
 	// L2 algorithms (ARCHITECTURE.md's L1)
 	"failover": 2,
 	"lastmile": 2,
@@ -66,7 +67,7 @@ var Table = map[string]int{
 
 // StdlibOnly lists packages that may import nothing outside the standard
 // library (sub-packages excepted).
-var StdlibOnly = []string{"clock", "outcome", "tier", "internal/rolling", "internal/atomicfile", "internal/listenpair", "routing/schedule"}
+var StdlibOnly = []string{"clock", "outcome", "tier", "internal/rolling", "internal/atomicfile", "internal/listenpair", "routing/schedule", "gateway/internal/h1"}
 
 // Heavy names the third-party dependencies a library user should not pay for
 // unless the library needs them, by module path prefix.
