@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/veerhq/veer/clock"
@@ -62,11 +63,11 @@ clusters:
 	old := g.Config()
 
 	next := old
-	next.Routes = []Route{{Name: "r", Clusters: []RouteCluster{{Name: "b"}}}}
-	next.Clusters = old.Clusters[:2]
+	next.Routes = []Route{{Name: "r", Clusters: []RouteCluster{{Name: "b"}}}, {Name: "fresh", Host: "fresh.test", Clusters: []RouteCluster{{Name: "n"}}}}
+	next.Clusters = append(old.Clusters[:2:2], Cluster{Name: "n", Backends: []Backend{{Address: deadAddr(t)}}})
 	next.Limits.Dimensions = append(next.Limits.Dimensions[:0:0], next.Limits.Dimensions...)
 	next.Limits.Dimensions[0].Overrides = nil
-	steps := []string{"retry", "cluster a", "cluster b", "route r", "shed"}
+	steps := []string{"retry", "cluster a", "cluster b", "cluster n", "route r", "route fresh", "shed"}
 	errFault := errors.New("injected")
 	for _, step := range steps {
 		var hit bool
@@ -90,6 +91,9 @@ clusters:
 		if got := g.State(); !reflect.DeepEqual(got, before) {
 			t.Errorf("fault at %q: state changed:\n got %+v\nwant %+v", step, got, before)
 		}
+		if n := seriesOf(t, g, "fresh", "n"); n != 0 {
+			t.Errorf("fault at %q: %d metric series of the rejected config's route fresh and cluster n", step, n)
+		}
 	}
 	g.fault = nil
 	// the old config again: the dropped cluster's live state is found,
@@ -106,6 +110,30 @@ clusters:
 	if resp, body := get(t, cl, base+"/"); resp.StatusCode != 200 || !strings.HasPrefix(body, "b ") {
 		t.Fatalf("after the good Apply: %d %q, want b and no limit", resp.StatusCode, body)
 	}
+	if seriesOf(t, g, "fresh", "n") == 0 {
+		t.Error("no series of route fresh and cluster n after the good Apply: the check above sees nothing")
+	}
+}
+
+// seriesOf counts the gateway's metric series labelled route=route or
+// cluster=cluster.
+func seriesOf(t *testing.T, g *Gateway, route, cluster string) int {
+	t.Helper()
+	mfs, err := g.reg.(prometheus.Gatherer).Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if (l.GetName() == "route" && l.GetValue() == route) || (l.GetName() == "cluster" && l.GetValue() == cluster) {
+					n++
+				}
+			}
+		}
+	}
+	return n
 }
 
 // TestApplyTakesTheConfigNewTook: the shed section's wiring fields (here a

@@ -315,11 +315,17 @@ type compiled struct {
 	backends map[string]*backend
 	cstates  map[string]*clusterState
 	breakers map[string]*breakerEntry
+	// series resolve the new routes', clusters' and backends' metric
+	// series at commit: a rejected config adds none to /metrics
+	series []func()
 }
 
 // commit makes nc's live state the gateway's (g.mu held, or New) and
 // returns the snapshot to publish.
 func (nc *compiled) commit(g *Gateway) *table {
+	for _, f := range nc.series {
+		f()
+	}
 	g.backends, g.cstates, g.breakers = nc.backends, nc.cstates, nc.breakers
 	return nc.t
 }
@@ -355,7 +361,7 @@ func (g *Gateway) compile(c *Config) (*compiled, error) {
 	}
 	routes := make([]*route, 0, len(c.Routes))
 	for _, rc := range c.Routes {
-		r, err := g.compileRoute(t, prev, rc)
+		r, err := g.compileRoute(nc, prev, rc)
 		if err != nil {
 			return nil, err
 		}
@@ -389,7 +395,10 @@ func (g *Gateway) compileRetrier(prev *table, c *Config) (*retry.Retrier, error)
 // transport fields stay), its state, backends and breaker (kept by name and
 // address from the gateway's live state).
 func (g *Gateway) compileCluster(nc *compiled, prev *table, c *Config, cc Cluster, now time.Time) (*cluster, error) {
-	cl := &cluster{cfg: cc, m: &clusterMetrics{panics: g.m.panics.WithLabelValues(cc.Name), stalled: g.m.stalled.WithLabelValues(cc.Name), breaker: g.m.breakerSt.WithLabelValues(cc.Name)}}
+	cl := &cluster{cfg: cc, m: &clusterMetrics{}}
+	nc.series = append(nc.series, func() {
+		*cl.m = clusterMetrics{panics: g.m.panics.WithLabelValues(cc.Name), stalled: g.m.stalled.WithLabelValues(cc.Name), breaker: g.m.breakerSt.WithLabelValues(cc.Name)}
+	})
 	if pc := prev.clusterNamed(cc.Name); pc != nil && transportEqual(pc.cfg, cc) {
 		cl.transport = pc.transport
 	} else {
@@ -408,7 +417,8 @@ func (g *Gateway) compileCluster(nc *compiled, prev *table, c *Config, cc Cluste
 		b := g.backends[key]
 		if b == nil {
 			b = newBackend(cc.Name, bc.Address, now.Add(-cc.SlowStart))
-			b.attempts = g.m.attemptCounters(cc.Name, bc.Address)
+			nb, addr := b, bc.Address
+			nc.series = append(nc.series, func() { nb.attempts = g.m.attemptCounters(cc.Name, addr) })
 		}
 		nc.backends[key] = b
 		cl.backends = append(cl.backends, b)
@@ -430,12 +440,13 @@ func (g *Gateway) compileCluster(nc *compiled, prev *table, c *Config, cc Cluste
 	return cl, nil
 }
 
-// compileRoute builds one route over t's clusters, keeping its latency
+// compileRoute builds one route over nc's clusters, keeping its latency
 // tracker by name and its stale-on-error cache while that config stays.
-func (g *Gateway) compileRoute(t, prev *table, rc Route) (*route, error) {
-	r := &route{cfg: rc, prefix: rc.PathPrefix, weighted: rc.Policy == "weighted", m: g.m.forRoute(rc.Name)}
+func (g *Gateway) compileRoute(nc *compiled, prev *table, rc Route) (*route, error) {
+	r := &route{cfg: rc, prefix: rc.PathPrefix, weighted: rc.Policy == "weighted"}
+	nc.series = append(nc.series, func() { r.m = g.m.forRoute(rc.Name) })
 	for _, x := range rc.Clusters {
-		r.clusters = append(r.clusters, t.clusters[x.Name])
+		r.clusters = append(r.clusters, nc.t.clusters[x.Name])
 		r.weights = append(r.weights, x.Weight)
 	}
 	pr := prev.routeNamed(rc.Name)
