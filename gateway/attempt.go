@@ -20,17 +20,18 @@ import (
 // Its steps, each a function below, in this order:
 //
 //  1. admit: the cluster's breaker lets the attempt through, or refuses it;
-//  2. pick: a backend of c (least outstanding of two, last avoided);
+//  2. pickFor: a backend of c (least outstanding of two, last avoided);
 //  3. target: the request for this backend (a clone after the first
 //     attempt, the buffered body replayed);
-//  4. send: through one of three transport modes (an upgrade; the own
+//  4. begin, send: the attempt counted outstanding on the backend, then
+//     sent through one of three transport modes (an upgrade; the own
 //     HTTP/1.1 client with the attempt's deadline on its connection;
 //     http.Transport under a timer), with a write watch when the request
 //     is not idempotent;
 //  5. classify: the outcome, with the route's latency and the backend's
 //     liveness observed;
-//  6. judge: the backend's outlier detector and the breaker see the
-//     outcome;
+//  6. judge: the backend's counters and outlier detector see the outcome
+//     (and then the breaker, through admit's done);
 //  7. release: the backend's outstanding count drops now (no response, an
 //     upgrade) or when the relayed body is closed.
 func (d *dispatcher) try(req *http.Request, st *input, n int, last *backend, c *cluster, now time.Time, tryFor time.Duration, upgrade bool, rnd *rand.Rand) (*http.Response, outcome.Outcome, *backend) {
