@@ -56,7 +56,7 @@ clusters:
 	if err := g.Drain("c", "", true); err != nil {
 		t.Fatal(err)
 	}
-	before := g.State()
+	before := liveState(g)
 	if before.Clusters[2].Backends[0].EjectedUntil.IsZero() {
 		t.Fatalf("c's failing backend not ejected: %+v", before.Clusters[2])
 	}
@@ -88,7 +88,7 @@ clusters:
 		if resp, _ := get(t, cl, base+"/"); resp.StatusCode != http.StatusTooManyRequests {
 			t.Errorf("fault at %q: the route's request got %d, want the old limit's 429", step, resp.StatusCode)
 		}
-		if got := g.State(); !reflect.DeepEqual(got, before) {
+		if got := liveState(g); !reflect.DeepEqual(got, before) {
 			t.Errorf("fault at %q: state changed:\n got %+v\nwant %+v", step, got, before)
 		}
 		if n := seriesOf(t, g, "fresh", "n"); n != 0 {
@@ -101,7 +101,7 @@ clusters:
 	if err := g.Apply(old); err != nil {
 		t.Fatal(err)
 	}
-	if got := g.State(); !reflect.DeepEqual(got, before) {
+	if got := liveState(g); !reflect.DeepEqual(got, before) {
 		t.Errorf("after re-applying the old config:\n got %+v\nwant %+v", got, before)
 	}
 	if err := g.Apply(next); err != nil {
@@ -113,6 +113,19 @@ clusters:
 	if seriesOf(t, g, "fresh", "n") == 0 {
 		t.Error("no series of route fresh and cluster n after the good Apply: the check above sees nothing")
 	}
+}
+
+// liveState is g.State() without the outstanding counts: an attempt's
+// count drops when the gateway closes the upstream body, which may come
+// after the client has read the whole answer.
+func liveState(g *Gateway) State {
+	s := g.State()
+	for i := range s.Clusters {
+		for j := range s.Clusters[i].Backends {
+			s.Clusters[i].Backends[j].Outstanding = 0
+		}
+	}
+	return s
 }
 
 // seriesOf counts the gateway's metric series labelled route=route or
