@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/veerhq/veer/config"
+	"github.com/veerhq/veer/gateway/internal/h1"
 	"github.com/veerhq/veer/obs"
 )
 
@@ -51,7 +52,7 @@ func BenchmarkServe(b *testing.B) {
 	gs := gw("retry: {disabled: true}\n")
 	defer gs.Close()
 	sc := gs.snap.Load().clusters["c"]
-	sc.transport = sc.transport.(*h1Client).fallback
+	sc.transport = sc.transport.(*h1.Client).Fallback()
 	u, _ := url.Parse("http://" + addr)
 	rp := httputil.NewSingleHostReverseProxy(u)
 	rp.Transport = &http.Transport{MaxIdleConnsPerHost: 64, DisableCompression: true}

@@ -48,6 +48,15 @@ const (
 	// per request.
 	DefaultRetryBudgetRatio = 0.5
 	MaxRetryBudgetRatio     = 1
+	// DefaultRetryBudgetMinPerSecond is the budget's floor: retries always
+	// allowed, whatever the ratio, per second of its window (100 per the
+	// default 10 s), so that a gateway that has seen few requests (just
+	// started, or quiet) can still move each to another cluster (retry's
+	// own default, 3 per window, cost a cluster killed right after start
+	// 19 requests in veer up). Like Envoy's min_retry_concurrency: at a
+	// rate this small a retry storm cannot hurt an upstream, and
+	// max_attempts still bounds each request.
+	DefaultRetryBudgetMinPerSecond = 10
 	// DefaultShedInitialLimit is where a route's adaptive shedding limit
 	// starts: a proxy waits on the network and does not burn CPU, so it
 	// starts high and the limiter lowers it when latency says so (shed's
@@ -296,7 +305,8 @@ type Outlier struct {
 type Retry struct {
 	// Policy: max_attempts (default 3, at most 3), backoff, max_wait.
 	Policy retry.Config `yaml:"policy" json:"policy"`
-	// Budget: default 50% of requests (at most 100%), at least 3 per 10s.
+	// Budget: default 50% of requests (at most 100%), at least
+	// DefaultRetryBudgetMinPerSecond (100 per the default 10 s interval).
 	Budget retry.BudgetConfig `yaml:"budget" json:"budget"`
 	// MaxReplayBody: request bodies up to this size are buffered so that
 	// they can be resent; larger ones are never retried. Default 1 MiB.
@@ -358,6 +368,10 @@ func (c Config) withDefaults() Config {
 	c.DataDir = cmp.Or(c.DataDir, DefaultDataDir)
 	c.Retry.MaxReplayBody = cmp.Or(c.Retry.MaxReplayBody, DefaultMaxReplayBody)
 	c.Retry.Budget.Ratio = cmp.Or(c.Retry.Budget.Ratio, DefaultRetryBudgetRatio)
+	if c.Retry.Budget.MinRetries == 0 {
+		iv := cmp.Or(c.Retry.Budget.Interval, retry.DefaultBudgetInterval)
+		c.Retry.Budget.MinRetries = max(1, int(DefaultRetryBudgetMinPerSecond*iv.Seconds()))
+	}
 	if c.Shed.Limit.Static == 0 {
 		c.Shed.Limit.Initial = cmp.Or(c.Shed.Limit.Initial, DefaultShedInitialLimit)
 	}

@@ -134,7 +134,7 @@ func FuzzConfig(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		tb.match("x", "/")
+		tb.t.match("x", "/")
 	})
 }
 
@@ -158,7 +158,7 @@ func FuzzMatch(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Fuzz(func(t *testing.T, host, path string) {
-		r := tb.match(host, path)
+		r := tb.t.match(host, path)
 		if r == nil {
 			return
 		}

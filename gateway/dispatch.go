@@ -1,14 +1,11 @@
 package gateway
 
 import (
-	"bytes"
 	"context"
 	"errors"
-	"io"
 	"math/rand/v2"
 	"net/http"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/veerhq/veer/outcome"
@@ -202,145 +199,6 @@ func relay(resp *http.Response, o outcome.Outcome) (*http.Response, error) {
 		return resp, nil
 	}
 	return nil, &dispatchError{o}
-}
-
-// try makes attempt number n (from 0) on cluster c, avoiding the backend
-// last when c has another; it returns the backend it picked (nil if none).
-func (d *dispatcher) try(req *http.Request, st *input, n int, last *backend, c *cluster, now time.Time, tryFor time.Duration, upgrade bool, rnd *rand.Rand) (*http.Response, outcome.Outcome, *backend) {
-	var done func(outcome.Outcome)
-	if c.breaker != nil {
-		var err error
-		done, err = c.breaker.Allow()
-		if err != nil {
-			d.g.m.rejected.WithLabelValues("breaker").Inc()
-			return nil, outcome.Outcome{Kind: outcome.Overloaded, RetryAfter: c.breaker.RetryAfter(), Err: err}, nil
-		}
-	}
-	b, panicked := c.pick(now.UnixNano(), rnd, last)
-	if panicked {
-		c.m.panics.Inc()
-	}
-	if b == nil {
-		o := outcome.Outcome{Kind: outcome.Overloaded, Err: errNoBackend}
-		if done != nil {
-			done(outcome.Of(outcome.Success)) // not the cluster's fault
-		}
-		return nil, o, nil
-	}
-	out := req
-	if n > 0 {
-		out = req.Clone(req.Context())
-	}
-	out.URL.Scheme = c.scheme()
-	out.URL.Host = b.addr
-	if st.body != nil {
-		out.Body = io.NopCloser(bytes.NewReader(st.body))
-		out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(st.body)), nil }
-		out.ContentLength = st.bodyLength()
-	}
-	if b.outstanding.Add(1) == 1 {
-		b.busySince.Store(now.UnixNano())
-	}
-	var resp *http.Response
-	var err error
-	var timedOut atomic.Bool
-	cancel := context.CancelFunc(func() {})
-	h1, _ := c.transport.(*h1Client)
-	own := h1 != nil && !upgrade && h1.handles(out)
-	var w *writeWatch
-	if !st.idempotent && !own { // the own client reports errUnwritten itself
-		w = watchWrites(out)
-		out = w.req
-	}
-	switch {
-	case upgrade:
-		resp, err = c.transport.RoundTrip(out)
-	case own:
-		// the attempt's timeout is the connection's deadline: no timer,
-		// no derived context
-		resp, err = h1.roundTripUntil(out, now.Add(tryFor))
-		if errors.Is(err, errTryTimeout) {
-			timedOut.Store(true)
-		}
-	default:
-		ctx, cancelCtx := context.WithCancel(out.Context())
-		t := time.AfterFunc(tryFor, func() { timedOut.Store(true); cancelCtx() })
-		resp, err = c.transport.RoundTrip(out.WithContext(ctx))
-		t.Stop()
-		cancel = cancelCtx
-	}
-	end := time.Now()
-	switch {
-	case resp != nil:
-		st.route.lat.Observe(end, end.Sub(now))
-		b.lastDone.Store(end.UnixNano())
-	case timedOut.Load():
-		st.route.lat.ObserveTimeout(end)
-	case req.Context().Err() == nil:
-		b.lastDone.Store(end.UnixNano()) // a prompt error: not frozen
-	}
-	o := outcome.ClassifyAt(resp, err, end)
-	switch {
-	case err != nil && timedOut.Load():
-		o = outcome.Outcome{Kind: outcome.ResponseTimeout, Err: err}
-	case err != nil && req.Context().Err() != nil:
-		o = outcome.Outcome{Kind: outcome.ClientCanceled, Err: err}
-	}
-	if err != nil && (errors.Is(err, errUnwritten) || w.unwritten()) {
-		o.Unwritten = true
-	}
-	b.attempts[o.Kind].Inc()
-	if ej := b.observe(end, o, &c.cfg.Outlier, func() bool { return c.mayEject(end.UnixNano()) }); ej > 0 {
-		d.g.m.ejections.WithLabelValues(c.cfg.Name, b.addr).Inc()
-		d.g.log.Warn("backend ejected", "cluster", c.cfg.Name, "backend", b.addr, "for", ej, "outcome", o.Kind.String())
-	}
-	if done != nil {
-		done(o)
-	}
-	if resp == nil || upgrade || resp.StatusCode == http.StatusSwitchingProtocols {
-		b.outstanding.Add(-1)
-		if resp == nil {
-			cancel()
-		}
-		return resp, o, b
-	}
-	resp.Body = &releaseBody{ReadCloser: resp.Body, b: b, cancel: cancel}
-	return resp, o, b
-}
-
-func (c *cluster) scheme() string {
-	if c.cfg.Protocol == "h2" {
-		return "https"
-	}
-	return "http"
-}
-
-// releaseBody ends its attempt once, when the body is closed: the
-// backend's outstanding count drops and the attempt's context is
-// cancelled.
-type releaseBody struct {
-	io.ReadCloser
-	once   sync.Once
-	b      *backend
-	cancel context.CancelFunc
-}
-
-func (r *releaseBody) Close() error {
-	err := r.ReadCloser.Close()
-	r.once.Do(r.release)
-	return err
-}
-
-func (r *releaseBody) release() {
-	r.b.outstanding.Add(-1)
-	r.cancel()
-}
-
-// discard drains a little of a response that will not be relayed, so that
-// its connection can be reused, and closes it.
-func discard(resp *http.Response) {
-	_, _ = io.CopyN(io.Discard, resp.Body, 64<<10)
-	_ = resp.Body.Close()
 }
 
 // pickCluster returns the index of the cluster for the next attempt,

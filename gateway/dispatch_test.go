@@ -174,3 +174,40 @@ clusters:
 		t.Fatalf("all drained: %d, want 503", resp.StatusCode)
 	}
 }
+
+// A fresh gateway whose route's first cluster refuses every connection
+// (and is never ejected, so that every request needs its retry) serves its
+// first 80 requests from the second cluster: the default budget keeps a
+// floor of DefaultRetryBudgetMinPerSecond × the window (100 per 10 s) where
+// retry's own floor, 3, failed all but the first handful (the ratio alone
+// allows half of them). A min_retries in the file still rules.
+func TestRetryBudgetFloorOnAFreshGateway(t *testing.T) {
+	b, _ := echoUpstream(t, "b")
+	dead := deadAddr(t)
+	for _, tc := range []struct {
+		budget string
+		wantOK int
+	}{
+		{"{}", 80},
+		// retries allowed: max(3, 0.5 × requests) ~ half of them
+		{"{min_retries: 3}", 40},
+	} {
+		_, base := startGateway(t, fill(`
+routes: [{name: r, clusters: [{name: dead}, {name: b}]}]
+clusters:
+  - {name: dead, backends: [{address: DEAD}], outlier: {consecutive_errors: 1000, min_requests: 1000}}
+  - {name: b, backends: [{address: B}]}
+retry: {budget: BGT}
+`, "BGT", tc.budget, "DEAD", dead, "B", b))
+		cl := &http.Client{}
+		ok := 0
+		for range 80 {
+			if resp, _ := get(t, cl, base+"/"); resp.StatusCode == 200 {
+				ok++
+			}
+		}
+		if ok < tc.wantOK-1 || ok > tc.wantOK+1 {
+			t.Errorf("budget %s: %d of 80 requests served, want %d", tc.budget, ok, tc.wantOK)
+		}
+	}
+}

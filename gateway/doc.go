@@ -40,6 +40,13 @@
 // run it later through this same dispatch. /v1/invocations/ on every host
 // is the status API, /admin/async/ on the admin listener its operations.
 //
+// The HTTP/1 wire engine (framing and smuggling refusal, TLS termination,
+// parking idle keep-alive connections, the own HTTP/1.1 upstream client,
+// write counting) lives in gateway/internal/h1, which knows no gateway
+// type; this package keeps routes, guards and dispatch. One attempt's
+// steps (breaker, pick, target, send, classify, judge, release) are
+// dispatcher.try in attempt.go.
+//
 // HTTP/3 lives in gateway/gatewayh3 and Redis-shared limits in
 // gateway/gatewayredis, so that this package links neither QUIC nor a
 // Redis client; cmd/veer wires both.

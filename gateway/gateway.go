@@ -97,6 +97,8 @@ type Gateway struct {
 
 	async       *async.Service // nil when off
 	asyncTenant keySource
+
+	fault func(step string) error // tests only: see applyFault
 }
 
 func (g *Gateway) rng() *rand.Rand {
@@ -153,10 +155,11 @@ func New(cfg Config, opts Options) (*Gateway, error) {
 	g.body = limit.NewBodyGuard(g.reg)
 	g.refusalLog.max = MaxRefusalLogsPerSecond
 	g.handler = http.HandlerFunc(g.serveHTTP)
-	t, err := g.compile(&c)
+	nc, err := g.compile(&c)
 	if err != nil {
 		return nil, err
 	}
+	t := nc.commit(g)
 	g.snap.Store(t)
 	if err := g.startAsync(&c); err != nil {
 		return nil, err
@@ -200,7 +203,13 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) { g.handler.
 // at run time (listeners, admin, data dir, shared-limit Redis, shed on/off,
 // access log path) are rejected when they differ. Usable from a file
 // watcher or SIGHUP. While FollowStore has store documents in force, they
-// replace cfg's shed table and limits (see FollowStore).
+// replace cfg's shed table and limits (see FollowStore). A rejected Apply
+// changes nothing: the config is built into new values (clusters,
+// backends, breakers, caches) that are swapped in only once every step that
+// can refuse has passed, so the live state of a cluster the rejected config
+// dropped (its ejections, health, drains, breaker) is still there. The shed
+// section's wiring fields (Clock, Logger, Registerer, Endpoint) are New's:
+// Apply ignores them, so the config New took can be applied again.
 func (g *Gateway) Apply(cfg Config) (err error) {
 	defer func() {
 		res := "ok"
@@ -257,20 +266,32 @@ func (g *Gateway) swapLocked(cfg Config) error {
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
-	t, err := g.compile(&c)
+	// every step that can fail comes before the first change
+	nc, err := g.compile(&c)
 	if err != nil {
 		return err
 	}
 	if g.limiter != nil {
-		if err := g.limiter.Apply(c.Limits.Config); err != nil {
+		if err := c.Limits.Config.Validate(); err != nil {
 			return config.In("limits", err)
 		}
 	}
+	if err := g.applyFault("shed"); err != nil {
+		return err
+	}
+	// the shed table is the last step that can refuse (Shedder.Apply
+	// changes nothing when it does); the limits were validated above
 	if g.shedder != nil {
-		if err := g.shedder.Apply(c.Shed.Config); err != nil {
+		if err := g.shedder.Apply(shedTable(c.Shed.Config)); err != nil {
 			return config.In("shed", err)
 		}
 	}
+	if g.limiter != nil {
+		if err := g.limiter.Apply(c.Limits.Config); err != nil {
+			return config.In("limits", err) // unreachable: validated above
+		}
+	}
+	t := nc.commit(g)
 	prev := g.snap.Swap(t)
 	g.health.stop()
 	g.health = startHealth(g, t)
@@ -285,111 +306,172 @@ func (g *Gateway) swapLocked(cfg Config) error {
 	return nil
 }
 
-// compile builds a snapshot from a defaulted, valid config, reusing the
-// live state of backends, clusters and breakers that stay.
-func (g *Gateway) compile(c *Config) (*table, error) {
+// compiled is a config built into new values: the snapshot and the live
+// state that goes with it (kept from the state in force for the backends,
+// clusters and breakers that stay, new for the rest). Building one changes
+// nothing; commit swaps its maps in.
+type compiled struct {
+	t        *table
+	backends map[string]*backend
+	cstates  map[string]*clusterState
+	breakers map[string]*breakerEntry
+	// series resolve the new routes', clusters' and backends' metric
+	// series at commit: a rejected config adds none to /metrics
+	series []func()
+}
+
+// commit makes nc's live state the gateway's (g.mu held, or New) and
+// returns the snapshot to publish.
+func (nc *compiled) commit(g *Gateway) *table {
+	for _, f := range nc.series {
+		f()
+	}
+	g.backends, g.cstates, g.breakers = nc.backends, nc.cstates, nc.breakers
+	return nc.t
+}
+
+// compile builds a defaulted, valid config into new values, reusing the
+// live state of the backends, clusters, breakers, route latencies and
+// caches that stay. It reads the gateway's state and changes none of it,
+// so that a step that fails leaves the config in force untouched.
+func (g *Gateway) compile(c *Config) (*compiled, error) {
 	now := time.Now()
 	t := &table{cfg: c, clusters: map[string]*cluster{}, keys: parseKeys(c.Limits.Keys)}
+	nc := &compiled{t: t, backends: map[string]*backend{}, cstates: map[string]*clusterState{}, breakers: map[string]*breakerEntry{}}
 	for _, n := range c.TrustedNetworks {
 		t.trusted = append(t.trusted, netip.MustParsePrefix(n))
 	}
-	var prev *table
-	if p := g.snap.Load(); p != nil {
-		prev = p
+	prev := g.snap.Load() // nil in New
+	var err error
+	if t.retrier, err = g.compileRetrier(prev, c); err != nil {
+		return nil, err
 	}
-	// the retrier (and its budget) stays while the retry config does
-	if prev != nil && reflect.DeepEqual(prev.cfg.Retry, c.Retry) {
-		t.retrier = prev.retrier
-	} else {
-		budget, err := retry.NewBudget(c.Retry.Budget)
-		if err != nil {
-			return nil, config.In("retry.budget", err)
-		}
-		if t.retrier, err = retry.New(c.Retry.Policy, retry.Options{Name: "gateway", Budget: budget, Registerer: g.reg}); err != nil {
-			return nil, config.In("retry.policy", err)
-		}
+	if err := g.applyFault("retry"); err != nil {
+		return nil, err
 	}
-	seenB := map[string]bool{}
-	seenC := map[string]bool{}
 	for _, cc := range c.Clusters {
-		cl := &cluster{cfg: cc, m: &clusterMetrics{panics: g.m.panics.WithLabelValues(cc.Name), stalled: g.m.stalled.WithLabelValues(cc.Name), breaker: g.m.breakerSt.WithLabelValues(cc.Name)}}
-		if pc := prev.clusterNamed(cc.Name); pc != nil && transportEqual(pc.cfg, cc) {
-			cl.transport = pc.transport
-		} else {
-			cl.transport = newTransport(cc, g.opts.DialContext)
-		}
-		st := g.cstates[cc.Name]
-		if st == nil {
-			st = &clusterState{}
-			st.upSince.Store(now.Add(-cc.ReturnRamp).UnixNano())
-			g.cstates[cc.Name] = st
-		}
-		cl.state = st
-		seenC[cc.Name] = true
-		sum := 0
-		for _, bc := range cc.Backends {
-			key := cc.Name + "/" + bc.Address
-			b := g.backends[key]
-			if b == nil {
-				b = newBackend(cc.Name, bc.Address, now.Add(-cc.SlowStart))
-				b.attempts = g.m.attemptCounters(cc.Name, bc.Address)
-				g.backends[key] = b
-			}
-			seenB[key] = true
-			cl.backends = append(cl.backends, b)
-			sum += bc.Weight
-			cl.cum = append(cl.cum, sum)
-		}
-		if c.Breaker.Enabled {
-			e := g.breakers[cc.Name]
-			if e == nil || !reflect.DeepEqual(e.cfg, c.Breaker.Config) {
-				b, err := breaker.New(c.Breaker.Config, breaker.Options{Name: "gateway_" + cc.Name, Registerer: g.reg, Logger: g.log})
-				if err != nil {
-					return nil, config.In("breaker", err)
-				}
-				e = &breakerEntry{cfg: c.Breaker.Config, b: b}
-				g.breakers[cc.Name] = e
-			}
-			cl.breaker = e.b
+		cl, err := g.compileCluster(nc, prev, c, cc, now)
+		if err != nil {
+			return nil, err
 		}
 		t.clusters[cc.Name] = cl
-	}
-	for k := range g.backends {
-		if !seenB[k] {
-			delete(g.backends, k)
-		}
-	}
-	for k := range g.cstates {
-		if !seenC[k] {
-			delete(g.cstates, k)
-			delete(g.breakers, k)
+		if err := g.applyFault("cluster " + cc.Name); err != nil {
+			return nil, err
 		}
 	}
 	routes := make([]*route, 0, len(c.Routes))
 	for _, rc := range c.Routes {
-		r := &route{cfg: rc, prefix: rc.PathPrefix, weighted: rc.Policy == "weighted", m: g.m.forRoute(rc.Name)}
-		for _, x := range rc.Clusters {
-			r.clusters = append(r.clusters, t.clusters[x.Name])
-			r.weights = append(r.weights, x.Weight)
+		r, err := g.compileRoute(nc, prev, rc)
+		if err != nil {
+			return nil, err
 		}
-		r.lat = newLatencyTracker()
-		if pr := prev.routeNamed(rc.Name); pr != nil {
-			r.lat = pr.lat
-		}
-		if rc.StaleOnError != nil {
-			if pr := prev.routeNamed(rc.Name); pr != nil && pr.cache != nil && reflect.DeepEqual(*pr.cfg.StaleOnError, *rc.StaleOnError) {
-				r.cache = pr.cache
-			} else {
-				var err error
-				if r.cache, err = newAnswerCache(g, *rc.StaleOnError, rc.Name); err != nil {
-					return nil, config.In("routes."+rc.Name+".stale_on_error", err)
-				}
-			}
+		if err := g.applyFault("route " + rc.Name); err != nil {
+			return nil, err
 		}
 		routes = append(routes, r)
 	}
 	t.buildRoutes(routes)
-	return t, nil
+	return nc, nil
+}
+
+// compileRetrier keeps the retrier (and its budget) while the retry config
+// stays, else builds a new one.
+func (g *Gateway) compileRetrier(prev *table, c *Config) (*retry.Retrier, error) {
+	if prev != nil && reflect.DeepEqual(prev.cfg.Retry, c.Retry) {
+		return prev.retrier, nil
+	}
+	budget, err := retry.NewBudget(c.Retry.Budget)
+	if err != nil {
+		return nil, config.In("retry.budget", err)
+	}
+	r, err := retry.New(c.Retry.Policy, retry.Options{Name: "gateway", Budget: budget, Registerer: g.reg})
+	if err != nil {
+		return nil, config.In("retry.policy", err)
+	}
+	return r, nil
+}
+
+// compileCluster builds one cluster into nc: its transport (kept while the
+// transport fields stay), its state, backends and breaker (kept by name and
+// address from the gateway's live state).
+func (g *Gateway) compileCluster(nc *compiled, prev *table, c *Config, cc Cluster, now time.Time) (*cluster, error) {
+	cl := &cluster{cfg: cc, m: &clusterMetrics{}}
+	nc.series = append(nc.series, func() {
+		*cl.m = clusterMetrics{panics: g.m.panics.WithLabelValues(cc.Name), stalled: g.m.stalled.WithLabelValues(cc.Name), breaker: g.m.breakerSt.WithLabelValues(cc.Name)}
+	})
+	if pc := prev.clusterNamed(cc.Name); pc != nil && transportEqual(pc.cfg, cc) {
+		cl.transport = pc.transport
+	} else {
+		cl.transport = newTransport(cc, g.opts.DialContext)
+	}
+	st := g.cstates[cc.Name]
+	if st == nil {
+		st = &clusterState{}
+		st.upSince.Store(now.Add(-cc.ReturnRamp).UnixNano())
+	}
+	nc.cstates[cc.Name] = st
+	cl.state = st
+	sum := 0
+	for _, bc := range cc.Backends {
+		key := cc.Name + "/" + bc.Address
+		b := g.backends[key]
+		if b == nil {
+			b = newBackend(cc.Name, bc.Address, now.Add(-cc.SlowStart))
+			nb, addr := b, bc.Address
+			nc.series = append(nc.series, func() { nb.attempts = g.m.attemptCounters(cc.Name, addr) })
+		}
+		nc.backends[key] = b
+		cl.backends = append(cl.backends, b)
+		sum += bc.Weight
+		cl.cum = append(cl.cum, sum)
+	}
+	if c.Breaker.Enabled {
+		e := g.breakers[cc.Name]
+		if e == nil || !reflect.DeepEqual(e.cfg, c.Breaker.Config) {
+			b, err := breaker.New(c.Breaker.Config, breaker.Options{Name: "gateway_" + cc.Name, Registerer: g.reg, Logger: g.log})
+			if err != nil {
+				return nil, config.In("breaker", err)
+			}
+			e = &breakerEntry{cfg: c.Breaker.Config, b: b}
+		}
+		nc.breakers[cc.Name] = e
+		cl.breaker = e.b
+	}
+	return cl, nil
+}
+
+// compileRoute builds one route over nc's clusters, keeping its latency
+// tracker by name and its stale-on-error cache while that config stays.
+func (g *Gateway) compileRoute(nc *compiled, prev *table, rc Route) (*route, error) {
+	r := &route{cfg: rc, prefix: rc.PathPrefix, weighted: rc.Policy == "weighted"}
+	nc.series = append(nc.series, func() { r.m = g.m.forRoute(rc.Name) })
+	for _, x := range rc.Clusters {
+		r.clusters = append(r.clusters, nc.t.clusters[x.Name])
+		r.weights = append(r.weights, x.Weight)
+	}
+	pr := prev.routeNamed(rc.Name)
+	r.lat = newLatencyTracker()
+	if pr != nil {
+		r.lat = pr.lat
+	}
+	if rc.StaleOnError != nil {
+		if pr != nil && pr.cache != nil && reflect.DeepEqual(*pr.cfg.StaleOnError, *rc.StaleOnError) {
+			r.cache = pr.cache
+		} else {
+			var err error
+			if r.cache, err = newAnswerCache(g, *rc.StaleOnError, rc.Name); err != nil {
+				return nil, config.In("routes."+rc.Name+".stale_on_error", err)
+			}
+		}
+	}
+	return r, nil
+}
+
+// shedTable is the part of a shed.Config that Apply changes: its wiring
+// fields (Clock, Logger, Registerer, Endpoint) are New's and stay.
+func shedTable(c shed.Config) shed.Config {
+	c.Clock, c.Logger, c.Registerer, c.Endpoint = nil, nil, nil, nil
+	return c
 }
 
 func (t *table) clusterNamed(name string) *cluster {
@@ -414,4 +496,13 @@ func (t *table) routeNamed(name string) *route {
 func transportEqual(a, b Cluster) bool {
 	return a.Protocol == b.Protocol && a.InsecureSkipVerify == b.InsecureSkipVerify &&
 		a.MaxIdlePerBackend == b.MaxIdlePerBackend && a.MaxConnsPerBackend == b.MaxConnsPerBackend
+}
+
+// applyFault fails a config's compile or swap at a named step when a test
+// set g.fault (a seam: nil outside tests, so every step passes).
+func (g *Gateway) applyFault(step string) error {
+	if g.fault == nil {
+		return nil
+	}
+	return g.fault(step)
 }

@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/veerhq/veer/gateway/internal/h1"
 )
 
 // HTTP3Server is a running HTTP/3 listener.
@@ -31,7 +33,7 @@ type servers struct {
 	plain   *http.Server
 	admin   *http.Server
 	h3      HTTP3Server
-	lns     []*connListener // TLS, plain
+	lns     []*h1.Listener // TLS, plain
 	addrs   Addrs
 	errc    chan error
 	started bool
@@ -67,7 +69,7 @@ func (g *Gateway) Start() error {
 	mk := func(h http.Handler) *http.Server {
 		return &http.Server{Handler: h, ReadHeaderTimeout: l.ReadHeaderTimeout, ReadTimeout: l.ReadTimeout,
 			WriteTimeout: l.WriteTimeout, IdleTimeout: l.IdleTimeout, MaxHeaderBytes: l.MaxHeaderBytes,
-			ErrorLog: newServerLog(g.log), ConnState: connState}
+			ErrorLog: newServerLog(g.log), ConnState: h1.ConnState}
 	}
 	serve := func(srv *http.Server, ln net.Listener) {
 		go func() {
@@ -115,8 +117,8 @@ func (g *Gateway) Start() error {
 		srv := mk(h)
 		srv.TLSConfig = tlsConf
 		s.https = srv
-		cl := newConnListener(ln, tlsConf, handshakeTimeout(l.ReadHeaderTimeout, l.ReadTimeout, l.WriteTimeout), maxHeader, g.refusedFraming, g.log)
-		cl.headerTimeout = cmp.Or(l.ReadHeaderTimeout, l.ReadTimeout)
+		cl := h1.NewListener(ln, tlsConf, h1.HandshakeTimeout(l.ReadHeaderTimeout, l.ReadTimeout, l.WriteTimeout), maxHeader, g.refusedFraming, g.log)
+		cl.HeaderTimeout = cmp.Or(l.ReadHeaderTimeout, l.ReadTimeout)
 		s.lns = append(s.lns, cl)
 		serve(srv, cl)
 	}
@@ -133,8 +135,8 @@ func (g *Gateway) Start() error {
 		p.SetUnencryptedHTTP2(true)
 		srv.Protocols = p
 		s.plain = srv
-		cl := newConnListener(ln, nil, 0, maxHeader, g.refusedFraming, g.log)
-		cl.headerTimeout = cmp.Or(l.ReadHeaderTimeout, l.ReadTimeout)
+		cl := h1.NewListener(ln, nil, 0, maxHeader, g.refusedFraming, g.log)
+		cl.HeaderTimeout = cmp.Or(l.ReadHeaderTimeout, l.ReadTimeout)
 		s.lns = append(s.lns, cl)
 		serve(srv, cl)
 	}

@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/veerhq/veer/gateway/internal/h1"
 )
 
 // startNginx runs nginx (scripts/test-deps.sh installs it) on a random
@@ -117,7 +119,7 @@ func TestH1ClientAgainstNginx(t *testing.T) {
 routes: [{name: r, clusters: [{name: c}]}]
 clusters: [{name: c, backends: [{address: NG}]}]
 `, "NG", ng))
-	if _, ok := g.snap.Load().clusters["c"].transport.(*h1Client); !ok {
+	if _, ok := g.snap.Load().clusters["c"].transport.(*h1.Client); !ok {
 		t.Fatal("the cluster does not use the gateway's HTTP/1.1 client")
 	}
 	tr := &http.Transport{DisableCompression: true}

@@ -16,10 +16,7 @@ import (
 // connection on the returned channel.
 func parkSignal(g *Gateway, i int) <-chan struct{} {
 	ch := make(chan struct{}, 16)
-	l := g.srv.lns[i]
-	l.mu.Lock()
-	l.onPark = func() { ch <- struct{}{} }
-	l.mu.Unlock()
+	g.srv.lns[i].SetOnPark(func() { ch <- struct{}{} })
 	return ch
 }
 

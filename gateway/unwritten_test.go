@@ -1,7 +1,10 @@
 package gateway
 
 import (
+	"context"
+	"errors"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -41,4 +44,52 @@ retry: {policy: {initial: 1ms}, budget: {min_retries: 100}}
 			t.Errorf("%s: %d %q (b hit %d times), want 200 from b once", path, resp.StatusCode, body, bHits.Load()-before)
 		}
 	}
+}
+
+// resetBeforeRead starts a real backend that accepts each connection and
+// resets it (SO_LINGER 0) without reading. Its dial function connects and
+// returns the connection once the backend has reset it, so that the
+// request is written to a connection already gone: a reset sent at once
+// and a request written right after connect otherwise race (the reset may
+// even fail the connect).
+func resetBeforeRead(t *testing.T) (string, func(ctx context.Context, network, addr string) (net.Conn, error)) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resetNow := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			select {
+			case <-resetNow:
+			case <-done:
+			}
+			_ = c.(*net.TCPConn).SetLinger(0)
+			c.Close()
+		}
+	}()
+	t.Cleanup(func() { ln.Close(); <-done })
+	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		if addr == ln.Addr().String() {
+			resetNow <- struct{}{}
+			var b [1]byte
+			if n, _ := c.Read(b[:]); n > 0 { // returns with the reset
+				c.Close()
+				return nil, errors.New("backend sent data")
+			}
+		}
+		return c, nil
+	}
+	return ln.Addr().String(), dial
 }

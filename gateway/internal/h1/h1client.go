@@ -1,4 +1,4 @@
-package gateway
+package h1
 
 import (
 	"bufio"
@@ -44,7 +44,7 @@ import (
 // rewound), as http.Transport does: an idle connection the backend closed
 // is not the backend's failure. An error after which no byte of the request
 // reached the connection wraps errUnwritten.
-type h1Client struct {
+type Client struct {
 	fallback    *http.Transport
 	dial        func(ctx context.Context, network, addr string) (net.Conn, error)
 	maxIdle     int
@@ -71,7 +71,7 @@ type h1Conn struct {
 	c        *countingConn
 	br       *bufio.Reader
 	bw       *bufio.Writer
-	t        *h1Client
+	t        *Client
 	pool     *h1Pool
 	idleAt   time.Time
 	reused   bool
@@ -81,18 +81,18 @@ type h1Conn struct {
 
 // errUnwritten marks an attempt that failed before any byte of the request
 // was written to the connection: retrying it is safe for any method.
-var errUnwritten = errors.New("gateway: request not written upstream")
+var ErrUnwritten = errors.New("gateway: request not written upstream")
 
 type unwrittenError struct{ err error }
 
 func (e *unwrittenError) Error() string   { return e.err.Error() }
-func (e *unwrittenError) Unwrap() []error { return []error{e.err, errUnwritten} }
+func (e *unwrittenError) Unwrap() []error { return []error{e.err, ErrUnwritten} }
 
 // errBodyClosed is returned by a response body read after Close.
-var errBodyClosed = errors.New("gateway: read on closed response body")
+var ErrBodyClosed = errors.New("gateway: read on closed response body")
 
-func newH1Client(fallback *http.Transport, dial func(ctx context.Context, network, addr string) (net.Conn, error), maxIdle int) *h1Client {
-	return &h1Client{fallback: fallback, dial: dial, maxIdle: maxIdle, idleTimeout: fallback.IdleConnTimeout}
+func NewClient(fallback *http.Transport, dial func(ctx context.Context, network, addr string) (net.Conn, error), maxIdle int) *Client {
+	return &Client{fallback: fallback, dial: dial, maxIdle: maxIdle, idleTimeout: fallback.IdleConnTimeout}
 }
 
 // maxOwnBody is the largest request body the client sends itself. It
@@ -104,7 +104,7 @@ func newH1Client(fallback *http.Transport, dial func(ctx context.Context, networ
 const maxOwnBody = 16 << 10
 
 // handles reports whether the client takes req itself.
-func (t *h1Client) handles(req *http.Request) bool {
+func (t *Client) Handles(req *http.Request) bool {
 	if req.Body != nil && req.Body != http.NoBody && (req.ContentLength <= 0 || req.ContentLength > maxOwnBody) {
 		return false
 	}
@@ -112,17 +112,21 @@ func (t *h1Client) handles(req *http.Request) bool {
 		req.Header.Get("Upgrade") == "" && req.Header.Get("Expect") == ""
 }
 
+// Fallback is the http.Transport the client hands what it does not
+// handle to.
+func (t *Client) Fallback() *http.Transport { return t.fallback }
+
 // RoundTrip implements http.RoundTripper.
-func (t *h1Client) RoundTrip(req *http.Request) (*http.Response, error) {
-	if !t.handles(req) {
+func (t *Client) RoundTrip(req *http.Request) (*http.Response, error) {
+	if !t.Handles(req) {
 		return t.fallback.RoundTrip(req)
 	}
-	return t.roundTripUntil(req, time.Time{})
+	return t.RoundTripUntil(req, time.Time{})
 }
 
 // errTryTimeout: the attempt's deadline passed before the response head
 // arrived.
-var errTryTimeout = errors.New("gateway: attempt timed out")
+var ErrTryTimeout = errors.New("gateway: attempt timed out")
 
 // roundTripUntil sends req, which the client handles, and waits for the
 // response head until deadline (none when zero): the deadline is the
@@ -130,7 +134,7 @@ var errTryTimeout = errors.New("gateway: attempt timed out")
 // context. An attempt that ran out of time fails with an error that is
 // errTryTimeout. The body that follows has no deadline; cancelling req's
 // context ends it.
-func (t *h1Client) roundTripUntil(req *http.Request, deadline time.Time) (*http.Response, error) {
+func (t *Client) RoundTripUntil(req *http.Request, deadline time.Time) (*http.Response, error) {
 	pool := t.pool(req.URL.Host)
 	for try := 0; ; try++ {
 		pc, err := t.conn(req, pool, try > 0, deadline)
@@ -141,7 +145,7 @@ func (t *h1Client) roundTripUntil(req *http.Request, deadline time.Time) (*http.
 		if err == nil {
 			return resp, nil
 		}
-		if try == 0 && again && pc.reused && req.Context().Err() == nil && !errors.Is(err, errTryTimeout) && rewind(req) == nil {
+		if try == 0 && again && pc.reused && req.Context().Err() == nil && !errors.Is(err, ErrTryTimeout) && rewind(req) == nil {
 			continue // an idle connection the backend had closed: once more on a new one
 		}
 		return nil, err
@@ -164,7 +168,7 @@ func rewind(req *http.Request) error {
 	return nil
 }
 
-func (t *h1Client) pool(addr string) *h1Pool {
+func (t *Client) pool(addr string) *h1Pool {
 	if p, ok := t.pools.Load(addr); ok {
 		return p.(*h1Pool)
 	}
@@ -178,7 +182,7 @@ func (t *h1Client) pool(addr string) *h1Pool {
 // be resent, and bytes a backend sent after its last answer (which
 // http.Transport's read loop catches while the connection idles) would be
 // read as the next request's answer.
-func (t *h1Client) conn(req *http.Request, p *h1Pool, fresh bool, deadline time.Time) (*h1Conn, error) {
+func (t *Client) conn(req *http.Request, p *h1Pool, fresh bool, deadline time.Time) (*h1Conn, error) {
 	if !fresh {
 		if pc := p.get(time.Now(), t.idleTimeout); pc != nil {
 			return pc, nil
@@ -224,7 +228,7 @@ func (p *h1Pool) get(now time.Time, idleTimeout time.Duration) *h1Conn {
 
 // put returns pc to its pool, or closes it when the pool is full or the
 // client retired (closeIdle, closed).
-func (t *h1Client) put(pc *h1Conn) {
+func (t *Client) put(pc *h1Conn) {
 	p := pc.pool
 	p.mu.Lock()
 	if t.closed.Load() || t.closeIdle.Load() || len(p.idle) >= t.maxIdle {
@@ -240,7 +244,7 @@ func (t *h1Client) put(pc *h1Conn) {
 // CloseIdleConnections closes every idle connection, and those in flight
 // when they come back unless a connection is dialled meanwhile; the
 // fallback's too.
-func (t *h1Client) CloseIdleConnections() {
+func (t *Client) CloseIdleConnections() {
 	t.closeIdle.Store(true)
 	t.pools.Range(func(_, v any) bool {
 		p := v.(*h1Pool)
@@ -257,7 +261,7 @@ func (t *h1Client) CloseIdleConnections() {
 }
 
 // close stops pooling and closes the idle connections.
-func (t *h1Client) close() {
+func (t *Client) Close() {
 	t.closed.Store(true)
 	t.CloseIdleConnections()
 }
@@ -287,7 +291,7 @@ func (pc *h1Conn) roundTrip(req *http.Request, deadline time.Time) (resp *http.R
 		case ctx.Err() != nil:
 			err = errors.Join(ctx.Err(), err)
 		case !deadline.IsZero() && errors.Is(err, os.ErrDeadlineExceeded):
-			err = errors.Join(errTryTimeout, err)
+			err = errors.Join(ErrTryTimeout, err)
 		}
 		return nil, again, err
 	}
@@ -302,7 +306,7 @@ func (pc *h1Conn) roundTrip(req *http.Request, deadline time.Time) (resp *http.R
 		}
 		return fail(false, err)
 	}
-	pc.c.readLeft = maxResponseHead
+	pc.c.readLeft = MaxResponseHead
 	defer func() { pc.c.readLeft = -1 }()
 	for {
 		if _, err := pc.br.Peek(1); err != nil {
@@ -379,7 +383,7 @@ type h1Body struct {
 
 func (b *h1Body) Read(p []byte) (int, error) {
 	if b.closed.Load() {
-		return 0, errBodyClosed
+		return 0, ErrBodyClosed
 	}
 	if b.released.Load() {
 		return 0, io.EOF

@@ -1,4 +1,4 @@
-package gateway
+package h1
 
 import (
 	"bytes"

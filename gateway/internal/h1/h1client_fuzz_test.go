@@ -1,4 +1,4 @@
-package gateway
+package h1
 
 import (
 	"bufio"
@@ -42,7 +42,7 @@ func FuzzH1Response(f *testing.F) {
 		f.Add([]byte(s), true)
 	}
 	f.Fuzz(func(t *testing.T, data []byte, head bool) {
-		cl := &h1Client{maxIdle: 1}
+		cl := &Client{maxIdle: 1}
 		p := cl.pool("x")
 		cc := &countingConn{Conn: byteConn{bytes.NewReader(data)}, readLeft: -1}
 		pc := &h1Conn{c: cc, br: bufio.NewReader(cc), bw: bufio.NewWriter(cc), t: cl, pool: p}

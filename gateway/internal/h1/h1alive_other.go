@@ -1,6 +1,6 @@
 //go:build !unix
 
-package gateway
+package h1
 
 // peeker is unused here.
 type peeker struct{}

@@ -1,4 +1,4 @@
-package gateway
+package h1
 
 import (
 	"bytes"
@@ -29,14 +29,14 @@ import (
 // buffers); a small goroutine waits, without a buffer, until the client
 // sends again (or net/http's idle deadline passes, or the listener
 // closes), and Accept hands the connection to net/http once more.
-type connListener struct {
+type Listener struct {
 	inner          net.Listener
 	conf           *tls.Config // nil: plain HTTP/1.1 and h2c
 	timeout        time.Duration
 	maxHeaderBytes int
 	onRefuse       func(net.Conn, string)
 	parkAfter      time.Duration // 0: never park
-	headerTimeout  time.Duration // net/http's read-header timeout, for heads held across its idle wait
+	HeaderTimeout  time.Duration // net/http's read-header timeout, for heads held across its idle wait
 	log            *slog.Logger
 
 	ready   chan net.Conn
@@ -53,8 +53,8 @@ type connListener struct {
 // after a response before it is parked.
 const parkIdleAfter = 250 * time.Millisecond
 
-func newConnListener(inner net.Listener, conf *tls.Config, timeout time.Duration, maxHeaderBytes int, onRefuse func(net.Conn, string), log *slog.Logger) *connListener {
-	l := &connListener{inner: inner, conf: conf, timeout: timeout, maxHeaderBytes: maxHeaderBytes, onRefuse: onRefuse, log: log,
+func NewListener(inner net.Listener, conf *tls.Config, timeout time.Duration, maxHeaderBytes int, onRefuse func(net.Conn, string), log *slog.Logger) *Listener {
+	l := &Listener{inner: inner, conf: conf, timeout: timeout, maxHeaderBytes: maxHeaderBytes, onRefuse: onRefuse, log: log,
 		ready: make(chan net.Conn), errc: make(chan error), done: make(chan struct{}), pending: map[net.Conn]struct{}{}}
 	if parkSupported {
 		l.parkAfter = parkIdleAfter
@@ -64,7 +64,7 @@ func newConnListener(inner net.Listener, conf *tls.Config, timeout time.Duration
 	return l
 }
 
-func (l *connListener) acceptLoop() {
+func (l *Listener) acceptLoop() {
 	defer l.wg.Done()
 	for {
 		c, err := l.inner.Accept()
@@ -92,7 +92,7 @@ func (l *connListener) acceptLoop() {
 }
 
 // track registers c to be closed by Close; false once closed.
-func (l *connListener) track(c net.Conn) bool {
+func (l *Listener) track(c net.Conn) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	select {
@@ -106,7 +106,7 @@ func (l *connListener) track(c net.Conn) bool {
 }
 
 // untrack ends what track began: c is no longer closed by Close.
-func (l *connListener) untrack(c net.Conn) {
+func (l *Listener) untrack(c net.Conn) {
 	l.forget(c)
 	l.wg.Done()
 }
@@ -115,7 +115,7 @@ func (l *connListener) untrack(c net.Conn) {
 // to hand c to net/http, which owns it from then on (its Shutdown lets a
 // request in flight on it finish). Forgetting only after the hand-off let
 // a Close in between cut a connection net/http was already serving.
-func (l *connListener) forget(c net.Conn) {
+func (l *Listener) forget(c net.Conn) {
 	l.mu.Lock()
 	delete(l.pending, c)
 	l.mu.Unlock()
@@ -123,13 +123,13 @@ func (l *connListener) forget(c net.Conn) {
 
 // handOff forgets raw, then delivers c (raw itself or its wrapper), and
 // ends the goroutine's tracking.
-func (l *connListener) handOff(raw, c net.Conn) {
+func (l *Listener) handOff(raw, c net.Conn) {
 	l.forget(raw)
 	l.deliver(c)
 	l.wg.Done()
 }
 
-func (l *connListener) frame(c, raw net.Conn, tc *tls.Conn) net.Conn {
+func (l *Listener) frame(c, raw net.Conn, tc *tls.Conn) net.Conn {
 	fc := newFramedConn(c, l.maxHeaderBytes, l.onRefuse)
 	fc.raw, fc.home = raw, l
 	fc.outer = fc
@@ -140,7 +140,7 @@ func (l *connListener) frame(c, raw net.Conn, tc *tls.Conn) net.Conn {
 }
 
 // deliver hands c to Accept, or closes it once the listener is closed.
-func (l *connListener) deliver(c net.Conn) {
+func (l *Listener) deliver(c net.Conn) {
 	select {
 	case l.ready <- c:
 	case <-l.done:
@@ -148,7 +148,7 @@ func (l *connListener) deliver(c net.Conn) {
 	}
 }
 
-func (l *connListener) handshake(raw net.Conn) {
+func (l *Listener) handshake(raw net.Conn) {
 	tc := tls.Server(raw, l.conf)
 	if l.timeout > 0 {
 		_ = raw.SetDeadline(time.Now().Add(l.timeout))
@@ -172,7 +172,7 @@ func (l *connListener) handshake(raw net.Conn) {
 }
 
 // park takes c back from net/http until the client sends again.
-func (l *connListener) park(c *framedConn) {
+func (l *Listener) park(c *framedConn) {
 	if !l.track(c.raw) {
 		_ = c.Conn.Close()
 		return
@@ -201,7 +201,7 @@ func looksLikeHTTP(hdr []byte) bool {
 	return false
 }
 
-func (l *connListener) Accept() (net.Conn, error) {
+func (l *Listener) Accept() (net.Conn, error) {
 	select {
 	case c := <-l.ready:
 		return c, nil
@@ -214,7 +214,7 @@ func (l *connListener) Accept() (net.Conn, error) {
 
 // Close stops accepting, closes the connections in a handshake or parked,
 // and waits for the listener's goroutines.
-func (l *connListener) Close() error {
+func (l *Listener) Close() error {
 	var err error
 	l.once.Do(func() {
 		l.mu.Lock()
@@ -229,11 +229,19 @@ func (l *connListener) Close() error {
 	return err
 }
 
-func (l *connListener) Addr() net.Addr { return l.inner.Addr() }
+func (l *Listener) Addr() net.Addr { return l.inner.Addr() }
+
+// SetOnPark makes the listener call f (under its lock, so f must not
+// block) each time it parks a connection; tests wait on it.
+func (l *Listener) SetOnPark(f func()) {
+	l.mu.Lock()
+	l.onPark = f
+	l.mu.Unlock()
+}
 
 // connState tells a framedConn when net/http waits for its next request
 // and when it hijacked the connection.
-func connState(c net.Conn, s http.ConnState) {
+func ConnState(c net.Conn, s http.ConnState) {
 	var fc *framedConn
 	switch t := c.(type) {
 	case *framedConn:
@@ -254,7 +262,7 @@ func connState(c net.Conn, s http.ConnState) {
 
 // handshakeTimeout is net/http's bound for a TLS handshake: the smallest
 // positive of the read-header, read and write timeouts.
-func handshakeTimeout(ds ...time.Duration) time.Duration {
+func HandshakeTimeout(ds ...time.Duration) time.Duration {
 	var t time.Duration
 	for _, d := range ds {
 		if d > 0 && (t == 0 || d < t) {

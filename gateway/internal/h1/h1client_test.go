@@ -1,4 +1,4 @@
-package gateway
+package h1
 
 import (
 	"bufio"
@@ -83,10 +83,10 @@ func newRawBackend(t *testing.T, answer func(r *http.Request) (string, bool)) *r
 
 func (b *rawBackend) addr() string { return b.ln.Addr().String() }
 
-func testH1Client(t *testing.T) *h1Client {
+func testH1Client(t *testing.T) *Client {
 	t.Helper()
-	c := newTransport(Cluster{MaxIdlePerBackend: 4}, nil).(*h1Client)
-	t.Cleanup(c.close)
+	c := newTestClient(nil, 4)
+	t.Cleanup(c.Close)
 	return c
 }
 
@@ -136,7 +136,7 @@ func TestH1ClientResponseFraming(t *testing.T) {
 			c := testH1Client(t)
 			if tc.status < 0 {
 				req, _ := http.NewRequest(tc.method, "http://"+be.addr()+"/x", nil)
-				if _, err := c.RoundTrip(req); !errors.Is(err, errHeadTooLarge) {
+				if _, err := c.RoundTrip(req); !errors.Is(err, ErrHeadTooLarge) {
 					t.Fatalf("err %v, want errHeadTooLarge", err)
 				}
 				return
@@ -181,7 +181,7 @@ func TestH1ClientRequestFraming(t *testing.T) {
 		req.Trailer.Set("X-Sum", "42")
 		pw.Close()
 	}()
-	if c.handles(req) {
+	if c.Handles(req) {
 		t.Fatal("the client takes a streamed body itself")
 	}
 	resp, err := c.RoundTrip(req)
@@ -217,7 +217,7 @@ func TestH1ClientEarlyCloseDropsConnection(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	if _, err := resp.Body.Read(buf); !errors.Is(err, errBodyClosed) {
+	if _, err := resp.Body.Read(buf); !errors.Is(err, ErrBodyClosed) {
 		t.Fatalf("read after close: %v", err)
 	}
 	if _, body := rt(t, c, "GET", "http://"+be.addr()+"/small", nil); body != "small" {
@@ -294,11 +294,11 @@ func TestH1ClientCancel(t *testing.T) {
 // errUnwritten (fresh connection: no retry inside the client).
 func TestH1ClientUnwritten(t *testing.T) {
 	addr, dial := resetBeforeRead(t)
-	c := newTransport(Cluster{MaxIdlePerBackend: 4}, dial).(*h1Client)
-	defer c.close()
+	c := newTestClient(dial, 4)
+	defer c.Close()
 	req, _ := http.NewRequest("POST", "http://"+addr+"/", strings.NewReader("x"))
 	_, err := c.RoundTrip(req)
-	if !errors.Is(err, errUnwritten) {
+	if !errors.Is(err, ErrUnwritten) {
 		t.Fatalf("err %v, want errUnwritten", err)
 	}
 }
@@ -367,7 +367,7 @@ func TestH1ClientDeadline(t *testing.T) {
 	}()
 	c := testH1Client(t)
 	req, _ := http.NewRequest("GET", "http://"+silent.Addr().String()+"/", nil)
-	if _, err := c.roundTripUntil(req, time.Now().Add(50*time.Millisecond)); !errors.Is(err, errTryTimeout) {
+	if _, err := c.RoundTripUntil(req, time.Now().Add(50*time.Millisecond)); !errors.Is(err, ErrTryTimeout) {
 		t.Fatalf("err %v, want errTryTimeout", err)
 	}
 	(<-held).Close()
@@ -377,7 +377,7 @@ func TestH1ClientDeadline(t *testing.T) {
 	be := newRawBackend(t, func(*http.Request) (string, bool) { return "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", false })
 	for range 2 {
 		req, _ := http.NewRequest("GET", "http://"+be.addr()+"/", nil)
-		resp, err := c.roundTripUntil(req, time.Now().Add(5*time.Second))
+		resp, err := c.RoundTripUntil(req, time.Now().Add(5*time.Second))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,10 +1,27 @@
-package gateway
+package h1
 
 import (
+	"context"
 	"errors"
 	"net"
 	"sync/atomic"
 )
+
+// DialFunc connects to a backend (net.Dialer.DialContext's shape).
+type DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error)
+
+// CountWrites returns dial with every connection counting the bytes
+// written to it, for an http.Transport's DialContext: WatchWrites reads
+// the count. The Client counts its own connections.
+func CountWrites(dial DialFunc) DialFunc {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		conn, err := dial(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return &countingConn{Conn: conn, readLeft: -1}, nil
+	}
+}
 
 // countingConn counts the bytes written to a connection, so that a failed
 // attempt knows whether any of its request left. For the h1 client it also
@@ -18,16 +35,16 @@ type countingConn struct {
 
 // maxResponseHead bounds the bytes read for one response head, interim
 // 1xx answers included (http.Transport's MaxResponseHeaderBytes, set to
-// the same in newTransport).
-const maxResponseHead = 1 << 20
+// the same by the gateway's transports).
+const MaxResponseHead = 1 << 20
 
 // errHeadTooLarge: a response head went over maxResponseHead.
-var errHeadTooLarge = errors.New("gateway: upstream response head too large")
+var ErrHeadTooLarge = errors.New("gateway: upstream response head too large")
 
 func (c *countingConn) Read(b []byte) (int, error) {
 	if c.readLeft >= 0 {
 		if c.readLeft == 0 {
-			return 0, errHeadTooLarge
+			return 0, ErrHeadTooLarge
 		}
 		if int64(len(b)) > c.readLeft {
 			b = b[:c.readLeft]

@@ -1,4 +1,4 @@
-package gateway
+package h1
 
 import (
 	"net/http"
@@ -10,27 +10,27 @@ import (
 // its writes (countingConn). Attached only to requests that are not
 // idempotent, the only ones for which it changes the retry decision; the
 // gateway's own HTTP/1.1 client reports errUnwritten itself.
-type writeWatch struct {
-	req    *http.Request
+type WriteWatch struct {
+	Req    *http.Request // the request with the trace attached: send this one
 	conn   *countingConn
 	before int64
 }
 
 // watchWrites returns a watch whose req is out with the trace attached.
-func watchWrites(out *http.Request) *writeWatch {
-	w := &writeWatch{}
+func WatchWrites(out *http.Request) *WriteWatch {
+	w := &WriteWatch{}
 	trace := &httptrace.ClientTrace{GotConn: func(info httptrace.GotConnInfo) {
 		if c, ok := info.Conn.(*countingConn); ok {
 			w.conn, w.before = c, c.written.Load()
 		}
 	}}
-	w.req = out.WithContext(httptrace.WithClientTrace(out.Context(), trace))
+	w.Req = out.WithContext(httptrace.WithClientTrace(out.Context(), trace))
 	return w
 }
 
 // unwritten reports whether the attempt got a connection and wrote nothing
 // to it. A connection shared by other requests (HTTP/2) that wrote in the
 // meantime reads as written: the safe answer.
-func (w *writeWatch) unwritten() bool {
+func (w *WriteWatch) Unwritten() bool {
 	return w != nil && w.conn != nil && w.conn.written.Load() == w.before
 }

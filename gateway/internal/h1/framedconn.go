@@ -1,4 +1,4 @@
-package gateway
+package h1
 
 import (
 	"crypto/tls"
@@ -34,7 +34,7 @@ type framedConn struct {
 	refused  atomic.Bool // Close lingers once after a refusal
 
 	// parking (see connListener); home is nil when the conn does not park
-	home    *connListener
+	home    *Listener
 	raw     net.Conn     // the TCP connection (under TLS)
 	outer   net.Conn     // what net/http is handed: this, or a framedTLSConn
 	idle    atomic.Bool  // net/http waits for the next request (ConnState idle)
@@ -122,7 +122,7 @@ func (c *framedConn) Read(p []byte) (int, error) {
 				return 0, err
 			}
 		default: // a section is partial: read more behind it
-			if len(p) > 1 && !c.armed && c.f.st == fHead && c.home != nil && c.home.headerTimeout > 0 {
+			if len(p) > 1 && !c.armed && c.f.st == fHead && c.home != nil && c.home.HeaderTimeout > 0 {
 				c.armHeaderTimeout()
 			}
 			if c.lo > 0 {
@@ -203,7 +203,7 @@ func (c *framedConn) settle(hijacked bool) {
 // deadlines again once it has the head.
 func (c *framedConn) armHeaderTimeout() {
 	c.armed = true
-	dl := time.Now().Add(c.home.headerTimeout)
+	dl := time.Now().Add(c.home.HeaderTimeout)
 	if rd := c.readDeadline(); rd.IsZero() || dl.Before(rd) {
 		_ = c.Conn.SetReadDeadline(dl)
 	}

@@ -1,4 +1,4 @@
-package gateway
+package h1
 
 import (
 	"bufio"
@@ -25,7 +25,7 @@ const benchStream = "GET /api/v1/items?id=42 HTTP/1.1\r\nHost: api.example.com\r
 
 // BenchmarkFramer: the framer's cost per request (two requests a loop).
 func BenchmarkFramer(b *testing.B) {
-	f := newFramer(DefaultMaxHeaderBytes)
+	f := newFramer(maxHeaderBytes)
 	in := []byte(benchStream)
 	b.SetBytes(int64(len(in)))
 	b.ReportAllocs()
@@ -47,10 +47,10 @@ func BenchmarkConnLayer(b *testing.B) {
 	}{
 		{"nethttp", func(l net.Listener) net.Listener { return l }},
 		{"connListener", func(l net.Listener) net.Listener {
-			return newConnListener(l, nil, 0, DefaultMaxHeaderBytes, nil, obsDiscard())
+			return NewListener(l, nil, 0, maxHeaderBytes, nil, discard)
 		}},
 		{"connListenerNoPark", func(l net.Listener) net.Listener {
-			cl := newConnListener(l, nil, 0, DefaultMaxHeaderBytes, nil, obsDiscard())
+			cl := NewListener(l, nil, 0, maxHeaderBytes, nil, discard)
 			cl.parkAfter = 0
 			return cl
 		}},
@@ -63,7 +63,7 @@ func BenchmarkConnLayer(b *testing.B) {
 			srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				_, _ = io.Copy(io.Discard, r.Body)
 				_, _ = w.Write([]byte("ok"))
-			}), ConnState: connState}
+			}), ConnState: ConnState}
 			go func() { _ = srv.Serve(tc.wrap(ln)) }()
 			defer srv.Close()
 			c, err := net.Dial("tcp", ln.Addr().String())
@@ -113,13 +113,13 @@ func BenchmarkIdleConnMemory(b *testing.B) {
 			var l net.Listener = ln
 			parked := make(chan struct{}, n)
 			if tc.park {
-				cl := newConnListener(ln, nil, 0, DefaultMaxHeaderBytes, nil, obsDiscard())
+				cl := NewListener(ln, nil, 0, maxHeaderBytes, nil, discard)
 				cl.onPark = func() { parked <- struct{}{} }
 				l = cl
 			}
 			srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				_, _ = w.Write([]byte("ok"))
-			}), ConnState: connState}
+			}), ConnState: ConnState}
 			go func() { _ = srv.Serve(l) }()
 			defer srv.Close()
 			var ms0, ms1 runtime.MemStats
