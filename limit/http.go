@@ -1,9 +1,11 @@
 package limit
 
 import (
+	"context"
 	"net/http"
 
 	"github.com/veerhq/veer/outcome"
+	"github.com/veerhq/veer/tier"
 )
 
 // KeyFunc fills keys from an HTTP request: slot i is the request's key in
@@ -41,13 +43,32 @@ const OverlongKey = "\x00overlong"
 // through outcome.WriteHTTP, the reason naming the limit and dimension
 // ("rate limit of tenant"), and returns ok false. Admitted, the caller must
 // Release the returned Result's Permit when the request is done.
+//
+// The tier a rejection is counted under (veer_limit_rejected_total{tier})
+// is the one r's context carries (tier.FromContext); AdmitHTTPAs names it.
 func AdmitHTTP(a Admitter, w http.ResponseWriter, r *http.Request, keys []string) (res Result, ok bool) {
+	return admitHTTP(r.Context(), a, w, r, keys)
+}
+
+// AdmitHTTPAs is AdmitHTTP for a request whose tier the caller has resolved
+// before the request carries it (the gateway: the stated tier, or its
+// criticality table's, before shedding): a rejection is counted under t.
+// It allocates one context value when t is not Unset.
+func AdmitHTTPAs(a Admitter, w http.ResponseWriter, r *http.Request, keys []string, t tier.Tier) (res Result, ok bool) {
+	ctx := r.Context()
+	if t != tier.Unset && tier.FromContext(ctx) != t {
+		ctx = tier.WithTier(ctx, t)
+	}
+	return admitHTTP(ctx, a, w, r, keys)
+}
+
+func admitHTTP(ctx context.Context, a Admitter, w http.ResponseWriter, r *http.Request, keys []string) (res Result, ok bool) {
 	for i, k := range keys {
 		if len(k) > MaxKeyLen {
 			keys[i] = OverlongKey
 		}
 	}
-	res = a.Admit(r.Context(), keys)
+	res = a.Admit(ctx, keys)
 	if !res.Allowed {
 		outcome.WriteHTTP(w, res.Outcome(), res.Reason.String()+" limit of "+res.Dimension)
 		return res, false

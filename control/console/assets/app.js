@@ -704,6 +704,9 @@
     const up = f.gateways.filter((g) => g.up).length;
     $('live-status').className = (up < f.gateways.length || f.error) ? 'status down-status' : 'status';
     $('live-status').textContent = new Date(f.time).toLocaleTimeString() + ': ' + up + ' of ' + f.gateways.length + ' gateways answering, ' + fmt(f.rps) + ' requests/s' + (f.error ? '; ' + f.error : '');
+    put($('live-totals'), el('dt', { text: 'Shed by tier' }), el('dd', { id: 'live-shed', text: kv(f.shed_by_tier) }),
+      el('dt', { text: 'Limited by tier' }), el('dd', { id: 'live-limited', text: kv(f.limited_by_tier) }),
+      el('dt', { text: 'Limited by dimension' }), el('dd', { text: kv(f.limited_by_dimension) }));
     const tiers = {};
     let tiered = 0;
     for (const t of TIERS) { tiers[t] = (f.admitted_by_tier[t] || 0); tiered += tiers[t]; }
@@ -716,14 +719,16 @@
       el('th', { scope: 'row', text: g.name }),
       el('td', {}, el('span', { class: 'badge ' + (g.up ? 'up' : 'down'), text: g.up ? '● up' : '✖ down' }), g.up ? null : el('div', { class: 'error', text: g.error })),
       el('td', { text: fmt(g.rps) }), el('td', { text: kv(g.errors) }),
-      el('td', { text: kv(g.shed_by_tier) + ' / ' + kv(g.limited_by_dimension) }),
+      el('td', { class: 'shed-tier', text: kv(g.shed_by_tier) }),
+      el('td', { class: 'limited-tier', text: kv(g.limited_by_tier) }),
+      el('td', { class: 'limited-dim', text: kv(g.limited_by_dimension) }),
       el('td', {}, el('ul', {}, g.routes.map((r) => el('li', { text: r.name + ': ' + fmt(r.rps) + '/s' + (Object.keys(r.errors).length ? ' (errors ' + kv(r.errors) + ')' : '') })))),
       el('td', {}, el('ul', {}, g.clusters.map((c) => el('li', {},
         c.name + ': ' + fmt(c.rps) + '/s',
         c.breaker ? el('span', { class: 'badge ' + (c.breaker === 'closed' ? 'up' : c.breaker === 'open' ? 'down' : 'warn'), text: 'breaker ' + (c.breaker === 'closed' ? '● ' : c.breaker === 'open' ? '✖ ' : '◐ ') + c.breaker }) : null,
         c.out.length ? el('span', { class: 'badge down', text: '✖ ' + c.out.length + '/' + c.backends + ' backends out: ' + c.out.join(', ') }) : el('span', { class: 'badge up', text: '● ' + c.backends + ' backends in' })))))));
     put($('live-gateways'), el('div', { class: 'scroll' }, el('table', { id: 'gw-table' },
-      el('thead', {}, el('tr', {}, ['Gateway', 'State', 'Req/s', 'Errors/s by kind', 'Shed by tier / limited by dimension', 'Routes', 'Clusters'].map((h) => el('th', { scope: 'col', text: h })))),
+      el('thead', {}, el('tr', {}, ['Gateway', 'State', 'Req/s', 'Errors/s by kind', 'Shed/s by tier', 'Limited/s by tier', 'Limited/s by dimension', 'Routes', 'Clusters'].map((h) => el('th', { scope: 'col', text: h })))),
       el('tbody', {}, rows))));
   }
 
