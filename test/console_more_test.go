@@ -1,8 +1,12 @@
 package test
 
 import (
+	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -124,4 +128,64 @@ func consoleLimitsAndRollouts(t *testing.T, c consoleRig) {
 		t.Errorf("audit of release/api: %s, want the abort with its reason", b)
 	}
 	c.shot("13g-rollouts-aborted")
+}
+
+// consoleDNSHealth (10d): a real `veer dns` probing two access nodes (one
+// listening, one a closed port) announces itself in the control store; the
+// sites page shows each node up or down by probe with the time of the last
+// change, and a node that stops listening turns down.
+func consoleDNSHealth(t *testing.T, c consoleRig, etcdURL, dir string) {
+	node, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer node.Close()
+	go func() {
+		for {
+			conn, err := node.Accept()
+			if err != nil {
+				return
+			}
+			conn.Close()
+		}
+	}()
+	gone, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	goneAddr := gone.Addr().String()
+	gone.Close()
+	cfg := fmt.Sprintf(`listen: 127.0.0.1:0
+health: {interval: 1s, timeout: 500ms}
+announce_store: {endpoints: [%q]}
+zones:
+  - origin: example.test.
+    soa: ns1.example.test. hostmaster.example.test. 1 3600 600 86400 60
+    ns: [ns1.example.test.]
+    records: ["ns1 A 127.0.0.1"]
+    access:
+      - name: api
+        nodes:
+          - {addr: 192.0.2.11, region: east, check: "tcp://%s"}
+          - {addr: 192.0.2.12, region: east, check: "tcp://%s"}
+`, etcdURL, node.Addr(), goneAddr)
+	path := filepath.Join(dir, "dns.yaml")
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	dnsProc := startVeer(t, "dns", "--config", path, "--metrics", "127.0.0.1:0")
+	dnsProc.await(t, `(announced to the control store)`)
+
+	c.eval(`location.hash = '#sites'`)
+	c.waitJS("probed nodes", `document.querySelector('[data-probe="192.0.2.11"] .badge.up') !== null &&
+		document.querySelector('[data-probe="192.0.2.12"] .badge.down') !== null &&
+		document.querySelector('[data-probe="192.0.2.12"] .since')?.textContent !== '–' &&
+		document.querySelector('[data-probe="192.0.2.12"] .error')?.textContent.includes('refused')`)
+	before := c.text(`[data-probe="192.0.2.11"] .since`)
+	c.shot("13h-sites-dns-probes")
+	node.Close() // the node stops listening: down at the next probe
+	c.waitJS("node down by probe", `document.querySelector('[data-probe="192.0.2.11"] .badge.down') !== null`)
+	if after := c.text(`[data-probe="192.0.2.11"] .since`); after == before {
+		t.Errorf("the node's last change stayed %q after it went down", after)
+	}
 }

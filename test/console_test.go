@@ -569,7 +569,9 @@ control_store: {endpoints: [%[3]q]}
 	waitJS("access nodes with their state", `document.querySelector('[data-node="203.0.113.11:443"] .badge.down') !== null && document.querySelector('[data-node="203.0.113.10:443"] .badge.up') !== null`)
 	shot("13b-sites-access-nodes")
 
-	consoleLimitsAndRollouts(t, consoleRig{admin: admin, adminToken: adminToken, gwPlain: gwPlain, gwAdmin: gwAdmin, run: run, eval: eval, waitJS: waitJS, text: text, shot: shot})
+	rig := consoleRig{admin: admin, adminToken: adminToken, gwPlain: gwPlain, gwAdmin: gwAdmin, run: run, eval: eval, waitJS: waitJS, text: text, shot: shot}
+	consoleLimitsAndRollouts(t, rig)
+	consoleDNSHealth(t, rig, etcd.URL, dir)
 
 	for _, page := range []string{"rules", "emergency", "sites", "criticality", "limits", "rollouts", "docs", "audit"} {
 		eval(`location.hash = '#` + page + `'`)

@@ -91,6 +91,7 @@
     }
     if (p !== 'live') stopLive();
     if (p !== 'rollouts') stopRollouts();
+    if (p !== 'sites') stopDNS();
     ({ rules: loadRules, emergency: loadEmergency, sites: loadSites, criticality: loadCrit, limits: loadLimits, rollouts: startRollouts, docs: loadDocs, audit: loadAudit, live: startLive, signin: () => $('token').focus() })[p]();
   }
   window.addEventListener('hashchange', route);
@@ -437,6 +438,48 @@
       el('thead', {}, el('tr', {}, ['Name', 'State', 'Domain / sibling', 'Actions'].map((h) => el('th', { scope: 'col', text: h })))), el('tbody', {}, rows))));
     applyRole();
     loadNodes();
+    startDNS();
+  }
+
+  // ---- the access nodes as the private DNS servers probe them (GET
+  // /ui/dns, asked once a second while the sites page is open)
+  let dnsTimer = null;
+  function stopDNS() { if (dnsTimer) { clearInterval(dnsTimer); dnsTimer = null; } }
+  function startDNS() {
+    stopDNS();
+    S.dnsSig = '';
+    loadDNS();
+    dnsTimer = setInterval(() => { if (!$('page-sites').hidden) loadDNS(); else stopDNS(); }, 1000);
+  }
+
+  async function loadDNS() {
+    const res = await api('GET', '/ui/dns');
+    if ($('page-sites').hidden) return;
+    if (!res.ok || !res.data || typeof res.data !== 'object') { put($('dns-list'), el('p', { class: 'error', text: 'Not available: ' + errText(res) })); S.dnsSig = ''; return; }
+    // the last probe's time is left out of the comparison: the table is
+    // rebuilt only when a state changes, never under a keyboard user
+    const sig = JSON.stringify(res.data, (k, v) => k === 'checked' ? undefined : v);
+    if (sig === S.dnsSig) return;
+    S.dnsSig = sig;
+    const d = res.data, when = (t) => t ? new Date(t).toLocaleString() : '–';
+    if (!d.servers.length) {
+      put($('dns-list'), el('p', { id: 'dns-none', text: 'No private DNS server announced: run veer dns with --metrics and a control store (announce_store or control_store) to see its probes here.' + (d.error ? ' ' + d.error : '') }));
+      return;
+    }
+    const rows = d.servers.flatMap((sv) => sv.up
+      ? (sv.nodes.length ? sv.nodes : [null]).map((n) => n
+        ? el('tr', { 'data-probe': n.addr, 'data-dns': sv.name },
+          el('td', { text: sv.name }), el('td', { text: n.domain }), el('td', { text: n.addr + (n.region ? ' (' + n.region + ')' : '') }),
+          el('td', { text: n.check || 'none' }),
+          el('td', {}, el('span', { class: 'badge ' + (!n.probed ? 'warn' : n.up ? 'up' : 'down'), text: !n.probed ? (n.check ? '◌ not probed yet' : '◌ not probed (no check)') : n.up ? '● up' : '✖ down' }),
+            n.error ? el('div', { class: 'error', text: n.error }) : null),
+          el('td', { class: 'since', text: n.probed ? when(n.since) : '–' }))
+        : el('tr', { 'data-dns': sv.name }, el('td', { text: sv.name }), el('td', { colspan: '5', text: 'no access domains' })))
+      : [el('tr', { class: 'gw-down', 'data-dns': sv.name }, el('td', { text: sv.name }),
+        el('td', { colspan: '5' }, el('span', { class: 'badge down', text: '✖ server not answering' }), el('div', { class: 'error', text: sv.error })))]);
+    put($('dns-list'), el('div', { class: 'scroll' }, el('table', { id: 'dns-table' },
+      el('thead', {}, el('tr', {}, ['DNS server', 'Access domain', 'Node', 'Health check', 'State by probe', 'Since (last change)'].map((h) => el('th', { scope: 'col', text: h })))),
+      el('tbody', {}, rows))));
   }
 
   async function loadNodes() {
@@ -763,7 +806,7 @@
     S.roSig = sig;
     const op = canWrite('operator');
     const cards = all.map(([route, res]) => {
-      if (!res.ok) return el('section', { class: 'rule rollout', 'data-rollout': route }, el('h3', { text: route }), el('p', { class: 'error', text: errText(res) }));
+      if (!res.ok) return el('section', { class: 'card rollout', 'data-rollout': route }, el('h3', { text: route }), el('p', { class: 'error', text: errText(res) }));
       const st = res.data, ro = st.rollout, p = ro.plan, steps = planSteps(p), v = st.verdict || {};
       const stepRows = steps.map((s, i) => el('li', { class: i === ro.step ? 'current' : '', 'aria-current': i === ro.step ? 'step' : false,
         text: 'step ' + i + ': ' + (s === 'canary' ? 'canary tenants ' + p.canary_tenants.join(', ') : s + '% of tenants') + (i < ro.step ? ' (promoted)' : i === ro.step ? ' (current)' : '') }));
@@ -772,12 +815,12 @@
         ro.status === 'paused' ? ['resume', 'Resume'] : null,
         (ro.status === 'running' || ro.status === 'paused') ? ['abort', 'Abort'] : null,
       ].filter(Boolean).map(([a, label]) => el('button', { type: 'button', class: a === 'abort' ? 'danger' : '', 'data-action': a, text: label + ' ' + route + '…', onclick: () => rolloutAction(route, a, st.version) }));
-      return el('section', { class: 'rule rollout', 'data-rollout': route, 'data-status': ro.status, 'data-step': String(ro.step) },
+      return el('section', { class: 'card rollout', 'data-rollout': route, 'data-status': ro.status, 'data-step': String(ro.step) },
         el('h3', { text: 'Route ' + route + ': ' + p.from + ' (A) → ' + p.to + ' (B)' }),
         el('p', {}, el('span', { class: 'badge ' + ({ running: 'up', paused: 'warn', aborted: 'down', done: 'up' }[ro.status] || 'warn'), text: { running: '▶ running', paused: '❚❚ paused', aborted: '✖ aborted', done: '✔ done' }[ro.status] || ro.status }),
           ' step ' + ro.step + ' of ' + steps.length + ' (serving ' + (ro.status === 'aborted' ? 'A only' : ro.status === 'done' ? 'B only' : (steps[ro.step] === 'canary' ? 'the canary tenants on B' : steps[ro.step] + '% of tenants on B')) + '), rollout ' + ro.id + ', version ' + st.version),
         el('p', { class: 'hint', text: 'Why: ' + (ro.reason || '–') }),
-        el('ol', { class: 'steps', start: '0' }, stepRows),
+        el('ul', { class: 'steps' }, stepRows),
         el('dl', { class: 'totals' },
           el('dt', { text: 'A this step (pooled over ' + st.gateways + ' gateway' + (st.gateways === 1 ? '' : 's') + ')' }), el('dd', { class: 'count-a', text: counts(st.a || {}) }),
           el('dt', { text: 'B this step' }), el('dd', { class: 'count-b', text: counts(st.b || {}) }),
