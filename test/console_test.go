@@ -359,11 +359,14 @@ control_store: {endpoints: [%[3]q]}
 		}
 		t.Logf("%s: axe-core: %v rules passed; minor/moderate: %q", page, v["passes"], v["all"])
 	}
-	// keyboard Tabs through the page: every visible control gets focus.
+	// keyboard Tabs through the page from its first control (the skip
+	// link: Chromium keeps its sequential-focus starting point where the
+	// last page's focus was, even after a blur): every visible control gets
+	// focus.
 	keyboard := func(page string) {
 		t.Helper()
 		const controls = `[...document.querySelectorAll('a[href], button, input, select, textarea')].filter(e => e.offsetParent !== null && !e.disabled && !e.closest('dialog'))`
-		n := eval(`window.__seen = new Set(); if (!window.__kb) { window.__kb = true; document.addEventListener('focusin', e => window.__seen.add(e.target), true); } document.activeElement && document.activeElement.blur(); ` + controls + `.length`).(float64)
+		n := eval(`window.__seen = new Set(); if (!window.__kb) { window.__kb = true; document.addEventListener('focusin', e => window.__seen.add(e.target), true); } document.activeElement && document.activeElement.blur(); document.querySelector('.skip').focus(); ` + controls + `.length`).(float64)
 		tabs := make([]chromedp.Action[chromedp.Void], int(n)+3)
 		for i := range tabs {
 			tabs[i] = chromedp.KeyEvent(kb.Tab)
