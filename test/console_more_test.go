@@ -116,6 +116,21 @@ func consoleLimitsAndRollouts(t *testing.T, c consoleRig) {
 	if s := c.text(`[data-rollout="api"]`); !strings.Contains(s, "step 0 of 5") || !strings.Contains(s, "east (A) → west (B)") {
 		t.Errorf("rollout card: %q, want step 0 of 5 and east -> west", s)
 	}
+	// the canary tenant's requests go to B, the others' to A: the gateway
+	// publishes its step counts and the page shows them pooled
+	for i := range 5 {
+		req, _ := http.NewRequest("GET", "http://"+c.gwPlain+"/", nil)
+		req.Header.Set("Veer-Tenant", []string{"acme", "acme", "acme", "zeta", "zeta"}[i])
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	c.waitJS("pooled counts", `(() => { const r = document.querySelector('[data-rollout="api"]');
+		return r?.querySelector('.count-b')?.textContent.startsWith('3 requests, 0 errors') && r?.querySelector('.count-a')?.textContent.startsWith('2 requests') &&
+			r.textContent.includes('pooled over 1 gateway)'); })()`)
 	c.shot("13f-rollouts")
 	c.run("abort", chromedp.SetValue(css("#ro-reason"), "release v2 halted"), chromedp.Click(css(`[data-rollout="api"] [data-action="abort"]`)))
 	c.waitJS("abort confirmation", `document.getElementById('confirm').open && document.getElementById('confirm-text').textContent.includes('back to A')`)
