@@ -53,22 +53,35 @@ func AdmitHTTP(a Admitter, w http.ResponseWriter, r *http.Request, keys []string
 // AdmitHTTPAs is AdmitHTTP for a request whose tier the caller has resolved
 // before the request carries it (the gateway: the stated tier, or its
 // criticality table's, before shedding): a rejection is counted under t.
-// It allocates one context value when t is not Unset.
+// A *Limiter admits it without allocating (Limiter.AdmitAs); another
+// Admitter gets t in a context value.
 func AdmitHTTPAs(a Admitter, w http.ResponseWriter, r *http.Request, keys []string, t tier.Tier) (res Result, ok bool) {
-	ctx := r.Context()
-	if t != tier.Unset && tier.FromContext(ctx) != t {
-		ctx = tier.WithTier(ctx, t)
+	if t == tier.Unset || tier.FromContext(r.Context()) == t {
+		return admitHTTP(r.Context(), a, w, r, keys)
 	}
-	return admitHTTP(ctx, a, w, r, keys)
+	if l, isLocal := a.(*Limiter); isLocal {
+		boundKeys(keys)
+		return finishHTTP(l.AdmitAs(keys, t), w)
+	}
+	return admitHTTP(tier.WithTier(r.Context(), t), a, w, r, keys)
 }
 
 func admitHTTP(ctx context.Context, a Admitter, w http.ResponseWriter, r *http.Request, keys []string) (res Result, ok bool) {
+	boundKeys(keys)
+	return finishHTTP(a.Admit(ctx, keys), w)
+}
+
+// boundKeys replaces the keys longer than MaxKeyLen by OverlongKey.
+func boundKeys(keys []string) {
 	for i, k := range keys {
 		if len(k) > MaxKeyLen {
 			keys[i] = OverlongKey
 		}
 	}
-	res = a.Admit(ctx, keys)
+}
+
+// finishHTTP writes a refusal (429 with Retry-After) for res.
+func finishHTTP(res Result, w http.ResponseWriter) (Result, bool) {
 	if !res.Allowed {
 		outcome.WriteHTTP(w, res.Outcome(), res.Reason.String()+" limit of "+res.Dimension)
 		return res, false

@@ -1,6 +1,7 @@
 package limit
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -291,6 +292,11 @@ func TestRejectedByTier(t *testing.T) {
 			t.Fatalf("%s: status %d, want 429", s.name, w.Code)
 		}
 	}
+	// another Admitter (here the limiter behind an interface it does not
+	// see through) gets the named tier in the context
+	if _, ok := AdmitHTTPAs(otherAdmitter{l}, httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/", nil), []string{"acme", ""}, tier.SheddablePlus); ok {
+		t.Fatal("acme admitted past its rate through another Admitter")
+	}
 	// a concurrency rejection under its tier
 	held, _ := AdmitHTTP(l, httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/", nil), []string{"", "x"})
 	if _, ok := AdmitHTTPAs(l, httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/", nil), []string{"", "x"}, tier.CriticalPlus); ok {
@@ -302,7 +308,8 @@ func TestRejectedByTier(t *testing.T) {
 		n                 float64
 	}{
 		{"tenant", "rate", "unset", 1}, {"tenant", "rate", "critical", 1}, {"tenant", "rate", "sheddable", 2},
-		{"tenant", "rate", "critical_plus", 0}, {"api", "concurrency", "critical_plus", 1}, {"api", "concurrency", "unset", 0},
+		{"tenant", "rate", "critical_plus", 0}, {"tenant", "rate", "sheddable_plus", 1},
+		{"api", "concurrency", "critical_plus", 1}, {"api", "concurrency", "unset", 0},
 	} {
 		if got := metrictest.Sum(t, reg, "veer_limit_rejected_total", map[string]string{"dimension": w.dim, "reason": w.reason, "tier": w.tier}); got != w.n {
 			t.Errorf("rejected{%s,%s,%s} = %v, want %v", w.dim, w.reason, w.tier, got, w.n)
@@ -327,5 +334,35 @@ func TestRejectedByTier(t *testing.T) {
 	}
 	if want := []string{"critical", "critical_plus", "sheddable", "sheddable_plus", "unset"}; !slices.Equal(slices.Sorted(maps.Keys(tiers)), want) {
 		t.Errorf("tier label values %v, want %v", slices.Sorted(maps.Keys(tiers)), want)
+	}
+}
+
+// otherAdmitter hides a *Limiter behind the Admitter interface.
+type otherAdmitter struct{ l *Limiter }
+
+func (o otherAdmitter) Admit(ctx context.Context, keys []string) Result { return o.l.Admit(ctx, keys) }
+
+// BenchmarkAdmitHTTP: the admission of one request with its tier unset
+// (AdmitHTTP) and named (AdmitHTTPAs: one context value more).
+func BenchmarkAdmitHTTP(b *testing.B) {
+	l, _ := newTest(b, Config{Dimensions: []Dimension{{Name: "tenant", Default: Limits{Rate: 1e9, Burst: 1e9}}}})
+	r := httptest.NewRequest(http.MethodGet, "/", nil)
+	w := httptest.NewRecorder()
+	keys := make([]string, 1)
+	for _, c := range []struct {
+		name string
+		t    tier.Tier
+	}{{"unset", tier.Unset}, {"tier", tier.Critical}} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				keys[0] = "acme"
+				res, ok := AdmitHTTPAs(l, w, r, keys, c.t)
+				if !ok {
+					b.Fatal("refused")
+				}
+				res.Permit.Release()
+			}
+		})
 	}
 }

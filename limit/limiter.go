@@ -168,6 +168,13 @@ func (l *Limiter) Admit(ctx context.Context, keys []string) Result {
 	return l.allow(int64(l.clk.Since(l.base)), keys, tier.FromContext(ctx))
 }
 
+// AdmitAs is Admit for a request of tier t, whatever ctx carries: a
+// rejection is counted under t. It does not allocate (AdmitHTTPAs uses it
+// rather than a context value).
+func (l *Limiter) AdmitAs(keys []string, t tier.Tier) Result {
+	return l.allow(int64(l.clk.Since(l.base)), keys, t)
+}
+
 // AllowAt decides for a request arriving at now. It does not allocate. A
 // rejection is counted under the tier "unset".
 func (l *Limiter) AllowAt(now time.Time, keys []string) Result {
