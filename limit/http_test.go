@@ -3,6 +3,7 @@ package limit
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"errors"
 	"io"
 	"maps"
@@ -365,4 +366,37 @@ func BenchmarkAdmitHTTP(b *testing.B) {
 			}
 		})
 	}
+}
+
+// A refusal counted under the tier the caller resolved for the request
+// (the gateway: the one shedding would give it).
+func ExampleAdmitHTTPAs() {
+	reg := prometheus.NewRegistry()
+	l, _ := New(Config{Dimensions: []Dimension{{Name: "tenant", Default: Limits{Rate: 1, Burst: 1}}}},
+		Options{Clock: clock.NewManual(t0), Registerer: reg})
+	for range 2 {
+		w := httptest.NewRecorder()
+		res, ok := AdmitHTTPAs(l, w, httptest.NewRequest(http.MethodGet, "/", nil), []string{"acme"}, tier.Critical)
+		if ok {
+			res.Permit.Release()
+		}
+		fmt.Println(w.Code, ok)
+	}
+	mfs, _ := reg.Gather()
+	for _, mf := range mfs {
+		if mf.GetName() == "veer_limit_rejected_total" {
+			for _, m := range mf.GetMetric() {
+				if m.GetCounter().GetValue() > 0 {
+					for _, lp := range m.GetLabel() {
+						fmt.Print(lp.GetName(), "=", lp.GetValue(), " ")
+					}
+					fmt.Println(m.GetCounter().GetValue())
+				}
+			}
+		}
+	}
+	// Output:
+	// 200 true
+	// 429 false
+	// dimension=tenant reason=rate tier=critical 1
 }
