@@ -3,8 +3,8 @@ package limit
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"errors"
+	"fmt"
 	"io"
 	"maps"
 	"net/http"
