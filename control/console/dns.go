@@ -115,7 +115,13 @@ func (c *Console) readDNSHealth(ctx context.Context, admin string) (dnsReport, e
 	if resp.StatusCode != http.StatusOK {
 		return rep, fmt.Errorf("%s answered %s", dnsHealthPath, resp.Status)
 	}
-	if err := json.NewDecoder(io.LimitReader(resp.Body, maxDNSHealthBody)).Decode(&rep); err != nil {
+	return decodeDNSReport(io.LimitReader(resp.Body, maxDNSHealthBody))
+}
+
+// decodeDNSReport decodes a DNS server's health answer; Nodes is never nil.
+func decodeDNSReport(r io.Reader) (dnsReport, error) {
+	var rep dnsReport
+	if err := json.NewDecoder(r).Decode(&rep); err != nil {
 		return dnsReport{}, fmt.Errorf("%s: %w", dnsHealthPath, err)
 	}
 	if rep.Nodes == nil {

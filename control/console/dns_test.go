@@ -97,3 +97,24 @@ zones:
 		t.Errorf("closed node %+v, want probed down with the error", b)
 	}
 }
+
+// FuzzDecodeDNSReport: any answer a DNS server might send decodes or is
+// refused without a panic; a decoded one has a node list (never null in
+// the page's JSON) and encodes again.
+func FuzzDecodeDNSReport(f *testing.F) {
+	f.Add([]byte(`{"interval_ns":5000000000,"nodes":[{"domain":"api.example.test","addr":"192.0.2.11","check":"tcp://127.0.0.1:1","probed":true,"up":false,"since":"2026-12-02T05:58:24Z","error":"refused"}]}`))
+	f.Add([]byte(`{"nodes":null}`))
+	f.Add([]byte(`{"interval_ns":-1,"nodes":[{}]}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		rep, err := decodeDNSReport(strings.NewReader(string(b)))
+		if err != nil {
+			return
+		}
+		if rep.Nodes == nil {
+			t.Fatal("nil nodes")
+		}
+		if _, err := json.Marshal(DNSHealth{Servers: []DNSServer{{Name: "x", Up: true, Interval: rep.Interval, Nodes: rep.Nodes}}}); err != nil {
+			t.Fatalf("decoded %q but cannot encode it: %v", b, err)
+		}
+	})
+}

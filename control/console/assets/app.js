@@ -672,7 +672,7 @@
   function renderLimits() {
     const ro = !canWrite('admin') || S.limRaw;
     $('lim-add').hidden = ro;
-    for (const [k] of LIMIT_GLOBAL) { const e = $('lim-' + k); const v = S.lim[k]; e.value = v == null || v === 0 ? '' : String(v); e.readOnly = ro; }
+    for (const [k, isNum] of LIMIT_GLOBAL) { const e = $('lim-' + k); const v = S.lim[k]; e.value = v == null || v === 0 ? '' : (isNum ? String(v) : durText(v)); e.readOnly = ro; }
     put($('lim-list'), S.lim.dimensions.map((d, i) => {
       const f = 'dimensions[' + i + ']', id = 'lim-' + i;
       const overrides = Object.entries(d.overrides || {});
@@ -701,6 +701,14 @@
     }));
   }
 
+  // durText shows a stored duration (nanoseconds when the document was
+  // written as JSON numbers) as Go duration text.
+  function durText(v) {
+    if (typeof v !== 'number') return String(v);
+    if (v % 1e9 === 0) return (v / 1e9) + 's';
+    if (v % 1e6 === 0) return (v / 1e6) + 'ms';
+    return v + 'ns';
+  }
   const num = (id) => { const v = $(id).value.trim(); return v === '' ? 0 : Number(v); };
   function readLimit(prefix) {
     const l = {};
@@ -714,7 +722,9 @@
     if (S.limRaw) return;
     for (const [k, isNum] of LIMIT_GLOBAL) {
       const v = $('lim-' + k).value.trim();
-      if (v === '') delete S.lim[k]; else S.lim[k] = isNum ? Number(v) : (/^\d+$/.test(v) ? Number(v) : v);
+      // durations travel as text ("90s"): a bare number would be
+      // nanoseconds, and the API refuses text without a unit
+      if (v === '') delete S.lim[k]; else S.lim[k] = isNum ? Number(v) : v;
     }
     S.lim.dimensions.forEach((d, i) => {
       const id = 'lim-' + i;
