@@ -68,10 +68,11 @@ func consoleLimitsAndRollouts(t *testing.T, c consoleRig) {
 		t.Fatalf("before the limits: acme got %d", st)
 	}
 	c.eval(`document.getElementById('lim-0-def-burst').value = ''`) // (chromedp's SetValue sends "" as undefined)
-	c.run("valid limits", chromedp.Click(css("#lim-publish")))
+	c.run("valid limits", chromedp.SetValue(css("#lim-idle_timeout"), "2m"), chromedp.Click(css("#lim-publish")))
 	c.waitJS("limits published", `document.getElementById('lim-status').textContent.includes('Published gateway/limits version 1') &&
-		document.getElementById('lim-0-o0-key')?.value === 'acme' && document.getElementById('lim-err-0').textContent === ''`)
-	if _, _, b := adminCall(t, "GET", c.admin+"/v1/admin/docs/gateway/limits", c.adminToken, ""); !strings.Contains(string(b), `"acme": {`) || !strings.Contains(string(b), `"rate": 1`) {
+		document.getElementById('lim-0-o0-key')?.value === 'acme' && document.getElementById('lim-err-0').textContent === '' &&
+		document.getElementById('lim-idle_timeout').value === '2m'`)
+	if _, _, b := adminCall(t, "GET", c.admin+"/v1/admin/docs/gateway/limits", c.adminToken, ""); !strings.Contains(string(b), `"acme": {`) || !strings.Contains(string(b), `"rate": 1`) || !strings.Contains(string(b), `"idle_timeout": "2m"`) {
 		t.Errorf("published gateway/limits: %s", b)
 	}
 	untilTrue(t, "the gateway applied gateway/limits", func() bool {
@@ -171,7 +172,7 @@ func consoleDNSHealth(t *testing.T, c consoleRig, etcdURL, dir string) {
 	goneAddr := gone.Addr().String()
 	gone.Close()
 	cfg := fmt.Sprintf(`listen: 127.0.0.1:0
-health: {interval: 1s, timeout: 500ms}
+health: {interval: 1s, timeout: 1s}
 announce_store: {endpoints: [%q]}
 zones:
   - origin: example.test.
