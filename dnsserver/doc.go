@@ -38,7 +38,9 @@
 // answers except every Slip-th, sent truncated. An invalid reload is
 // rejected with an error naming the field and the old data keeps serving.
 // A health check that cannot run counts as a failed check; a node is up
-// until its first check.
+// until its first check. Server.NodeHealth (and HealthHandler, its JSON at
+// NodeHealthPath, which `veer dns` serves beside /metrics for the
+// console) reports each node's last probe with the time of its last change.
 //
 // Not supported (on purpose): recursion, zone transfers, dynamic update,
 // DNSSEC, wildcards, delegation below a zone's apex.

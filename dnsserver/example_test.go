@@ -2,6 +2,7 @@ package dnsserver_test
 
 import (
 	"fmt"
+	"net"
 	"net/netip"
 
 	"github.com/miekg/dns"
@@ -61,4 +62,46 @@ zones:
 	fmt.Println(err)
 	// Output:
 	// dns.yaml:6: zones[0].records[1]: conflicting record: CNAME at www.example.test., which has other data
+}
+
+// The access nodes' health as the checks see it: a node whose check port
+// refuses connections is down after the first round.
+func ExampleServer_NodeHealth() {
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	dead := ln.Addr().String()
+	ln.Close()
+	var cfg dnsserver.Config
+	err := config.Parse([]byte(`
+zones:
+  - origin: example.test.
+    access:
+      - name: api
+        nodes:
+          - {addr: 192.0.2.11, check: "tcp://`+dead+`"}
+          - {addr: 192.0.2.12}
+`), "dns.yaml", &cfg)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	round := make(chan struct{}, 1)
+	s, err := dnsserver.New(cfg, dnsserver.Options{Registerer: prometheus.NewRegistry(), Logger: obs.Discard,
+		OnHealthRound: func(map[string]bool) {
+			select {
+			case round <- struct{}{}:
+			default:
+			}
+		}})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer s.Close()
+	<-round
+	for _, n := range s.NodeHealth() {
+		fmt.Println(n.Domain, n.Addr, "probed", n.Probed, "up", n.Up)
+	}
+	// Output:
+	// api.example.test 192.0.2.11 probed true up false
+	// api.example.test 192.0.2.12 probed false up true
 }

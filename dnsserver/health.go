@@ -26,6 +26,8 @@ type checker struct {
 	m      *metrics
 	client *http.Client
 	down   atomic.Pointer[map[string]bool]
+	// probes is what the rounds said about each check (Server.NodeHealth).
+	probes atomic.Pointer[map[string]probeState]
 
 	mu      sync.Mutex
 	cfg     HealthConfig
@@ -76,6 +78,7 @@ func (c *checker) set(checks []string, cfg HealthConfig) {
 	if len(checks) == 0 {
 		c.timer = nil
 		c.down.Store(nil)
+		c.probes.Store(nil)
 		return
 	}
 	c.timer = c.clk.AfterFunc(0, c.round)
@@ -94,29 +97,45 @@ func (c *checker) round() {
 	checks, cfg := slices.Clone(c.checks), c.cfg
 	c.mu.Unlock()
 
-	failed := make([]bool, len(checks))
+	errs := make([]error, len(checks))
 	var wg sync.WaitGroup
 	for i, chk := range checks {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			failed[i] = c.probe(chk, cfg.Timeout) != nil
+			errs[i] = c.probe(chk, cfg.Timeout)
 		}()
 	}
 	wg.Wait()
 
+	now := c.clk.Now()
 	down := map[string]bool{}
-	prev := c.down.Load()
+	probes := make(map[string]probeState, len(checks))
+	prev, prevProbes := c.down.Load(), c.probes.Load()
 	for i, chk := range checks {
-		if failed[i] {
+		failed := errs[i] != nil
+		if failed {
 			down[chk] = true
 		}
 		was := prev != nil && (*prev)[chk]
-		if was != failed[i] {
-			c.log.Info("dnsserver: access node health changed", "check", chk, "up", !failed[i])
+		if was != failed {
+			c.log.Info("dnsserver: access node health changed", "check", chk, "up", !failed)
 		}
+		ps, seen := probeState{}, false
+		if prevProbes != nil {
+			ps, seen = (*prevProbes)[chk]
+		}
+		if !seen || ps.up == failed {
+			ps.since = now
+		}
+		ps.up, ps.checked, ps.err = !failed, now, ""
+		if failed {
+			ps.err = errs[i].Error()
+		}
+		probes[chk] = ps
 	}
 	c.down.Store(&down)
+	c.probes.Store(&probes)
 	c.m.nodesUp.Set(float64(len(checks) - len(down)))
 	if c.onRound != nil {
 		c.onRound(down)
@@ -157,6 +176,24 @@ func (c *checker) probe(check string, timeout time.Duration) error {
 		return &statusError{resp.StatusCode}
 	}
 	return nil
+}
+
+// probeState is the last rounds' word on one check.
+type probeState struct {
+	up      bool
+	since   time.Time // when it entered this state (or its first probe)
+	checked time.Time // its last probe
+	err     string    // why the last probe failed
+}
+
+// state returns check's state; ok false before its first probe.
+func (c *checker) state(check string) (probeState, bool) {
+	m := c.probes.Load()
+	if m == nil {
+		return probeState{}, false
+	}
+	ps, ok := (*m)[check]
+	return ps, ok
 }
 
 type statusError struct{ code int }

@@ -55,7 +55,13 @@ func (g *Gateway) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		var buf [8]string
 		keys := buf[:len(t.keys)]
 		t.fillKeys(r, rt, keys)
-		res, ok := limit.AdmitHTTP(g.admitter, rec, r, keys) // keys bounded there
+		// the tier the rejection is counted under: the one shedding would
+		// give the request (veer_limit_rejected_total{tier})
+		stated, caller := tier.ParseHeader(r.Header)
+		if g.shedder != nil {
+			stated = g.shedder.Resolve(rt.cfg.Name, caller, stated)
+		}
+		res, ok := limit.AdmitHTTPAs(g.admitter, rec, r, keys, stated) // keys bounded there
 		if !ok {
 			g.m.rejected.WithLabelValues("limit").Inc()
 			return

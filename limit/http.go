@@ -1,9 +1,11 @@
 package limit
 
 import (
+	"context"
 	"net/http"
 
 	"github.com/veerhq/veer/outcome"
+	"github.com/veerhq/veer/tier"
 )
 
 // KeyFunc fills keys from an HTTP request: slot i is the request's key in
@@ -41,13 +43,45 @@ const OverlongKey = "\x00overlong"
 // through outcome.WriteHTTP, the reason naming the limit and dimension
 // ("rate limit of tenant"), and returns ok false. Admitted, the caller must
 // Release the returned Result's Permit when the request is done.
+//
+// The tier a rejection is counted under (veer_limit_rejected_total{tier})
+// is the one r's context carries (tier.FromContext); AdmitHTTPAs names it.
 func AdmitHTTP(a Admitter, w http.ResponseWriter, r *http.Request, keys []string) (res Result, ok bool) {
+	return admitHTTP(r.Context(), a, w, r, keys)
+}
+
+// AdmitHTTPAs is AdmitHTTP for a request whose tier the caller has resolved
+// before the request carries it (the gateway: the stated tier, or its
+// criticality table's, before shedding): a rejection is counted under t.
+// A *Limiter admits it without allocating (Limiter.AdmitAs); another
+// Admitter gets t in a context value.
+func AdmitHTTPAs(a Admitter, w http.ResponseWriter, r *http.Request, keys []string, t tier.Tier) (res Result, ok bool) {
+	if t == tier.Unset || tier.FromContext(r.Context()) == t {
+		return admitHTTP(r.Context(), a, w, r, keys)
+	}
+	if l, isLocal := a.(*Limiter); isLocal {
+		boundKeys(keys)
+		return finishHTTP(l.AdmitAs(keys, t), w)
+	}
+	return admitHTTP(tier.WithTier(r.Context(), t), a, w, r, keys)
+}
+
+func admitHTTP(ctx context.Context, a Admitter, w http.ResponseWriter, r *http.Request, keys []string) (res Result, ok bool) {
+	boundKeys(keys)
+	return finishHTTP(a.Admit(ctx, keys), w)
+}
+
+// boundKeys replaces the keys longer than MaxKeyLen by OverlongKey.
+func boundKeys(keys []string) {
 	for i, k := range keys {
 		if len(k) > MaxKeyLen {
 			keys[i] = OverlongKey
 		}
 	}
-	res = a.Admit(r.Context(), keys)
+}
+
+// finishHTTP writes a refusal (429 with Retry-After) for res.
+func finishHTTP(res Result, w http.ResponseWriter) (Result, bool) {
 	if !res.Allowed {
 		outcome.WriteHTTP(w, res.Outcome(), res.Reason.String()+" limit of "+res.Dimension)
 		return res, false

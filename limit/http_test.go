@@ -1,13 +1,17 @@
 package limit
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -18,6 +22,7 @@ import (
 	"github.com/veerhq/veer/internal/metrictest"
 	"github.com/veerhq/veer/obs"
 	"github.com/veerhq/veer/outcome"
+	"github.com/veerhq/veer/tier"
 )
 
 func TestMiddleware(t *testing.T) {
@@ -243,4 +248,155 @@ func TestMiddlewareBoundsKeys(t *testing.T) {
 	if c := code(strings.Repeat("c", MaxKeyLen)); c != 200 {
 		t.Fatalf("key of MaxKeyLen bytes: %d, want its own bucket", c)
 	}
+}
+
+// TestRejectedByTier: a rejection is counted under the tier the request
+// carries (AdmitHTTP: its context; AdmitHTTPAs: the one named), "unset"
+// without one; the label has only the five tier values.
+func TestRejectedByTier(t *testing.T) {
+	l, reg := newTest(t, Config{Dimensions: []Dimension{
+		{Name: "tenant", Default: Limits{Rate: 1, Burst: 1}},
+		{Name: "api", Default: Limits{Concurrency: 1}},
+	}})
+	steps := []struct {
+		name   string
+		keys   []string
+		stated tier.Tier // on the context (AdmitHTTP)
+		as     tier.Tier // named (AdmitHTTPAs); Unset: AdmitHTTP
+		ok     bool
+	}{
+		{"first of acme passes", []string{"acme", ""}, tier.Unset, tier.Unset, true},
+		{"second of acme, no tier", []string{"acme", ""}, tier.Unset, tier.Unset, false},
+		{"acme, critical on the context", []string{"acme", ""}, tier.Critical, tier.Unset, false},
+		{"acme, sheddable named", []string{"acme", ""}, tier.Unset, tier.Sheddable, false},
+		{"acme, named wins over the context", []string{"acme", ""}, tier.Critical, tier.Sheddable, false},
+	}
+	for _, s := range steps {
+		r := httptest.NewRequest(http.MethodGet, "/", nil)
+		if s.stated != tier.Unset {
+			r = r.WithContext(tier.WithTier(r.Context(), s.stated))
+		}
+		w := httptest.NewRecorder()
+		var ok bool
+		var res Result
+		if s.as != tier.Unset {
+			res, ok = AdmitHTTPAs(l, w, r, slices.Clone(s.keys), s.as)
+		} else {
+			res, ok = AdmitHTTP(l, w, r, slices.Clone(s.keys))
+		}
+		if ok != s.ok {
+			t.Fatalf("%s: admitted %v, want %v", s.name, ok, s.ok)
+		}
+		if ok {
+			res.Permit.Release()
+		} else if w.Code != http.StatusTooManyRequests {
+			t.Fatalf("%s: status %d, want 429", s.name, w.Code)
+		}
+	}
+	// another Admitter (here the limiter behind an interface it does not
+	// see through) gets the named tier in the context
+	if _, ok := AdmitHTTPAs(otherAdmitter{l}, httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/", nil), []string{"acme", ""}, tier.SheddablePlus); ok {
+		t.Fatal("acme admitted past its rate through another Admitter")
+	}
+	// a concurrency rejection under its tier
+	held, _ := AdmitHTTP(l, httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/", nil), []string{"", "x"})
+	if _, ok := AdmitHTTPAs(l, httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/", nil), []string{"", "x"}, tier.CriticalPlus); ok {
+		t.Fatal("second request in flight admitted past concurrency 1")
+	}
+	held.Permit.Release()
+	for _, w := range []struct {
+		dim, reason, tier string
+		n                 float64
+	}{
+		{"tenant", "rate", "unset", 1}, {"tenant", "rate", "critical", 1}, {"tenant", "rate", "sheddable", 2},
+		{"tenant", "rate", "critical_plus", 0}, {"tenant", "rate", "sheddable_plus", 1},
+		{"api", "concurrency", "critical_plus", 1}, {"api", "concurrency", "unset", 0},
+	} {
+		if got := metrictest.Sum(t, reg, "veer_limit_rejected_total", map[string]string{"dimension": w.dim, "reason": w.reason, "tier": w.tier}); got != w.n {
+			t.Errorf("rejected{%s,%s,%s} = %v, want %v", w.dim, w.reason, w.tier, got, w.n)
+		}
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tiers := map[string]bool{}
+	for _, mf := range mfs {
+		if mf.GetName() != "veer_limit_rejected_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, lp := range m.GetLabel() {
+				if lp.GetName() == "tier" {
+					tiers[lp.GetValue()] = true
+				}
+			}
+		}
+	}
+	if want := []string{"critical", "critical_plus", "sheddable", "sheddable_plus", "unset"}; !slices.Equal(slices.Sorted(maps.Keys(tiers)), want) {
+		t.Errorf("tier label values %v, want %v", slices.Sorted(maps.Keys(tiers)), want)
+	}
+}
+
+// otherAdmitter hides a *Limiter behind the Admitter interface.
+type otherAdmitter struct{ l *Limiter }
+
+func (o otherAdmitter) Admit(ctx context.Context, keys []string) Result { return o.l.Admit(ctx, keys) }
+
+// BenchmarkAdmitHTTP: the admission of one request with its tier unset
+// (AdmitHTTP) and named (AdmitHTTPAs: one context value more).
+func BenchmarkAdmitHTTP(b *testing.B) {
+	l, _ := newTest(b, Config{Dimensions: []Dimension{{Name: "tenant", Default: Limits{Rate: 1e9, Burst: 1e9}}}})
+	r := httptest.NewRequest(http.MethodGet, "/", nil)
+	w := httptest.NewRecorder()
+	keys := make([]string, 1)
+	for _, c := range []struct {
+		name string
+		t    tier.Tier
+	}{{"unset", tier.Unset}, {"tier", tier.Critical}} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				keys[0] = "acme"
+				res, ok := AdmitHTTPAs(l, w, r, keys, c.t)
+				if !ok {
+					b.Fatal("refused")
+				}
+				res.Permit.Release()
+			}
+		})
+	}
+}
+
+// A refusal counted under the tier the caller resolved for the request
+// (the gateway: the one shedding would give it).
+func ExampleAdmitHTTPAs() {
+	reg := prometheus.NewRegistry()
+	l, _ := New(Config{Dimensions: []Dimension{{Name: "tenant", Default: Limits{Rate: 1, Burst: 1}}}},
+		Options{Clock: clock.NewManual(t0), Registerer: reg})
+	for range 2 {
+		w := httptest.NewRecorder()
+		res, ok := AdmitHTTPAs(l, w, httptest.NewRequest(http.MethodGet, "/", nil), []string{"acme"}, tier.Critical)
+		if ok {
+			res.Permit.Release()
+		}
+		fmt.Println(w.Code, ok)
+	}
+	mfs, _ := reg.Gather()
+	for _, mf := range mfs {
+		if mf.GetName() == "veer_limit_rejected_total" {
+			for _, m := range mf.GetMetric() {
+				if m.GetCounter().GetValue() > 0 {
+					for _, lp := range m.GetLabel() {
+						fmt.Print(lp.GetName(), "=", lp.GetValue(), " ")
+					}
+					fmt.Println(m.GetCounter().GetValue())
+				}
+			}
+		}
+	}
+	// Output:
+	// 200 true
+	// 429 false
+	// dimension=tenant reason=rate tier=critical 1
 }

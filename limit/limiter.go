@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/veerhq/veer/clock"
+	"github.com/veerhq/veer/tier"
 )
 
 // entry is the state of one key.
@@ -61,8 +62,10 @@ type table struct {
 	keys     prometheus.Gauge
 	over     prometheus.Counter
 	evicted  prometheus.Counter
-	rejRate  prometheus.Counter
-	rejConc  prometheus.Counter
+	// rejRate and rejConc are veer_limit_rejected_total by tier
+	// (tierIndex: unset and the four tiers).
+	rejRate [int(tier.CriticalPlus) + 1]prometheus.Counter
+	rejConc [int(tier.CriticalPlus) + 1]prometheus.Counter
 }
 
 type dimSnap struct {
@@ -158,18 +161,27 @@ func (l *Limiter) Apply(cfg Config) error {
 	return nil
 }
 
-// Admit decides at the clock's current time.
-func (l *Limiter) Admit(_ context.Context, keys []string) Result {
+// Admit decides at the clock's current time. A rejection is counted under
+// the tier ctx carries (tier.FromContext; "unset" without one).
+func (l *Limiter) Admit(ctx context.Context, keys []string) Result {
 	// Since reads only the monotonic clock: half the cost of Now.
-	return l.allow(int64(l.clk.Since(l.base)), keys)
+	return l.allow(int64(l.clk.Since(l.base)), keys, tier.FromContext(ctx))
 }
 
-// AllowAt decides for a request arriving at now. It does not allocate.
+// AdmitAs is Admit for a request of tier t, whatever ctx carries: a
+// rejection is counted under t. It does not allocate (AdmitHTTPAs uses it
+// rather than a context value).
+func (l *Limiter) AdmitAs(keys []string, t tier.Tier) Result {
+	return l.allow(int64(l.clk.Since(l.base)), keys, t)
+}
+
+// AllowAt decides for a request arriving at now. It does not allocate. A
+// rejection is counted under the tier "unset".
 func (l *Limiter) AllowAt(now time.Time, keys []string) Result {
-	return l.allow(int64(now.Sub(l.base)), keys)
+	return l.allow(int64(now.Sub(l.base)), keys, tier.Unset)
 }
 
-func (l *Limiter) allow(n int64, keys []string) Result {
+func (l *Limiter) allow(n int64, keys []string, t tier.Tier) Result {
 	s := l.snap.Load()
 	var res Result
 	var rated [MaxDimensions]*entry
@@ -198,7 +210,7 @@ func (l *Limiter) allow(n int64, keys []string) Result {
 			if ok, ra := admitRate(e, n, r); !ok {
 				release(sh)
 				rollback(&res.Permit, rated[:nr], ratedT[:nr])
-				d.tab.rejRate.Inc()
+				d.tab.rejRate[tierIndex(t)].Inc()
 				return Result{Dimension: d.tab.name, Key: key, Reason: Rate, RetryAfter: time.Duration(ra)}
 			}
 			rated[nr], ratedT[nr] = e, r.t
@@ -213,7 +225,7 @@ func (l *Limiter) allow(n int64, keys []string) Result {
 				}
 				release(sh)
 				rollback(&res.Permit, rated[:nr], ratedT[:nr])
-				d.tab.rejConc.Inc()
+				d.tab.rejConc[tierIndex(t)].Inc()
 				return Result{Dimension: d.tab.name, Key: key, Reason: Concurrency, RetryAfter: s.concRA}
 			}
 			res.Permit.conc[res.Permit.n] = e

@@ -4,6 +4,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/veerhq/veer/obs"
+	"github.com/veerhq/veer/tier"
 )
 
 type metrics struct {
@@ -30,8 +31,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"dimension"})),
 		rejected: obs.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "veer_limit_rejected_total",
-			Help: "Requests rejected by dimension and reason (rate, concurrency).",
-		}, []string{"dimension", "reason"})),
+			Help: "Requests rejected by dimension, reason (rate, concurrency) and the request's tier (tier.FromContext; unset when it has none).",
+		}, []string{"dimension", "reason", "tier"})),
 		body: obs.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "veer_limit_body_rejected_total",
 			Help: "Requests (413) and responses rejected for their body size, by direction.",
@@ -40,12 +41,27 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 }
 
 func (m *metrics) newTable(name string) *table {
-	return &table{
+	t := &table{
 		name:    name,
 		keys:    m.keys.WithLabelValues(name),
 		over:    m.overflow.WithLabelValues(name),
 		evicted: m.evicted.WithLabelValues(name),
-		rejRate: m.rejected.WithLabelValues(name, "rate"),
-		rejConc: m.rejected.WithLabelValues(name, "concurrency"),
 	}
+	// one series per tier, unset included: a bounded label (five values),
+	// resolved once so that a rejection only adds
+	for i := range t.rejRate {
+		tn := tier.Tier(i).String()
+		t.rejRate[i] = m.rejected.WithLabelValues(name, "rate", tn)
+		t.rejConc[i] = m.rejected.WithLabelValues(name, "concurrency", tn)
+	}
+	return t
+}
+
+// tierIndex is t's slot in a table's rejection counters (Unset for a value
+// that is not a tier).
+func tierIndex(t tier.Tier) int {
+	if !t.Valid() {
+		return int(tier.Unset)
+	}
+	return int(t)
 }

@@ -233,11 +233,12 @@ etcd: {endpoints: [%q]}
 	gwCfg := fmt.Sprintf(`listen: {addr: "off", plain: "127.0.0.1:0"}
 admin: {addr: "127.0.0.1:0", token: gw-admin}
 data_dir: %s
-routes: [{name: api, clusters: [{name: east}]}]
-clusters: [{name: east, backends: [{address: %q}]}]
+routes: [{name: api, clusters: [{name: east}, {name: west}]}]
+clusters: [{name: east, backends: [{address: %[2]q}]}, {name: west, backends: [{address: %[2]q}]}]
 shed: {enabled: true, default_tier: sheddable_plus}
+limits: {keys: ["header:X-Tenant"], dimensions: [{name: tenant}]}
 trusted_networks: [127.0.0.0/8]
-control_store: {endpoints: [%q]}
+control_store: {endpoints: [%[3]q]}
 `, filepath.Join(dir, "gw"), strings.TrimPrefix(backend.URL, "http://"), etcd.URL)
 	if err := os.WriteFile(filepath.Join(dir, "gateway.yaml"), []byte(gwCfg), 0o600); err != nil {
 		t.Fatal(err)
@@ -358,11 +359,14 @@ control_store: {endpoints: [%q]}
 		}
 		t.Logf("%s: axe-core: %v rules passed; minor/moderate: %q", page, v["passes"], v["all"])
 	}
-	// keyboard Tabs through the page: every visible control gets focus.
+	// keyboard Tabs through the page from its first control (the skip
+	// link: Chromium keeps its sequential-focus starting point where the
+	// last page's focus was, even after a blur): every visible control gets
+	// focus.
 	keyboard := func(page string) {
 		t.Helper()
 		const controls = `[...document.querySelectorAll('a[href], button, input, select, textarea')].filter(e => e.offsetParent !== null && !e.disabled && !e.closest('dialog'))`
-		n := eval(`window.__seen = new Set(); if (!window.__kb) { window.__kb = true; document.addEventListener('focusin', e => window.__seen.add(e.target), true); } document.activeElement && document.activeElement.blur(); ` + controls + `.length`).(float64)
+		n := eval(`window.__seen = new Set(); if (!window.__kb) { window.__kb = true; document.addEventListener('focusin', e => window.__seen.add(e.target), true); } document.activeElement && document.activeElement.blur(); document.querySelector('.skip').focus(); ` + controls + `.length`).(float64)
 		tabs := make([]chromedp.Action[chromedp.Void], int(n)+3)
 		for i := range tabs {
 			tabs[i] = chromedp.KeyEvent(kb.Tab)
@@ -383,10 +387,10 @@ control_store: {endpoints: [%q]}
 	accessible("sign-in")
 	signIn(viewerToken)
 	waitJS("viewer sees the rules", `document.querySelector('#rule-0-name') !== null`)
-	for _, page := range []string{"rules", "emergency", "sites", "criticality", "docs", "audit"} {
+	for _, page := range []string{"rules", "emergency", "sites", "criticality", "limits", "rollouts", "docs", "audit"} {
 		eval(`location.hash = '#` + page + `'`)
 		waitJS("viewer on "+page, `!document.getElementById('page-`+page+`').hidden`)
-		visibleWrites := eval(`[...document.querySelectorAll('.write, .admin-only, .rollback, #rule-add, #em-set, #rules-publish, #crit-publish, #doc-publish')].filter(e => e.offsetParent !== null).length`)
+		visibleWrites := eval(`[...document.querySelectorAll('.write, .admin-only, .rollback, #rule-add, #em-set, #rules-publish, #crit-publish, #doc-publish, #lim-add, #lim-publish, #ro-start, [data-action]')].filter(e => e.offsetParent !== null).length`)
 		if visibleWrites != 0.0 {
 			t.Errorf("viewer sees %v write controls on %s", visibleWrites, page)
 		}
@@ -399,6 +403,10 @@ control_store: {endpoints: [%q]}
 	viewerPut := eval(`fetch('/v1/admin/playbook', {method: 'POST', headers: {Authorization: 'Bearer ` + viewerToken + `'}, body: '{"action":"site_down","site":"a","reason":"x"}'}).then(r => r.status)`)
 	if viewerPut != float64(http.StatusForbidden) {
 		t.Errorf("viewer's playbook call answered %d, want 403", viewerPut)
+	}
+	viewerRollout := eval(`fetch('/v1/admin/rollouts/api', {method: 'POST', headers: {Authorization: 'Bearer ` + viewerToken + `'}, body: '{"action":"abort","reason":"x"}'}).then(r => r.status)`)
+	if viewerRollout != float64(http.StatusForbidden) {
+		t.Errorf("viewer's rollout call answered %d, want 403", viewerRollout)
 	}
 
 	// 2. an admin: change a rule, preview who moves
@@ -564,7 +572,11 @@ control_store: {endpoints: [%q]}
 	waitJS("access nodes with their state", `document.querySelector('[data-node="203.0.113.11:443"] .badge.down') !== null && document.querySelector('[data-node="203.0.113.10:443"] .badge.up') !== null`)
 	shot("13b-sites-access-nodes")
 
-	for _, page := range []string{"rules", "emergency", "sites", "criticality", "docs", "audit"} {
+	rig := consoleRig{admin: admin, adminToken: adminToken, gwPlain: gwPlain, gwAdmin: gwAdmin, run: run, eval: eval, waitJS: waitJS, text: text, shot: shot}
+	consoleLimitsAndRollouts(t, rig)
+	consoleDNSHealth(t, rig, etcd.URL, dir)
+
+	for _, page := range []string{"rules", "emergency", "sites", "criticality", "limits", "rollouts", "docs", "audit"} {
 		eval(`location.hash = '#` + page + `'`)
 		waitJS(page, `!document.getElementById('page-`+page+`').hidden`)
 		accessible(page)
@@ -589,6 +601,9 @@ control_store: {endpoints: [%q]}
 			}
 			req, _ := http.NewRequest("GET", "http://"+gwPlain+"/", nil)
 			req.Header.Set("Veer-Criticality", []string{"critical", "sheddable_plus", "sheddable"}[i%3])
+			if i%2 == 1 { // tenant acme: limited to 1/s since step 10b
+				req.Header.Set("X-Tenant", "acme")
+			}
 			if resp, err := http.DefaultClient.Do(req); err == nil {
 				io.Copy(io.Discard, resp.Body)
 				resp.Body.Close()
@@ -596,6 +611,12 @@ control_store: {endpoints: [%q]}
 		}
 	}()
 	waitJS("chart moves", `Number(document.getElementById('live-chart').dataset.last) > 5 && document.querySelector('#live-chart path[data-series="critical"]') !== null`)
+	// limited by tier moves: the acme half of the load is refused (429)
+	// past 1/s, counted under each request's tier
+	waitJS("limited by tier", `(() => { const s = document.getElementById('live-limited')?.textContent || '';
+		return ['critical', 'sheddable_plus', 'sheddable'].every(t => new RegExp('(^|, )' + t + ' [1-9]').test(s)) &&
+			document.querySelector('#live-chart path[data-series="limited"]') !== null &&
+			/[1-9]/.test(document.querySelector('#gw-table td.limited-tier')?.textContent || ''); })()`)
 	shot("14-live")
 	accessible("live")
 	run("phone width", chromedp.EmulateViewport(390, 844))

@@ -49,7 +49,11 @@ the regions from veer control's routing table file (the one "veer control
 put routing/table FILE" stores), watched like the config. A control_store section
 (etcd endpoints) serves the zones (document dns/zones) and access nodes
 (access/nodes, the scheduling API's) of the control plane's store instead,
-followed as they change; an invalid document keeps the last good data. docs/dns.md documents every field; examples/dns.yaml
+followed as they change; an invalid document keeps the last good data.
+With --metrics, the access nodes' health checks are served at
+/access/health beside /metrics, and the server announces that listener in
+the control store (announce_store, default control_store) for the web
+console. docs/dns.md documents every field; examples/dns.yaml
 is a start.`,
 		Example: `  veer dns --check examples/dns.yaml
   veer dns --config examples/dns.yaml --metrics 127.0.0.1:9153`,
@@ -82,7 +86,7 @@ is a start.`,
 				if srv == nil {
 					var err error
 					srv, err = dnsserver.New(f.Config, dnsserver.Options{Logger: log, Registerer: reg})
-					data.srv, data.store, data.last = srv, f.ControlStore, f
+					data.srv, data.store, data.ann, data.last = srv, f.ControlStore, f.AnnounceStore, f
 					return err
 				}
 				if err := data.reload(f); err != nil {
@@ -123,16 +127,25 @@ is a start.`,
 				fmt.Fprintf(out, "veer dns: doh %s (HTTP/2 and HTTP/3)\n", d.URL())
 			}
 			if metrics != "" {
-				stop, addr, err := serveDNSMetrics(metrics, reg)
+				stop, addr, err := serveDNSMetrics(metrics, reg, srv.HealthHandler())
 				if err != nil {
 					return err
 				}
 				defer stop()
 				fmt.Fprintf(out, "veer dns: metrics http://%s/metrics\n", addr)
+				fmt.Fprintf(out, "veer dns: access nodes' health http://%s%s\n", addr, dnsserver.NodeHealthPath)
+				metrics = addr
 			}
 			ctx := cmd.Context()
 			if ctx == nil {
 				ctx = context.Background()
+			}
+			if sc := (dnsFile{ControlStore: data.store, AnnounceStore: data.ann}).announceStore(); sc != nil && metrics != "" {
+				stop, err := runAnnounce(ctx, sc, metrics, log)
+				if err != nil {
+					return err
+				}
+				defer stop()
 			}
 			if dataPath != "" {
 				src := dnsfile.Source{Path: dataPath, Logger: log, Registerer: reg}
@@ -200,14 +213,16 @@ func checkDNS(out io.Writer, path string) error {
 	return err
 }
 
-// serveDNSMetrics serves g's /metrics on addr until stop is called.
-func serveDNSMetrics(addr string, g prometheus.Gatherer) (stop func(), bound string, err error) {
+// serveDNSMetrics serves g's /metrics and the access nodes' health
+// (dnsserver.NodeHealthPath) on addr until stop is called.
+func serveDNSMetrics(addr string, g prometheus.Gatherer, health http.Handler) (stop func(), bound string, err error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, "", err
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", obs.Handler(g))
+	mux.Handle(dnsserver.NodeHealthPath, health)
 	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	done := make(chan struct{})
 	go func() { defer close(done); _ = hs.Serve(ln) }()

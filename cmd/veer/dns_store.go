@@ -4,14 +4,18 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net"
+	"os"
 	"reflect"
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/veerhq/veer/config"
 	"github.com/veerhq/veer/dnsserver"
 	"github.com/veerhq/veer/dnsserver/dnsstore"
+	"github.com/veerhq/veer/store"
 	"github.com/veerhq/veer/store/storeetcd"
 )
 
@@ -27,6 +31,20 @@ type dnsFile struct {
 	// RegionsFile, when set, is veer control's routing table file, whose
 	// regions replace the regions section (dns_regions.go). Default none.
 	RegionsFile string `yaml:"regions_file" json:"regions_file"`
+	// AnnounceStore is the control plane's etcd store this server
+	// announces itself in (store.KeyDNSServersPrefix: its --metrics
+	// listener, where the console reads the access nodes' health); default
+	// ControlStore. Without --metrics nothing is announced. Fixed at start.
+	AnnounceStore *storeetcd.Config `yaml:"announce_store" json:"announce_store"`
+}
+
+// announceStore is where the server announces itself: AnnounceStore, else
+// ControlStore, else nowhere (nil).
+func (f dnsFile) announceStore() *storeetcd.Config {
+	if f.AnnounceStore != nil {
+		return f.AnnounceStore
+	}
+	return f.ControlStore
 }
 
 // Validate names the bad field.
@@ -37,15 +55,20 @@ func (f dnsFile) Validate() error {
 	if err := f.validateRegionsFile(); err != nil {
 		return err
 	}
-	if f.ControlStore == nil {
-		return nil
-	}
-	if err := f.ControlStore.Validate(); err != nil {
-		var fe *storeetcd.FieldError
-		if errors.As(err, &fe) {
-			return config.Field("control_store."+fe.Field, "%v", fe.Err)
+	for _, sc := range []struct {
+		field string
+		c     *storeetcd.Config
+	}{{"control_store", f.ControlStore}, {"announce_store", f.AnnounceStore}} {
+		if sc.c == nil {
+			continue
 		}
-		return config.Field("control_store", "%v", err)
+		if err := sc.c.Validate(); err != nil {
+			var fe *storeetcd.FieldError
+			if errors.As(err, &fe) {
+				return config.Field(sc.field+"."+fe.Field, "%v", fe.Err)
+			}
+			return config.Field(sc.field, "%v", err)
+		}
 	}
 	return nil
 }
@@ -56,6 +79,7 @@ type dnsData struct {
 	mu    sync.Mutex
 	srv   *dnsserver.Server
 	store *storeetcd.Config // fixed at start
+	ann   *storeetcd.Config // announce_store, fixed at start
 	data  *dnsserver.Data   // what the source delivered last; nil: none yet
 	last  dnsFile           // the file config in force, regions_file's rows included
 }
@@ -75,8 +99,15 @@ func (d *dnsData) set(data dnsserver.Data) error {
 func (d *dnsData) reload(f dnsFile) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	return d.reloadLocked(f)
+}
+
+func (d *dnsData) reloadLocked(f dnsFile) error {
 	if !reflect.DeepEqual(f.ControlStore, d.store) {
 		return config.Field("control_store", "cannot change while running; restart veer dns")
+	}
+	if !reflect.DeepEqual(f.AnnounceStore, d.ann) {
+		return config.Field("announce_store", "cannot change while running; restart veer dns")
 	}
 	c := f.Config
 	if d.data != nil {
@@ -90,13 +121,13 @@ func (d *dnsData) reload(f dnsFile) error {
 }
 
 // setRegions applies the config in force with the regions of a changed
-// regions_file.
+// regions_file (one lock: a config reload cannot slip in between).
 func (d *dnsData) setRegions(rows []dnsserver.Region) error {
 	d.mu.Lock()
+	defer d.mu.Unlock()
 	f := d.last
-	d.mu.Unlock()
 	f.Regions = rows
-	return d.reload(f)
+	return d.reloadLocked(f)
 }
 
 // runStoreSource follows the control plane's etcd store until ctx ends; it
@@ -116,6 +147,32 @@ func runStoreSource(ctx context.Context, d *dnsData, log *slog.Logger, reg prome
 	go func() {
 		defer close(done)
 		_ = src.Run(ctx, d.set)
+	}()
+	return func() { cancel(); <-done; st.Close() }, nil
+}
+
+// runAnnounce announces srv's metrics listener (its /metrics and
+// dnsserver.NodeHealthPath) in the store sc under store.KeyDNSServersPrefix
+// until ctx ends, then deletes the announcement; it returns a stop
+// function that waits for that.
+func runAnnounce(ctx context.Context, sc *storeetcd.Config, metricsAddr string, log *slog.Logger) (stop func(), err error) {
+	st, err := storeetcd.New(*sc, storeetcd.Options{})
+	if err != nil {
+		return nil, err
+	}
+	host, _ := os.Hostname()
+	h, p, _ := net.SplitHostPort(metricsAddr)
+	if ip := net.ParseIP(h); ip != nil && ip.IsUnspecified() && host != "" {
+		h = host
+	}
+	a := store.Announcement{Name: host + "-" + metricsAddr, Admin: "http://" + net.JoinHostPort(h, p), Started: time.Now().UTC().Truncate(time.Second), PID: os.Getpid()}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := store.Announce(ctx, st, store.KeyDNSServersPrefix+a.Name, a, store.AnnounceOptions{Logger: log, Author: "dns " + a.Name}); err != nil {
+			log.Warn("dns: not announced to the control store", "err", err)
+		}
 	}()
 	return func() { cancel(); <-done; st.Close() }, nil
 }

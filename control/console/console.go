@@ -24,6 +24,13 @@
 // of rotation. The stream needs a viewer token (checked by the admin API's
 // whoami).
 //
+// The sites page shows the access nodes as the private DNS servers probe
+// them: GET /ui/dns (viewer token) reads, on each call, every DNS server
+// announced under store.KeyDNSServersPrefix (`veer dns` with --metrics and
+// a control store), at its /access/health (within ScrapeTimeout); the page
+// asks once a second while it is open. A server that does not answer is
+// shown down with the error, its nodes unknown.
+//
 // The criticality page pre-fills the endpoint × caller rows the table does
 // not have yet from GET /ui/callers (viewer token): every announced
 // gateway's GET /admin/callers (the callers it saw per route over the last
@@ -145,8 +152,10 @@ func New(cfg Config, opts Options) (*Console, error) {
 }
 
 // Mount returns admin with the console added: /ui/ (pages), /ui/live (the
-// live stream), /ui/callers (the callers the gateways saw); every other request goes to admin, writes only when they
-// are not cross-site. control.Options.UI takes it.
+// live stream), /ui/callers (the callers the gateways saw), /ui/dns (the
+// access nodes' health as the announced DNS servers probe them); every
+// other request goes to admin, writes only when they are not cross-site.
+// control.Options.UI takes it.
 func (c *Console) Mount(admin http.Handler, st store.Store) http.Handler {
 	live := newHub(c, st)
 	mux := http.NewServeMux()
@@ -174,6 +183,18 @@ func (c *Console) Mount(admin http.Handler, st store.Store) http.Handler {
 			return
 		}
 		c.serveCallers(w, r, st)
+	})
+	mux.HandleFunc("GET /ui/dns", func(w http.ResponseWriter, r *http.Request) {
+		secure(w)
+		if code, msg := whoami(admin, r); code != http.StatusOK {
+			http.Error(w, msg, code)
+			return
+		}
+		if st == nil {
+			http.Error(w, "the DNS servers' health needs the control store", http.StatusServiceUnavailable)
+			return
+		}
+		c.serveDNS(w, r, st)
 	})
 	mux.HandleFunc("GET /ui/", func(w http.ResponseWriter, r *http.Request) {
 		secure(w)

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -429,4 +430,41 @@ func FuzzMergeCallers(f *testing.F) {
 			t.Fatalf("%d rows, want %d", n, len(want))
 		}
 	})
+}
+
+// TestFillLimitedByTier: veer_limit_rejected_total becomes limited requests
+// per second by dimension and by tier; a series without the tier label (an
+// older gateway) counts by dimension only.
+func TestFillLimitedByTier(t *testing.T) {
+	const text = `# TYPE veer_limit_rejected_total counter
+veer_limit_rejected_total{dimension="tenant",reason="rate",tier="critical"} %d
+veer_limit_rejected_total{dimension="tenant",reason="concurrency",tier="critical"} %d
+veer_limit_rejected_total{dimension="tenant",reason="rate",tier="sheddable"} %d
+veer_limit_rejected_total{dimension="route",reason="rate"} %d
+`
+	scrape := func(a, b, c, d int) samples {
+		s, err := parseSamples(strings.NewReader(fmt.Sprintf(text, a, b, c, d)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	var g Gateway
+	g.fill(scrape(10, 0, 5, 1), scrape(30, 4, 9, 5), 2)
+	f := Frame{Gateways: []Gateway{g}}
+	f.total()
+	for _, w := range []struct {
+		m    map[string]float64
+		k    string
+		want float64
+	}{
+		{f.LimitedTier, "critical", 12}, {f.LimitedTier, "sheddable", 2}, {f.Limited, "tenant", 14}, {f.Limited, "route", 2},
+	} {
+		if w.m[w.k] != w.want {
+			t.Errorf("%s: %v, want %v (frame %+v %+v)", w.k, w.m[w.k], w.want, f.Limited, f.LimitedTier)
+		}
+	}
+	if len(f.LimitedTier) != 2 {
+		t.Errorf("limited by tier %v: want critical and sheddable only", f.LimitedTier)
+	}
 }

@@ -23,6 +23,8 @@ type Frame struct {
 	Admitted map[string]float64 `json:"admitted_by_tier"`
 	Shed     map[string]float64 `json:"shed_by_tier"`
 	Limited  map[string]float64 `json:"limited_by_dimension"`
+	// LimitedTier: limited requests by the tier shedding would give them.
+	LimitedTier map[string]float64 `json:"limited_by_tier"`
 }
 
 // Gateway is one announced gateway in a Frame; rates are per second since
@@ -40,10 +42,13 @@ type Gateway struct {
 	Routes   []Route            `json:"routes"`
 	Clusters []Cluster          `json:"clusters"`
 	// Admitted and Shed are by tier (shedding on); Limited by the limit
-	// dimension that refused (limits carry no tier).
-	Admitted map[string]float64 `json:"admitted_by_tier"`
-	Shed     map[string]float64 `json:"shed_by_tier"`
-	Limited  map[string]float64 `json:"limited_by_dimension"`
+	// dimension that refused, and LimitedTier by the request's tier
+	// (veer_limit_rejected_total{tier}; "unset" when the request stated
+	// none and shedding is off).
+	Admitted    map[string]float64 `json:"admitted_by_tier"`
+	Shed        map[string]float64 `json:"shed_by_tier"`
+	Limited     map[string]float64 `json:"limited_by_dimension"`
+	LimitedTier map[string]float64 `json:"limited_by_tier"`
 }
 
 // Route is one route's traffic.
@@ -159,7 +164,7 @@ func (g *Gateway) fill(prev, cur samples, dt float64) {
 		}
 		return r
 	}
-	g.Errors, g.Admitted, g.Shed, g.Limited = map[string]float64{}, map[string]float64{}, map[string]float64{}, map[string]float64{}
+	g.Errors, g.Admitted, g.Shed, g.Limited, g.LimitedTier = map[string]float64{}, map[string]float64{}, map[string]float64{}, map[string]float64{}, map[string]float64{}
 	routes, clusters := map[string]*Route{}, map[string]*Cluster{}
 	cl := func(name string) *Cluster {
 		if clusters[name] == nil {
@@ -208,7 +213,11 @@ func (g *Gateway) fill(prev, cur samples, dt float64) {
 		case mShed:
 			g.Shed[l["tier"]] += rate(k, s)
 		case mLimited:
-			g.Limited[l["dimension"]] += rate(k, s)
+			r := rate(k, s)
+			g.Limited[l["dimension"]] += r
+			if tn := l["tier"]; tn != "" { // a gateway from before the tier label counts in no tier
+				g.LimitedTier[tn] += r
+			}
 		}
 	}
 	for _, n := range sortedKeys(routes) {
@@ -221,7 +230,7 @@ func (g *Gateway) fill(prev, cur samples, dt float64) {
 
 // total sums the gateways that answered.
 func (f *Frame) total() {
-	f.Errors, f.Admitted, f.Shed, f.Limited = map[string]float64{}, map[string]float64{}, map[string]float64{}, map[string]float64{}
+	f.Errors, f.Admitted, f.Shed, f.Limited, f.LimitedTier = map[string]float64{}, map[string]float64{}, map[string]float64{}, map[string]float64{}, map[string]float64{}
 	add := func(dst, src map[string]float64) {
 		for k, v := range src {
 			dst[k] += v
@@ -230,7 +239,7 @@ func (f *Frame) total() {
 	for i := range f.Gateways {
 		g := &f.Gateways[i]
 		if g.Errors == nil {
-			g.Errors, g.Admitted, g.Shed, g.Limited = map[string]float64{}, map[string]float64{}, map[string]float64{}, map[string]float64{}
+			g.Errors, g.Admitted, g.Shed, g.Limited, g.LimitedTier = map[string]float64{}, map[string]float64{}, map[string]float64{}, map[string]float64{}, map[string]float64{}
 		}
 		g.Routes, g.Clusters = orEmpty(g.Routes), orEmpty(g.Clusters)
 		f.RPS += g.RPS
@@ -238,6 +247,7 @@ func (f *Frame) total() {
 		add(f.Admitted, g.Admitted)
 		add(f.Shed, g.Shed)
 		add(f.Limited, g.Limited)
+		add(f.LimitedTier, g.LimitedTier)
 	}
 	slices.SortFunc(f.Gateways, func(a, b Gateway) int { return strings.Compare(a.Name, b.Name) })
 }

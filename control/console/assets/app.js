@@ -81,7 +81,7 @@
     for (const e of document.querySelectorAll('.admin-only')) e.hidden = !canWrite('admin');
   }
 
-  const pages = ['signin', 'rules', 'emergency', 'sites', 'criticality', 'docs', 'audit', 'live'];
+  const pages = ['signin', 'rules', 'emergency', 'sites', 'criticality', 'limits', 'rollouts', 'docs', 'audit', 'live'];
   function route() {
     let p = (location.hash || '#signin').slice(1);
     if (!S.token || !pages.includes(p)) p = S.token ? 'rules' : 'signin';
@@ -90,7 +90,9 @@
       if (a.getAttribute('href') === '#' + p) a.setAttribute('aria-current', 'page'); else a.removeAttribute('aria-current');
     }
     if (p !== 'live') stopLive();
-    ({ rules: loadRules, emergency: loadEmergency, sites: loadSites, criticality: loadCrit, docs: loadDocs, audit: loadAudit, live: startLive, signin: () => $('token').focus() })[p]();
+    if (p !== 'rollouts') stopRollouts();
+    if (p !== 'sites') stopDNS();
+    ({ rules: loadRules, emergency: loadEmergency, sites: loadSites, criticality: loadCrit, limits: loadLimits, rollouts: startRollouts, docs: loadDocs, audit: loadAudit, live: startLive, signin: () => $('token').focus() })[p]();
   }
   window.addEventListener('hashchange', route);
 
@@ -436,6 +438,48 @@
       el('thead', {}, el('tr', {}, ['Name', 'State', 'Domain / sibling', 'Actions'].map((h) => el('th', { scope: 'col', text: h })))), el('tbody', {}, rows))));
     applyRole();
     loadNodes();
+    startDNS();
+  }
+
+  // ---- the access nodes as the private DNS servers probe them (GET
+  // /ui/dns, asked once a second while the sites page is open)
+  let dnsTimer = null;
+  function stopDNS() { if (dnsTimer) { clearInterval(dnsTimer); dnsTimer = null; } }
+  function startDNS() {
+    stopDNS();
+    S.dnsSig = '';
+    loadDNS();
+    dnsTimer = setInterval(() => { if (!$('page-sites').hidden) loadDNS(); else stopDNS(); }, 1000);
+  }
+
+  async function loadDNS() {
+    const res = await api('GET', '/ui/dns');
+    if ($('page-sites').hidden) return;
+    if (!res.ok || !res.data || typeof res.data !== 'object') { put($('dns-list'), el('p', { class: 'error', text: 'Not available: ' + errText(res) })); S.dnsSig = ''; return; }
+    // the last probe's time is left out of the comparison: the table is
+    // rebuilt only when a state changes, never under a keyboard user
+    const sig = JSON.stringify(res.data, (k, v) => k === 'checked' ? undefined : v);
+    if (sig === S.dnsSig) return;
+    S.dnsSig = sig;
+    const d = res.data, when = (t) => t ? new Date(t).toLocaleString() : '–';
+    if (!d.servers.length) {
+      put($('dns-list'), el('p', { id: 'dns-none', text: 'No private DNS server announced: run veer dns with --metrics and a control store (announce_store or control_store) to see its probes here.' + (d.error ? ' ' + d.error : '') }));
+      return;
+    }
+    const rows = d.servers.flatMap((sv) => sv.up
+      ? (sv.nodes.length ? sv.nodes : [null]).map((n) => n
+        ? el('tr', { 'data-probe': n.addr, 'data-dns': sv.name },
+          el('td', { text: sv.name }), el('td', { text: n.domain }), el('td', { text: n.addr + (n.region ? ' (' + n.region + ')' : '') }),
+          el('td', { text: n.check || 'none' }),
+          el('td', {}, el('span', { class: 'badge ' + (!n.probed ? 'warn' : n.up ? 'up' : 'down'), text: !n.probed ? (n.check ? '◌ not probed yet' : '◌ not probed (no check)') : n.up ? '● up' : '✖ down' }),
+            n.error ? el('div', { class: 'error', text: n.error }) : null),
+          el('td', { class: 'since', text: n.probed ? when(n.since) : '–' }))
+        : el('tr', { 'data-dns': sv.name }, el('td', { text: sv.name }), el('td', { colspan: '5', text: 'no access domains' })))
+      : [el('tr', { class: 'gw-down', 'data-dns': sv.name }, el('td', { text: sv.name }),
+        el('td', { colspan: '5' }, el('span', { class: 'badge down', text: '✖ server not answering' }), el('div', { class: 'error', text: sv.error })))]);
+    put($('dns-list'), el('div', { class: 'scroll' }, el('table', { id: 'dns-table' },
+      el('thead', {}, el('tr', {}, ['DNS server', 'Access domain', 'Node', 'Health check', 'State by probe', 'Since (last change)'].map((h) => el('th', { scope: 'col', text: h })))),
+      el('tbody', {}, rows))));
   }
 
   async function loadNodes() {
@@ -600,6 +644,249 @@
     $('crit-status').textContent = 'Published version ' + res.data.version + '.';
   });
 
+  // ---- limits per dimension (gateway/limits, limit.Config's shape)
+  const LIMIT_FIELDS = [['rate', 'Rate (requests/s; 0: none)', 'any'], ['burst', 'Burst (0: one second of rate)', '1'], ['concurrency', 'Concurrency (in flight; 0: none)', '1']];
+  const LIMIT_GLOBAL = [['max_keys', true], ['idle_timeout', false], ['concurrency_retry_after', false], ['max_request_body', true], ['max_response_body', true]];
+
+  async function loadLimits() {
+    $('lim-error').textContent = ''; $('lim-status').textContent = '';
+    const res = await api('GET', '/v1/admin/docs/gateway/limits');
+    if (res.status === 404) { S.lim = { dimensions: [] }; S.limVersion = 0; S.limRaw = false; $('lim-info').textContent = 'No gateway/limits document yet: gateways use their files\' limits sections.'; }
+    else if (!res.ok) { $('lim-error').textContent = errText(res); return; }
+    else {
+      S.limVersion = Number(res.etag); S.limRaw = typeof res.data !== 'object' || !res.data; S.lim = S.limRaw ? { dimensions: [] } : res.data;
+      $('lim-info').textContent = 'gateway/limits version ' + S.limVersion + (S.limRaw ? ': stored as YAML, edit it as text on the Documents page.' : '.');
+    }
+    S.lim.dimensions = S.lim.dimensions || [];
+    renderLimits();
+  }
+
+  // a limit's three numbers, as inputs named by their document field
+  function limitInputs(prefix, field, l, ro, labelOf) {
+    l = l || {};
+    return LIMIT_FIELDS.map(([k, label, step]) => el('div', {},
+      el('label', { for: prefix + '-' + k, text: labelOf ? labelOf(label) : label }),
+      el('input', { id: prefix + '-' + k, type: 'number', min: '0', step, value: l[k] ? String(l[k]) : '', placeholder: '0', 'data-field': field + '.' + k, readonly: ro })));
+  }
+
+  function renderLimits() {
+    const ro = !canWrite('admin') || S.limRaw;
+    $('lim-add').hidden = ro;
+    for (const [k, isNum] of LIMIT_GLOBAL) { const e = $('lim-' + k); const v = S.lim[k]; e.value = v == null || v === 0 ? '' : (isNum ? String(v) : durText(v)); e.readOnly = ro; }
+    put($('lim-list'), S.lim.dimensions.map((d, i) => {
+      const f = 'dimensions[' + i + ']', id = 'lim-' + i;
+      const overrides = Object.entries(d.overrides || {});
+      return el('fieldset', { class: 'rule dim', 'data-dimension': d.name || i },
+        el('legend', { text: 'Dimension ' + (i + 1) + ': ' + (d.name || '(unnamed)') + ' (the gateway\'s keys[' + i + '])' }),
+        el('div', {}, el('label', { for: id + '-name', text: 'Name' }), el('input', { id: id + '-name', type: 'text', value: d.name || '', 'data-field': f + '.name', readonly: ro })),
+        limitInputs(id + '-def', f + '.default', d.default, ro, (l) => 'Default ' + l.charAt(0).toLowerCase() + l.slice(1)),
+        el('div', { class: 'callers' }, el('table', {},
+          el('caption', { text: 'Keys with their own limits (overrides of ' + (d.name || 'this dimension') + ')' }),
+          el('thead', {}, el('tr', {}, ['Key', 'Rate', 'Burst', 'Concurrency', 'Actions'].map((h) => el('th', { scope: 'col', text: h })))),
+          el('tbody', {}, overrides.map(([key, l], j) => {
+            const oid = id + '-o' + j, of = f + '.overrides.' + key;
+            return el('tr', { 'data-override': key },
+              el('td', {}, el('label', { for: oid + '-key', class: 'sr', text: 'Key of override ' + (j + 1) }),
+                el('input', { id: oid + '-key', type: 'text', value: key, 'data-field': of, readonly: ro })),
+              LIMIT_FIELDS.map(([k, , step]) => el('td', {}, el('label', { for: oid + '-' + k, class: 'sr', text: k + ' of ' + key }),
+                el('input', { id: oid + '-' + k, type: 'number', min: '0', step, value: l && l[k] ? String(l[k]) : '', placeholder: '0', 'data-field': of + '.' + k, readonly: ro }))),
+              el('td', {}, ro ? null : el('button', { type: 'button', class: 'secondary', text: 'Remove ' + key, onclick: () => { readLimits(); delete S.lim.dimensions[i].overrides[key]; renderLimits(); } })));
+          })))),
+        ro ? null : el('div', {},
+          el('button', { type: 'button', class: 'secondary', id: id + '-add', text: 'Add key to ' + (d.name || 'dimension'), onclick: () => {
+            readLimits(); const dd = S.lim.dimensions[i]; dd.overrides = dd.overrides || {}; let n = 1; while (('key-' + n) in dd.overrides) n++; dd.overrides['key-' + n] = { rate: 1 }; renderLimits(); $(id + '-o' + (Object.keys(dd.overrides).length - 1) + '-key').focus();
+          } }),
+          el('button', { type: 'button', class: 'danger', id: id + '-remove', text: 'Remove dimension ' + (d.name || i + 1), onclick: () => { readLimits(); S.lim.dimensions.splice(i, 1); renderLimits(); } })),
+        el('p', { class: 'field-error', id: 'lim-err-' + i }));
+    }));
+  }
+
+  // durText shows a stored duration (nanoseconds when the document was
+  // written as JSON numbers) as Go duration text.
+  function durText(v) {
+    if (typeof v !== 'number') return String(v);
+    if (v % 1e9 === 0) return (v / 1e9) + 's';
+    if (v % 1e6 === 0) return (v / 1e6) + 'ms';
+    return v + 'ns';
+  }
+  const num = (id) => { const v = $(id).value.trim(); return v === '' ? 0 : Number(v); };
+  function readLimit(prefix) {
+    const l = {};
+    for (const [k] of LIMIT_FIELDS) { const v = num(prefix + '-' + k); if (v) l[k] = v; }
+    return l;
+  }
+
+  // readLimits copies the form into S.lim, keeping fields the form does not
+  // show (a newer schema's) as they were.
+  function readLimits() {
+    if (S.limRaw) return;
+    for (const [k, isNum] of LIMIT_GLOBAL) {
+      const v = $('lim-' + k).value.trim();
+      // durations travel as text ("90s"): a bare number would be
+      // nanoseconds, and the API refuses text without a unit
+      if (v === '') delete S.lim[k]; else S.lim[k] = isNum ? Number(v) : v;
+    }
+    S.lim.dimensions.forEach((d, i) => {
+      const id = 'lim-' + i;
+      d.name = $(id + '-name').value.trim();
+      d.default = readLimit(id + '-def');
+      const ov = {};
+      Object.keys(d.overrides || {}).forEach((_, j) => { const key = $(id + '-o' + j + '-key').value.trim(); if (key) ov[key] = readLimit(id + '-o' + j); });
+      if (Object.keys(ov).length) d.overrides = ov; else delete d.overrides;
+    });
+  }
+
+  $('lim-add').addEventListener('click', () => {
+    readLimits();
+    S.lim.dimensions.push({ name: '', default: {} });
+    renderLimits();
+    $('lim-' + (S.lim.dimensions.length - 1) + '-name').focus();
+  });
+
+  // showLimitError puts the API's "key:line: field: problem" at the field:
+  // the input whose data-field is the field (or the nearest one under it),
+  // and the problem in its dimension's box.
+  function showLimitError(msg) {
+    for (const e of document.querySelectorAll('#page-limits [aria-invalid]')) e.removeAttribute('aria-invalid');
+    for (const e of document.querySelectorAll('#page-limits .field-error')) e.textContent = '';
+    const m = parseFieldError(msg);
+    if (!m) { $('lim-error').textContent = msg; return; }
+    const [, , field, why] = m;
+    const all = [...document.querySelectorAll('#page-limits [data-field]')];
+    let hit = all.filter((e) => e.dataset.field === field);
+    if (!hit.length) hit = all.filter((e) => e.dataset.field.startsWith(field + '.'));
+    const dm = /^dimensions\[(\d+)\]/.exec(field);
+    const box = dm ? $('lim-err-' + dm[1]) : (hit.length ? $('lim-err-global') : null);
+    if (!box) { $('lim-error').textContent = msg; return; }
+    for (const e of hit) { e.setAttribute('aria-invalid', 'true'); e.setAttribute('aria-describedby', box.id); }
+    box.textContent = field + ': ' + why;
+    $('lim-error').textContent = 'Not published: the API refused the edit (see the field marked below).';
+    if (hit[0]) hit[0].focus();
+  }
+
+  async function putLimits(dry) {
+    $('lim-status').textContent = ''; $('lim-error').textContent = '';
+    const reason = $('lim-reason').value;
+    if (!dry) { const bad = checkReason(reason); if (bad) { $('lim-error').textContent = bad; $('lim-reason').focus(); return; } }
+    readLimits();
+    const res = await api('PUT', '/v1/admin/docs/gateway/limits' + (dry ? '?dry_run=true' : ''), { body: JSON.stringify(S.lim, null, 2), ifMatch: S.limVersion || undefined, reason: dry ? undefined : reason });
+    if (res.status === 400) { showLimitError(errText(res)); return; }
+    showLimitError('');
+    $('lim-error').textContent = '';
+    if (!res.ok) { $('lim-error').textContent = (res.status === 409 ? 'Not published (409 Conflict): someone else changed gateway/limits; reload the page to see their version. ' : '') + errText(res); return; }
+    if (dry) { $('lim-status').textContent = 'gateway/limits is valid (nothing written).'; return; }
+    $('lim-reason').value = '';
+    await loadLimits();
+    $('lim-status').textContent = 'Published gateway/limits version ' + res.data.version + '.';
+  }
+  $('lim-validate').addEventListener('click', () => putLimits(true));
+  $('lim-form').addEventListener('submit', (ev) => { ev.preventDefault(); putLimits(false); });
+
+  // ---- rollouts (release/<route>, read and driven through
+  // /v1/admin/rollouts/{route})
+  const DECISIONS = ['continue', 'promote', 'abort'];
+  let roTimer = null;
+  function stopRollouts() { if (roTimer) { clearInterval(roTimer); roTimer = null; } }
+  function startRollouts() {
+    stopRollouts();
+    loadRollouts();
+    roTimer = setInterval(() => { if (!$('page-rollouts').hidden) loadRollouts(); else stopRollouts(); }, 2000);
+  }
+
+  function planSteps(p) {
+    if (p.blue_green) return [100];
+    const rings = (p.rings && p.rings.length) ? p.rings : [1, 10, 50, 100];
+    return ((p.canary_tenants || []).length ? ['canary'] : []).concat(rings);
+  }
+  const pct = (n, d) => d ? (100 * n / d).toFixed(2) + '%' : '–';
+  const counts = (c) => (c.requests || 0) + ' requests, ' + (c.errors || 0) + ' errors (' + pct(c.errors || 0, c.requests) + '), ' + (c.slow || 0) + ' slow (' + pct(c.slow || 0, c.requests) + ')';
+  const secs = (ns) => ns ? (ns / 1e9) + ' s' : 'default (300 s)';
+
+  async function loadRollouts() {
+    const list = await api('GET', '/v1/admin/docs?prefix=release/');
+    if (!list.ok) { $('ro-error').textContent = errText(list); return; }
+    const routes = list.data.docs.map((d) => d.key.slice('release/'.length)).filter((r) => r && !r.includes('/'));
+    const all = await Promise.all(routes.map((r) => api('GET', '/v1/admin/rollouts/' + encodeURIComponent(r)).then((res) => [r, res])));
+    if ($('page-rollouts').hidden) return;
+    // re-render only what changed, so that a poll never takes the focus
+    // from a button someone is on
+    const sig = JSON.stringify(all.map(([r, res]) => [r, res.status, res.data]));
+    $('ro-updated').textContent = 'Updated ' + new Date().toLocaleTimeString() + '.';
+    if (sig === S.roSig && $('ro-list').childElementCount) return;
+    S.roSig = sig;
+    const op = canWrite('operator');
+    const cards = all.map(([route, res]) => {
+      if (!res.ok) return el('section', { class: 'card rollout', 'data-rollout': route }, el('h3', { text: route }), el('p', { class: 'error', text: errText(res) }));
+      const st = res.data, ro = st.rollout, p = ro.plan, steps = planSteps(p), v = st.verdict || {};
+      const stepRows = steps.map((s, i) => el('li', { class: i === ro.step ? 'current' : '', 'aria-current': i === ro.step ? 'step' : false,
+        text: 'step ' + i + ': ' + (s === 'canary' ? 'canary tenants ' + p.canary_tenants.join(', ') : s + '% of tenants') + (i < ro.step ? ' (promoted)' : i === ro.step ? ' (current)' : '') }));
+      const acts = !op ? [] : [
+        ro.status === 'running' ? ['pause', 'Pause'] : null,
+        ro.status === 'paused' ? ['resume', 'Resume'] : null,
+        (ro.status === 'running' || ro.status === 'paused') ? ['abort', 'Abort'] : null,
+      ].filter(Boolean).map(([a, label]) => el('button', { type: 'button', class: a === 'abort' ? 'danger' : '', 'data-action': a, text: label + ' ' + route + '…', onclick: () => rolloutAction(route, a, st.version) }));
+      return el('section', { class: 'card rollout', 'data-rollout': route, 'data-status': ro.status, 'data-step': String(ro.step) },
+        el('h3', { text: 'Route ' + route + ': ' + p.from + ' (A) → ' + p.to + ' (B)' }),
+        el('p', {}, el('span', { class: 'badge ' + ({ running: 'up', paused: 'warn', aborted: 'down', done: 'up' }[ro.status] || 'warn'), text: { running: '▶ running', paused: '❚❚ paused', aborted: '✖ aborted', done: '✔ done' }[ro.status] || ro.status }),
+          ' step ' + ro.step + ' of ' + steps.length + ' (serving ' + (ro.status === 'aborted' ? 'A only' : ro.status === 'done' ? 'B only' : (steps[ro.step] === 'canary' ? 'the canary tenants on B' : steps[ro.step] + '% of tenants on B')) + '), rollout ' + ro.id + ', version ' + st.version),
+        el('p', { class: 'hint', text: 'Why: ' + (ro.reason || '–') }),
+        el('ul', { class: 'steps' }, stepRows),
+        el('dl', { class: 'totals' },
+          el('dt', { text: 'A this step (pooled over ' + st.gateways + ' gateway' + (st.gateways === 1 ? '' : 's') + ')' }), el('dd', { class: 'count-a', text: counts(st.a || {}) }),
+          el('dt', { text: 'B this step' }), el('dd', { class: 'count-b', text: counts(st.b || {}) }),
+          el('dt', { text: 'Verdict now' }), el('dd', { class: 'verdict', text: (ro.status === 'running' || ro.status === 'paused') ? DECISIONS[v.decision || 0] + ': ' + (v.reason || '') : '– (' + ro.status + ')' }),
+          el('dt', { text: 'Evidence (log-likelihood ratio; abort at ≥ upper, promote at ≤ lower)' }),
+          el('dd', { text: 'errors ' + (v.error_llr || 0).toFixed(2) + ', slow ' + (v.slow_llr || 0).toFixed(2) + '; upper ' + (v.upper || 0).toFixed(2) + ', lower ' + (v.lower || 0).toFixed(2) }),
+          el('dt', { text: 'SLO' }), el('dd', { text: 'hold ' + secs(p.hold) + '; B may have ' + (100 * ((p.slo || {}).max_error_rate || 0.01)).toFixed(1) + ' points more errors and ' + (100 * ((p.slo || {}).max_slow_rate || 0.02)).toFixed(1) + ' points more slow requests than A; at least ' + ((p.slo || {}).min_samples || 200) + ' B requests to promote' })),
+        (ro.verdicts || []).length ? el('details', {}, el('summary', { text: 'Earlier verdicts (' + ro.verdicts.length + ')' }),
+          el('ul', {}, ro.verdicts.map((x) => el('li', { text: DECISIONS[x.decision || 0] + ': ' + x.reason })))) : null,
+        acts.length ? el('div', { class: 'actions' }, acts) : null);
+    });
+    put($('ro-list'), cards.length ? cards : el('p', { id: 'ro-none', text: 'No rollout: start one below.' }));
+  }
+
+  async function rolloutAction(route, action, version) {
+    $('ro-error').textContent = ''; $('ro-status').textContent = '';
+    const reason = $('ro-reason').value, bad = checkReason(reason);
+    if (bad) { $('ro-error').textContent = bad; $('ro-reason').focus(); return; }
+    const what = { pause: 'Pause the rollout of ' + route + ': the step stays and the analysis waits', resume: 'Resume the rollout of ' + route + ' (the step\'s clock restarts)',
+      abort: 'Abort the rollout of ' + route + ': every tenant goes back to A at once' }[action];
+    if (!await confirmDialog(what + '. Continue?')) return;
+    const res = await api('POST', '/v1/admin/rollouts/' + encodeURIComponent(route), { body: { action, reason }, reason });
+    if (!res.ok) { $('ro-error').textContent = errText(res); return; }
+    $('ro-reason').value = '';
+    await loadRollouts();
+    $('ro-status').textContent = 'Rollout of ' + route + ': ' + action + ' done (version ' + res.data.version + ').';
+  }
+
+  $('ro-form').addEventListener('submit', async (ev) => {
+    ev.preventDefault();
+    $('ro-error').textContent = ''; $('ro-plan-error').textContent = ''; $('ro-plan').removeAttribute('aria-invalid');
+    const route = $('ro-route').value.trim(), reason = $('ro-reason').value, bad = checkReason(reason);
+    if (!route) { $('ro-error').textContent = 'Name the route to release.'; $('ro-route').focus(); return; }
+    if (bad) { $('ro-error').textContent = bad; $('ro-reason').focus(); return; }
+    let plan;
+    try { plan = JSON.parse($('ro-plan').value); } catch (e) {
+      $('ro-plan').setAttribute('aria-invalid', 'true'); $('ro-plan-error').textContent = 'plan: not JSON: ' + e.message; $('ro-plan').focus(); return;
+    }
+    if (plan && typeof plan === 'object' && !plan.route) plan.route = route;
+    if (!await confirmDialog('Start a rollout of route ' + route + (plan && plan.from ? ' from ' + plan.from + ' to ' + plan.to : '') + '? Its first step moves tenants to the new version at once.')) return;
+    const res = await api('POST', '/v1/admin/rollouts/' + encodeURIComponent(route), { body: { action: 'start', plan, reason }, reason });
+    if (res.status === 400) {
+      // "plan:LINE: field: problem", or "plan: field: problem" for a
+      // field the plan lacks (no line to name)
+      const m = /^plan(?::(\d+))?: ([A-Za-z0-9_.[\]-]+): ([\s\S]*)$/.exec(errText(res));
+      $('ro-plan').setAttribute('aria-invalid', 'true');
+      $('ro-plan-error').textContent = m ? m[2] + ': ' + m[3] + (m[1] ? ' (line ' + m[1] + ')' : '') : errText(res);
+      $('ro-plan').focus();
+      return;
+    }
+    if (!res.ok) { $('ro-error').textContent = errText(res); return; }
+    $('ro-reason').value = '';
+    await loadRollouts();
+    $('ro-status').textContent = 'Rollout of ' + route + ' started (version ' + res.data.version + ').';
+  });
+
   // ---- any document, as text
   async function loadDocs() {
     const res = await api('GET', '/v1/admin/docs');
@@ -704,11 +991,16 @@
     const up = f.gateways.filter((g) => g.up).length;
     $('live-status').className = (up < f.gateways.length || f.error) ? 'status down-status' : 'status';
     $('live-status').textContent = new Date(f.time).toLocaleTimeString() + ': ' + up + ' of ' + f.gateways.length + ' gateways answering, ' + fmt(f.rps) + ' requests/s' + (f.error ? '; ' + f.error : '');
+    put($('live-totals'), el('dt', { text: 'Shed by tier' }), el('dd', { id: 'live-shed', text: kv(f.shed_by_tier) }),
+      el('dt', { text: 'Limited by tier' }), el('dd', { id: 'live-limited', text: kv(f.limited_by_tier) }),
+      el('dt', { text: 'Limited by dimension' }), el('dd', { text: kv(f.limited_by_dimension) }));
     const tiers = {};
     let tiered = 0;
     for (const t of TIERS) { tiers[t] = (f.admitted_by_tier[t] || 0); tiered += tiers[t]; }
-    tiers.untiered = Math.max(0, f.rps - tiered - Object.values(f.shed_by_tier).reduce((a, b) => a + b, 0));
-    tiers.shed = Object.values(f.shed_by_tier).reduce((a, b) => a + b, 0);
+    const sum = (m) => Object.values(m || {}).reduce((a, b) => a + b, 0);
+    tiers.shed = sum(f.shed_by_tier);
+    tiers.limited = sum(f.limited_by_tier);
+    tiers.untiered = Math.max(0, f.rps - tiered - tiers.shed - tiers.limited);
     S.series.push({ t: f.time, v: tiers });
     if (S.series.length > 60) S.series.shift();
     drawChart();
@@ -716,14 +1008,16 @@
       el('th', { scope: 'row', text: g.name }),
       el('td', {}, el('span', { class: 'badge ' + (g.up ? 'up' : 'down'), text: g.up ? '● up' : '✖ down' }), g.up ? null : el('div', { class: 'error', text: g.error })),
       el('td', { text: fmt(g.rps) }), el('td', { text: kv(g.errors) }),
-      el('td', { text: kv(g.shed_by_tier) + ' / ' + kv(g.limited_by_dimension) }),
+      el('td', { class: 'shed-tier', text: kv(g.shed_by_tier) }),
+      el('td', { class: 'limited-tier', text: kv(g.limited_by_tier) }),
+      el('td', { class: 'limited-dim', text: kv(g.limited_by_dimension) }),
       el('td', {}, el('ul', {}, g.routes.map((r) => el('li', { text: r.name + ': ' + fmt(r.rps) + '/s' + (Object.keys(r.errors).length ? ' (errors ' + kv(r.errors) + ')' : '') })))),
       el('td', {}, el('ul', {}, g.clusters.map((c) => el('li', {},
         c.name + ': ' + fmt(c.rps) + '/s',
         c.breaker ? el('span', { class: 'badge ' + (c.breaker === 'closed' ? 'up' : c.breaker === 'open' ? 'down' : 'warn'), text: 'breaker ' + (c.breaker === 'closed' ? '● ' : c.breaker === 'open' ? '✖ ' : '◐ ') + c.breaker }) : null,
         c.out.length ? el('span', { class: 'badge down', text: '✖ ' + c.out.length + '/' + c.backends + ' backends out: ' + c.out.join(', ') }) : el('span', { class: 'badge up', text: '● ' + c.backends + ' backends in' })))))));
     put($('live-gateways'), el('div', { class: 'scroll' }, el('table', { id: 'gw-table' },
-      el('thead', {}, el('tr', {}, ['Gateway', 'State', 'Req/s', 'Errors/s by kind', 'Shed by tier / limited by dimension', 'Routes', 'Clusters'].map((h) => el('th', { scope: 'col', text: h })))),
+      el('thead', {}, el('tr', {}, ['Gateway', 'State', 'Req/s', 'Errors/s by kind', 'Shed/s by tier', 'Limited/s by tier', 'Limited/s by dimension', 'Routes', 'Clusters'].map((h) => el('th', { scope: 'col', text: h })))),
       el('tbody', {}, rows))));
   }
 
@@ -735,7 +1029,8 @@
     ['sheddable_plus', '#e0a030', 'hatch', 'sheddable+'],
     ['sheddable', '#f3d27a', 'cross', 'sheddable'],
     ['untiered', '#8c8c8c', 'solid', 'no tier (shedding off)'],
-    ['shed', '#c0392b', 'hatch', 'shed (refused)'],
+    ['shed', '#c0392b', 'hatch', 'shed (refused, 503)'],
+    ['limited', '#6a1b9a', 'dots', 'limited (refused, 429)'],
   ];
 
   function patternDefs(prefix, only) {
