@@ -63,6 +63,9 @@ type Scenario struct {
 	Fault   string
 	Promise string
 	run     func(ctx context.Context, c *Chaos, r *Result) error
+	// skip, when set, says why the scenario cannot run against this
+	// system ("" when it can): an engine veer up did not start.
+	skip func(State) string
 }
 
 // Result is a scenario's verdict with the measured figure.
@@ -80,6 +83,8 @@ type Result struct {
 	// share in the promise was met). Tests on a loaded machine accept it:
 	// latency is a benchmark's figure, not a unit test's (BENCHMARKING.md).
 	LatencyOnly bool `json:"latency_only,omitempty"`
+	// Skipped says why the scenario did not run (neither PASS nor FAIL).
+	Skipped string `json:"skipped,omitempty"`
 }
 
 func (r *Result) measure(format string, args ...any) {
@@ -90,6 +95,9 @@ func (r Result) String() string {
 	v := "FAIL"
 	if r.Pass {
 		v = "PASS"
+	}
+	if r.Skipped != "" {
+		return fmt.Sprintf("SKIPPED %s (seed %s): %s\n", r.Name, r.Seed, r.Skipped)
 	}
 	s := fmt.Sprintf("%s %s (seed %s)\n  promise:   %s\n  mechanism: %s\n  measured:  %s\n", v, r.Name, r.Seed, r.Promise, r.Mechanism, strings.Join(r.Measured, "; "))
 	if r.Err != "" {
@@ -120,7 +128,7 @@ func Scenarios() []Scenario {
 
 // Lookup finds a scenario by name.
 func Lookup(name string) (Scenario, bool) {
-	for _, s := range Scenarios() {
+	for _, s := range append(Scenarios(), EngineScenarios()...) {
 		if s.Name == name {
 			return s, true
 		}
@@ -175,6 +183,17 @@ func (c *Chaos) state(ctx context.Context) (State, error) {
 // from judging is a FAIL with Err set.
 func (c *Chaos) Run(ctx context.Context, sc Scenario) Result {
 	r := Result{Name: sc.Name, Seed: sc.Seed, Promise: sc.Promise, Mechanism: sc.Fault}
+	if sc.skip != nil {
+		st, err := c.state(ctx)
+		if err != nil {
+			r.Err = err.Error()
+			return r
+		}
+		if why := sc.skip(st); why != "" {
+			r.Skipped = why
+			return r
+		}
+	}
 	if err := c.settle(ctx); err != nil {
 		r.Err = "not steady before the fault: " + err.Error()
 		return r
@@ -201,6 +220,9 @@ func (c *Chaos) settle(ctx context.Context) error {
 			}
 		}
 		if st.DNSPid == 0 {
+			return false
+		}
+		if e := st.Engines; (e.StoreLocal && e.EtcdPid == 0) || (e.RedisLocal && e.RedisPid == 0) {
 			return false
 		}
 		for k, n := range s.States {
