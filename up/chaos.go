@@ -440,10 +440,19 @@ func runFrozenOrKilled(ctx context.Context, c *Chaos, r *Result, kill bool) erro
 	}
 	back := !on
 	if on {
-		if err := c.until(ctx, c.cfg.Recover, func(st State, s Snapshot) bool {
+		// wait for the devices' announced return (their recovery timers
+		// grow with each BACKUP stint: after many rounds of a soak the
+		// last one may be due later than Recover), plus Recover
+		wait := c.cfg.Recover
+		if s, err := c.stats(ctx); err == nil {
+			if by := s.RecoveryBy["a"]; !by.IsZero() {
+				wait = max(wait, time.Until(by)+c.cfg.Recover)
+			}
+		}
+		if err := c.until(ctx, wait, func(st State, s Snapshot) bool {
 			return st.Gateways["a"].Pid != 0 && float64(s.InState("a", "primary")) >= reactShare*float64(n)
 		}); err != nil {
-			r.measure("not back on primary within %v of the fault's end", c.cfg.Recover)
+			r.measure("not back on primary within %v of the fault's end", wait.Round(time.Second))
 		} else {
 			back = true
 			r.measure("back on primary %.1fs after the fault ended (%s)", time.Since(end).Seconds(), map[bool]string{true: "gateway restarted", false: "SIGCONT"}[kill])

@@ -514,8 +514,14 @@ func (s *System) Stats() Snapshot {
 	snap := s.stats.snapshot()
 	snap.States = map[string]int{}
 	devs := s.devs()
+	snap.RecoveryBy = map[string]time.Time{}
 	for _, d := range devs {
 		snap.States[d.group+"/"+d.state()]++
+		if d.ft != nil {
+			if t := d.ft.RecoveryAt(); t.After(snap.RecoveryBy[d.group]) {
+				snap.RecoveryBy[d.group] = t
+			}
+		}
 	}
 	snap.Devices = len(devs)
 	s.devMu.Lock()
