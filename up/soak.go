@@ -119,6 +119,9 @@ type SoakSample struct {
 	RSS        int64 `json:"rss_bytes"`
 	PSS        int64 `json:"pss_bytes"`
 	Procs      int   `json:"procs"`
+	// Devices in the population then: site-down and etcd-kill launch new
+	// sessions, which stay, so resources may grow with them.
+	Devices int `json:"devices"`
 }
 
 // Growth is one resource's growth after warm-up: the minimum over the
@@ -292,6 +295,9 @@ func (c *Chaos) sample(ctx context.Context) (SoakSample, error) {
 		return SoakSample{}, err
 	}
 	smp := SoakSample{At: time.Now(), Procs: len(ps)}
+	if s, err := c.stats(ctx); err == nil {
+		smp.Devices = s.Devices
+	}
 	for _, p := range ps {
 		smp.RSS += p.RSS
 		smp.PSS += p.PSS
@@ -373,6 +379,9 @@ func (r SoakReport) String() string {
 		}
 		fmt.Fprintf(&b, "  %-10s after %v warm-up, min of each %v window: first %s, last %s: %+.1f%% over %d windows (target <= %.0f%%)\n",
 			k, sc.WarmUp, sc.GrowthWindow, f, l, 100*g.Share, g.Windows, 100*SoakMaxGrowth)
+	}
+	if n := len(r.Samples); n > 0 {
+		fmt.Fprintf(&b, "  devices:   %d at the first sample, %d at the last (new sessions that scenarios launched stay)\n", r.Samples[0].Devices, r.Samples[n-1].Devices)
 	}
 	pass, fail, skip := 0, 0, 0
 	for _, res := range r.Results {
