@@ -45,7 +45,7 @@ func EngineScenarios() []Scenario {
 func Present(st State) []Scenario {
 	out := Scenarios()
 	for _, sc := range EngineScenarios() {
-		if sc.Name == "redis-kill" && st.Engines.Redis == "" || sc.Name == "etcd-kill" && st.Engines.Store == "" {
+		if (sc.Name == "redis-kill" && st.Engines.Redis == "") || (sc.Name == "etcd-kill" && st.Engines.Store == "") {
 			continue
 		}
 		out = append(out, sc)
