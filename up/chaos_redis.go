@@ -160,6 +160,13 @@ func runRedisKill(ctx context.Context, c *Chaos, r *Result) error {
 		t := res.Total()
 		r.measure("%s: %.1f admitted/s (%.0f%% of the limit; a %d, b %d admitted), %.1f limited/s, %d failed",
 			when, res.Admitted, 100*res.Admitted/limit, res.Sites["a"].OK, res.Sites["b"].OK, res.Limited, t.Fail)
+		if t.Fail > 0 {
+			var why []string
+			for _, k := range sortedKeys(res.Failed) {
+				why = append(why, fmt.Sprintf("%d %s", res.Failed[k], k))
+			}
+			r.measure("failed: %s", strings.Join(why, ", "))
+		}
 		return res, nil
 	}
 	before, err := measure("Redis up")

@@ -33,6 +33,9 @@ type LimitedResult struct {
 	Admitted float64 `json:"admitted_per_s"`
 	// Limited is 429s per second over both gateways.
 	Limited float64 `json:"limited_per_s"`
+	// Failed counts the failures by kind ("502 server_error",
+	// "response_timeout", ...).
+	Failed map[string]int64 `json:"failed,omitempty"`
 }
 
 // Total sums the sites.
@@ -85,6 +88,7 @@ func (s *System) LimitedLoad(ctx context.Context, rate float64, d time.Duration)
 		host   string
 		mu     sync.Mutex
 		c      Counts
+		why    map[string]int64
 	}
 	var ts []*target
 	for _, site := range sites {
@@ -93,7 +97,7 @@ func (s *System) LimitedLoad(ctx context.Context, rate float64, d time.Duration)
 			return LimitedResult{}, err
 		}
 		defer closeIdle()
-		ts = append(ts, &target{client: cl, host: host})
+		ts = append(ts, &target{client: cl, host: host, why: map[string]int64{}})
 	}
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, limitedMaxInFlight)
@@ -103,6 +107,7 @@ func (s *System) LimitedLoad(ctx context.Context, rate float64, d time.Duration)
 		default:
 			t.mu.Lock()
 			t.c.Fail++
+			t.why["generator in-flight bound"]++
 			t.mu.Unlock()
 			return
 		}
@@ -116,12 +121,15 @@ func (s *System) LimitedLoad(ctx context.Context, rate float64, d time.Duration)
 			if err != nil {
 				return
 			}
-			r := resultFail
+			r, why := resultFail, ""
 			resp, err := t.client.Do(req)
-			if err == nil {
+			if err != nil {
+				why = outcome.Classify(nil, err).Kind.String()
+			} else {
 				_, rerr := io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
 				resp.Body.Close()
 				o := outcome.Classify(resp, nil)
+				why = fmt.Sprintf("%d %s", resp.StatusCode, o.Kind)
 				switch {
 				case rerr == nil && resp.StatusCode/100 == 2:
 					r = resultOK
@@ -134,6 +142,9 @@ func (s *System) LimitedLoad(ctx context.Context, rate float64, d time.Duration)
 			}
 			t.mu.Lock()
 			t.c.add(r)
+			if r == resultFail {
+				t.why[why]++
+			}
 			t.mu.Unlock()
 		}()
 	}
@@ -155,9 +166,12 @@ func (s *System) LimitedLoad(ctx context.Context, rate float64, d time.Duration)
 	if err := ctx.Err(); err != nil {
 		return LimitedResult{}, err
 	}
-	res := LimitedResult{Rate: rate, Duration: d, Sites: map[string]Counts{}}
+	res := LimitedResult{Rate: rate, Duration: d, Sites: map[string]Counts{}, Failed: map[string]int64{}}
 	for i, t := range ts {
 		res.Sites[sites[i]] = t.c
+		for k, n := range t.why {
+			res.Failed[sites[i]+": "+k] += n
+		}
 	}
 	tot := res.Total()
 	res.Admitted = float64(tot.OK) / d.Seconds()
