@@ -279,6 +279,11 @@ func (c *Chaos) Soak(ctx context.Context, sc SoakConfig) (SoakReport, error) {
 			return SoakReport{}, ctx.Err()
 		}
 	}
+	// no scenario is due before the end: keep sampling until then
+	_ = sleepCtx(sctx, time.Until(end))
+	if ctx.Err() != nil {
+		return SoakReport{}, ctx.Err()
+	}
 	cancel()
 	bg.Wait()
 	rep.End = time.Now()
@@ -381,7 +386,13 @@ func (r SoakReport) String() string {
 			k, sc.WarmUp, sc.GrowthWindow, f, l, 100*g.Share, g.Windows, 100*SoakMaxGrowth)
 	}
 	if n := len(r.Samples); n > 0 {
-		fmt.Fprintf(&b, "  devices:   %d at the first sample, %d at the last (new sessions that scenarios launched stay)\n", r.Samples[0].Devices, r.Samples[n-1].Devices)
+		f, l := r.Samples[0], r.Samples[n-1]
+		fmt.Fprintf(&b, "  devices:   %d at the first sample, %d at the last (new sessions that scenarios launched stay)", f.Devices, l.Devices)
+		if f.Devices > 0 && l.Devices > 0 {
+			fmt.Fprintf(&b, "; per device: goroutines %.1f -> %.1f, RSS %.1f -> %.1f MiB", float64(f.Goroutines)/float64(f.Devices), float64(l.Goroutines)/float64(l.Devices),
+				float64(f.RSS)/float64(f.Devices)/(1<<20), float64(l.RSS)/float64(l.Devices)/(1<<20))
+		}
+		b.WriteString("\n")
 	}
 	pass, fail, skip := 0, 0, 0
 	for _, res := range r.Results {
