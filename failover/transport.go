@@ -195,6 +195,19 @@ func WithoutFailover(ctx context.Context) context.Context {
 // State returns the current state.
 func (t *Transport) State() State { return t.snap.Load().state }
 
+// RecoveryAt returns, in BACKUP, when the policy's recovery timer fires
+// (the next canary to the primary), so that an observer can wait for the
+// announced return rather than guess; zero in other states and for
+// policies without a recovery timer (the baselines).
+func (t *Transport) RecoveryAt() time.Time {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if r, ok := t.policy.(interface{ RecoveryAt() time.Time }); ok && t.policy.State() == Backup {
+		return r.RecoveryAt()
+	}
+	return time.Time{}
+}
+
 // Domain returns the domain regular traffic uses now, as configured.
 func (t *Transport) Domain() string { return t.hosts[t.snap.Load().domain] }
 

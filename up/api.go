@@ -48,7 +48,9 @@ func (s *System) serveAPI() error {
 	})
 	mux.HandleFunc("POST /v1/devices", s.handleAddDevices)
 	mux.HandleFunc("POST /v1/fault/overload", s.handleOverload)
-	mux.HandleFunc("GET /debug/pprof/", pprof.Index) // heap, goroutine, ... of the veer up process
+	mux.HandleFunc("POST /v1/fault/limited", s.handleLimited) // engines_load.go
+	mux.HandleFunc("GET /v1/usage", s.handleUsage)            // soak.go
+	mux.HandleFunc("GET /debug/pprof/", pprof.Index)          // heap, goroutine, ... of the veer up process
 	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
 	s.api = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = s.api.Serve(ln) }()

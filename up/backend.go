@@ -56,6 +56,7 @@ func BackendHandler(cluster, name string, cfg BackendConfig) http.Handler {
 	}
 	mux.HandleFunc(PathTrips, work(cfg.CPU, cfg.Latency, nil))
 	mux.HandleFunc(PathFeed, work(2*cfg.CPU, 2*cfg.Latency, make(chan struct{}, cfg.FeedSlots)))
+	mux.HandleFunc(PathSearch, work(cfg.CPU, cfg.Latency, nil)) // the limited route (engines.go)
 	return mux
 }
 

@@ -63,6 +63,9 @@ type Scenario struct {
 	Fault   string
 	Promise string
 	run     func(ctx context.Context, c *Chaos, r *Result) error
+	// skip, when set, says why the scenario cannot run against this
+	// system ("" when it can): an engine veer up did not start.
+	skip func(State) string
 }
 
 // Result is a scenario's verdict with the measured figure.
@@ -80,6 +83,8 @@ type Result struct {
 	// share in the promise was met). Tests on a loaded machine accept it:
 	// latency is a benchmark's figure, not a unit test's (BENCHMARKING.md).
 	LatencyOnly bool `json:"latency_only,omitempty"`
+	// Skipped says why the scenario did not run (neither PASS nor FAIL).
+	Skipped string `json:"skipped,omitempty"`
 }
 
 func (r *Result) measure(format string, args ...any) {
@@ -90,6 +95,9 @@ func (r Result) String() string {
 	v := "FAIL"
 	if r.Pass {
 		v = "PASS"
+	}
+	if r.Skipped != "" {
+		return fmt.Sprintf("SKIPPED %s (seed %s): %s\n", r.Name, r.Seed, r.Skipped)
 	}
 	s := fmt.Sprintf("%s %s (seed %s)\n  promise:   %s\n  mechanism: %s\n  measured:  %s\n", v, r.Name, r.Seed, r.Promise, r.Mechanism, strings.Join(r.Measured, "; "))
 	if r.Err != "" {
@@ -120,7 +128,7 @@ func Scenarios() []Scenario {
 
 // Lookup finds a scenario by name.
 func Lookup(name string) (Scenario, bool) {
-	for _, s := range Scenarios() {
+	for _, s := range append(Scenarios(), EngineScenarios()...) {
 		if s.Name == name {
 			return s, true
 		}
@@ -175,6 +183,17 @@ func (c *Chaos) state(ctx context.Context) (State, error) {
 // from judging is a FAIL with Err set.
 func (c *Chaos) Run(ctx context.Context, sc Scenario) Result {
 	r := Result{Name: sc.Name, Seed: sc.Seed, Promise: sc.Promise, Mechanism: sc.Fault}
+	if sc.skip != nil {
+		st, err := c.state(ctx)
+		if err != nil {
+			r.Err = err.Error()
+			return r
+		}
+		if why := sc.skip(st); why != "" {
+			r.Skipped = why
+			return r
+		}
+	}
 	if err := c.settle(ctx); err != nil {
 		r.Err = "not steady before the fault: " + err.Error()
 		return r
@@ -201,6 +220,9 @@ func (c *Chaos) settle(ctx context.Context) error {
 			}
 		}
 		if st.DNSPid == 0 {
+			return false
+		}
+		if e := st.Engines; (e.StoreLocal && e.EtcdPid == 0) || (e.RedisLocal && e.RedisPid == 0) {
 			return false
 		}
 		for k, n := range s.States {
@@ -418,10 +440,19 @@ func runFrozenOrKilled(ctx context.Context, c *Chaos, r *Result, kill bool) erro
 	}
 	back := !on
 	if on {
-		if err := c.until(ctx, c.cfg.Recover, func(st State, s Snapshot) bool {
+		// wait for the devices' announced return (their recovery timers
+		// grow with each BACKUP stint: after many rounds of a soak the
+		// last one may be due later than Recover), plus Recover
+		wait := c.cfg.Recover
+		if s, err := c.stats(ctx); err == nil {
+			if by := s.RecoveryBy["a"]; !by.IsZero() {
+				wait = max(wait, time.Until(by)+c.cfg.Recover)
+			}
+		}
+		if err := c.until(ctx, wait, func(st State, s Snapshot) bool {
 			return st.Gateways["a"].Pid != 0 && float64(s.InState("a", "primary")) >= reactShare*float64(n)
 		}); err != nil {
-			r.measure("not back on primary within %v of the fault's end", c.cfg.Recover)
+			r.measure("not back on primary within %v of the fault's end", wait.Round(time.Second))
 		} else {
 			back = true
 			r.measure("back on primary %.1fs after the fault ended (%s)", time.Since(end).Seconds(), map[bool]string{true: "gateway restarted", false: "SIGCONT"}[kill])

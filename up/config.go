@@ -81,6 +81,16 @@ type Config struct {
 	LastMile LastMileConfig `yaml:"lastmile" json:"lastmile"`
 	// Gateway switches gateway protections off (for chaos's FAIL tests).
 	Gateway GatewayConfig `yaml:"gateway" json:"gateway"`
+	// Store is the control plane's store: "" (embedded bbolt in the data
+	// directory), "etcd://local" (veer up runs etcd as a child process) or
+	// "etcd://HOST:PORT[,HOST:PORT]" (an external cluster). See engines.go.
+	Store string `yaml:"store" json:"store"`
+	// Redis shares the gateways' limits: "" (each gateway limits locally
+	// to its share), "local" (veer up runs redis-server as a child
+	// process) or "redis://HOST:PORT" (an external server).
+	Redis string `yaml:"redis" json:"redis"`
+	// Search is the limited demo route, /api/search.
+	Search SearchConfig `yaml:"search" json:"search"`
 }
 
 // BackendConfig is a demo backend's cost per request.
@@ -126,6 +136,11 @@ type GatewayConfig struct {
 	HealthFall     int           `yaml:"health_fall" json:"health_fall"`
 	// ShedDisabled: no criticality shedding (shed.enabled false).
 	ShedDisabled bool `yaml:"shed_disabled" json:"shed_disabled"`
+	// LimitUndivided: the gateways are told they are one instance
+	// (limits.instances 1), so that when Redis fails each falls back to
+	// the whole limit instead of limit ÷ 2. For chaos's FAIL-when-off test
+	// of redis-kill.
+	LimitUndivided bool `yaml:"limit_undivided" json:"limit_undivided"`
 }
 
 func (c Config) withDefaults() Config {
@@ -144,6 +159,8 @@ func (c Config) withDefaults() Config {
 	c.Gateway.HealthFall = cmp.Or(c.Gateway.HealthFall, DefaultHealthFall)
 	c.Failover.RecoveryTimeout = cmp.Or(c.Failover.RecoveryTimeout, DefaultRecoveryTimeout)
 	c.Failover.RecoveryTimeoutStep = cmp.Or(c.Failover.RecoveryTimeoutStep, DefaultRecoveryTimeoutStep)
+	c.Search.Limit = cmp.Or(c.Search.Limit, DefaultSearchLimit)
+	c.Search.Burst = cmp.Or(c.Search.Burst, DefaultSearchBurst)
 	return c
 }
 
@@ -170,5 +187,6 @@ func (c *Config) Validate() error {
 	check(c.LastMile.DNSTimeout < 0, "lastmile.dns_timeout", "must not be negative")
 	check(c.Gateway.HealthInterval < 0, "gateway.health_interval", "must not be negative")
 	check(c.Gateway.HealthFall < 0, "gateway.health_fall", "must not be negative")
+	errs = append(errs, c.validateEngines()...)
 	return errors.Join(errs...)
 }

@@ -113,6 +113,10 @@ type Snapshot struct {
 	// FeedCapacity is what site a answers on /api/feed, requests/s
 	// (Config.FeedCapacity).
 	FeedCapacity float64 `json:"feed_capacity"`
+	// RecoveryBy is, per group, the latest time a device in BACKUP
+	// announced for its next canary to the primary (failover's recovery
+	// timer): a return before then is not due.
+	RecoveryBy map[string]time.Time `json:"recovery_by,omitempty"`
 }
 
 func flat(m map[string]*Counts) map[string]Counts {

@@ -24,7 +24,6 @@ import (
 	"github.com/veerhq/veer/dnsserver/dnsstore"
 	"github.com/veerhq/veer/internal/localca"
 	"github.com/veerhq/veer/obs"
-	"github.com/veerhq/veer/store"
 )
 
 // The loopback addresses of the two sites' gateways: one port, two IPs, so
@@ -75,6 +74,8 @@ type State struct {
 	// ControlTokenFile holds the control plane's admin token, for the
 	// operator's playbooks (site-down).
 	ControlTokenFile string `json:"control_token_file"`
+	// Engines: the control store and the limits' Redis (engines.go).
+	Engines Engines `json:"engines"`
 }
 
 // StateFile is the state file's name in the data directory.
@@ -97,20 +98,24 @@ type System struct {
 	gateways map[string]*child
 	backends map[string]*child
 	dnsChild *child
-	public   *publicDNS
-	ctrl     *control.Service
-	ctrlDone <-chan error
-	api      *http.Server
-	devMu    sync.Mutex // guards devices after Start (POST /v1/devices adds)
-	devices  []*device
-	nextDev  int // the index of the next device's ID
-	env      *deviceEnv
-	runCtx   context.Context
-	cancel   context.CancelFunc
-	wg       sync.WaitGroup
-	closed   bool
-	started  time.Time
-	picked   map[int]bool // ports handed out by freeAddr
+	// the engines (engines.go): etcd and redis-server when "local"
+	engines    Engines
+	etcdChild  *child
+	redisChild *child
+	public     *publicDNS
+	ctrl       *control.Service
+	ctrlDone   <-chan error
+	api        *http.Server
+	devMu      sync.Mutex // guards devices after Start (POST /v1/devices adds)
+	devices    []*device
+	nextDev    int // the index of the next device's ID
+	env        *deviceEnv
+	runCtx     context.Context
+	cancel     context.CancelFunc
+	wg         sync.WaitGroup
+	closed     bool
+	started    time.Time
+	picked     map[int]bool // ports handed out by freeAddr
 }
 
 // New validates cfg; Start runs the system.
@@ -211,6 +216,12 @@ func (s *System) Start(ctx context.Context) (err error) {
 		if err = os.MkdirAll(filepath.Join(s.dir, d), 0o700); err != nil {
 			return err
 		}
+	}
+	ectx, ecancel := context.WithTimeout(ctx, 30*time.Second)
+	err = s.startEngines(ectx)
+	ecancel()
+	if err != nil {
+		return err
 	}
 	ca, err := localca.Open(filepath.Join(s.dir, "ca"))
 	if err != nil {
@@ -355,12 +366,12 @@ zones:
 		return err
 	}
 	adminAddr := "127.0.0.1:0"
-	s.ctrl, err = control.New(control.Config{DataDir: cdir, Listen: ctrlAddr, AdminListen: adminAddr, CertFile: ccert, KeyFile: ckey},
+	s.ctrl, err = control.New(control.Config{DataDir: cdir, Listen: ctrlAddr, AdminListen: adminAddr, CertFile: ccert, KeyFile: ckey, Etcd: s.controlStore()},
 		control.Options{Logger: s.log, Registerer: s.reg, Documents: map[string]func([]byte) error{dnsstore.KeyZones: dnsstore.ValidateZones}})
 	if err != nil {
 		return fmt.Errorf("control: %w", err)
 	}
-	if _, err := s.ctrl.Store().Put(ctx, control.KeyTable, []byte(s.routingTable()), store.Write{Author: "veer up", Reason: "veer up's demo table"}); err != nil {
+	if err := s.putTable(wctx); err != nil {
 		return fmt.Errorf("control: routing table: %w", err)
 	}
 	s.state.ControlTokenFile, _ = s.ctrl.AdminTokenFile()
@@ -455,8 +466,9 @@ func (s *System) gatewayYAML(ip string, port int, admin, dir, cert, key string, 
 		rc = append(rc, "{name: "+c+"}")
 	}
 	list := "[" + strings.Join(rc, ", ") + "]"
-	fmt.Fprintf(&b, "routes:\n  - {name: trips, path_prefix: %s, clusters: %s}\n  - {name: feed, path_prefix: %s, clusters: %s}\n  - {name: default, clusters: %s}\n",
-		PathTrips, list, PathFeed, list, list)
+	fmt.Fprintf(&b, "routes:\n  - {name: trips, path_prefix: %s, clusters: %s}\n  - {name: feed, path_prefix: %s, clusters: %s}\n  - {name: search, path_prefix: %s, clusters: %s}\n  - {name: default, clusters: %s}\n",
+		PathTrips, list, PathFeed, list, PathSearch, list, list)
+	b.WriteString(s.limitsYAML())
 	b.WriteString("clusters:\n")
 	for _, c := range clusters {
 		var bs []string
@@ -502,8 +514,14 @@ func (s *System) Stats() Snapshot {
 	snap := s.stats.snapshot()
 	snap.States = map[string]int{}
 	devs := s.devs()
+	snap.RecoveryBy = map[string]time.Time{}
 	for _, d := range devs {
 		snap.States[d.group+"/"+d.state()]++
+		if d.ft != nil {
+			if t := d.ft.RecoveryAt(); t.After(snap.RecoveryBy[d.group]) {
+				snap.RecoveryBy[d.group] = t
+			}
+		}
 	}
 	snap.Devices = len(devs)
 	s.devMu.Lock()
@@ -533,6 +551,7 @@ func (s *System) State() State {
 	if s.public != nil {
 		st.Public = s.public.addr
 	}
+	st.Engines = s.enginesState()
 	return st
 }
 

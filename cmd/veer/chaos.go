@@ -46,6 +46,10 @@ scenario fails. docs/chaos.md lists the scenarios.`,
 			for _, s := range up.Scenarios() {
 				fmt.Fprintf(cmd.OutOrStdout(), "%-18s seed %s  fault: %s\n%-18s          promise: %s\n", s.Name, s.Seed, s.Fault, "", s.Promise)
 			}
+			for _, s := range up.EngineScenarios() {
+				fmt.Fprintf(cmd.OutOrStdout(), "%-18s seed %s  fault: %s\n%-18s          promise: %s\n%-18s          (only with veer up %s; SKIPPED against an engine veer up did not start)\n",
+					s.Name, s.Seed, s.Fault, "", s.Promise, "", map[string]string{"redis-kill": "--redis local", "etcd-kill": "--store etcd://local"}[s.Name])
+			}
 			return nil
 		},
 	}
@@ -54,17 +58,10 @@ scenario fails. docs/chaos.md lists the scenarios.`,
 		Short: "Run scenarios (all: every one, in order)",
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var scs []up.Scenario
 			for _, a := range args {
-				if a == "all" {
-					scs = append(scs, up.Scenarios()...)
-					continue
-				}
-				s, ok := up.Lookup(a)
-				if !ok {
+				if _, ok := up.Lookup(a); !ok && a != "all" {
 					return fmt.Errorf("chaos: no scenario %q (veer chaos list)", a)
 				}
-				scs = append(scs, s)
 			}
 			var cfg up.Config
 			if cfgFile != "" {
@@ -75,7 +72,7 @@ scenario fails. docs/chaos.md lists the scenarios.`,
 			if devices > 0 {
 				cfg.Devices = devices
 			}
-			return runChaos(cmd.Context(), cmd.OutOrStdout(), dataDir, cfg, cc, scs)
+			return runChaos(cmd.Context(), cmd.OutOrStdout(), dataDir, cfg, cc, args)
 		},
 	}
 	f := run.Flags()
@@ -85,65 +82,159 @@ scenario fails. docs/chaos.md lists the scenarios.`,
 	f.DurationVar(&cc.Window, "window", 0, "measuring window (default 10s)")
 	f.DurationVar(&cc.Detect, "detect", 0, "longest wait for the clients to react (default 30s)")
 	f.DurationVar(&cc.Recover, "recover", 0, "longest wait for the return after the fault (default 60s)")
-	cmd.AddCommand(list, run)
+	cmd.AddCommand(list, run, newSoakCmd())
 	return cmd
 }
 
 // errScenarioFailed makes the exit status 1 after every verdict printed.
 var errScenarioFailed = errors.New("chaos: a scenario failed")
 
-func runChaos(ctx context.Context, out io.Writer, dataDir string, cfg up.Config, cc up.ChaosConfig, scs []up.Scenario) error {
-	dir := dataDir
-	if dir == "" {
-		if b, err := os.ReadFile(upPointer()); err == nil {
-			dir = strings.TrimSpace(string(b))
-		}
+func runChaos(ctx context.Context, out io.Writer, dataDir string, cfg up.Config, cc up.ChaosConfig, names []string) error {
+	api, stop, err := chaosTarget(ctx, out, dataDir, cfg)
+	if err != nil {
+		return err
 	}
-	var api string
-	if dir != "" {
-		st, err := up.ReadState(dir)
-		if err != nil && !errors.Is(err, up.ErrNotRunning) {
-			return err
-		}
-		if err == nil {
-			api = st.API
-			fmt.Fprintf(out, "chaos: against veer up pid %d (data %s)\n", st.PID, dir)
-		} else if dataDir != "" {
-			return err
-		}
-	}
-	if api == "" {
-		log, err := obs.NewLogger(os.Stderr, "text", "warn")
-		if err != nil {
-			return err
-		}
-		sys, err := up.New(cfg, up.Options{Logger: log, ChildEnv: childEnv()})
-		if err != nil {
-			return err
-		}
-		start := time.Now()
-		if err := sys.Start(ctx); err != nil {
-			return err
-		}
-		defer sys.Close()
-		api = sys.State().API
-		fmt.Fprintf(out, "chaos: no veer up running; started one (data %s) in %.1fs\n", sys.DataDir(), time.Since(start).Seconds())
-	}
+	defer stop()
 	c := up.NewChaos(api, cc, out)
-	failed := 0
+	var scs []up.Scenario
+	for _, a := range names {
+		if a == "all" {
+			live, err := c.State(ctx) // "all": the scenarios this system has
+			if err != nil {
+				return err
+			}
+			scs = append(scs, up.Present(live)...)
+			continue
+		}
+		s, _ := up.Lookup(a)
+		scs = append(scs, s)
+	}
+	failed, skipped := 0, 0
 	for _, sc := range scs {
 		r := c.Run(ctx, sc)
 		fmt.Fprint(out, r.String())
-		if !r.Pass {
+		switch {
+		case r.Skipped != "":
+			skipped++
+		case !r.Pass:
 			failed++
 		}
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
 	}
-	fmt.Fprintf(out, "chaos: %d of %d passed\n", len(scs)-failed, len(scs))
+	fmt.Fprintf(out, "chaos: %d of %d passed", len(scs)-failed-skipped, len(scs))
+	if skipped > 0 {
+		fmt.Fprintf(out, ", %d skipped", skipped)
+	}
+	fmt.Fprintln(out)
 	if failed > 0 {
 		return errScenarioFailed
 	}
 	return nil
 }
+
+// chaosTarget finds the running veer up (dataDir, or the one started
+// without --data) or starts one with cfg; stop stops what it started.
+func chaosTarget(ctx context.Context, out io.Writer, dataDir string, cfg up.Config) (api string, stop func(), err error) {
+	dir := dataDir
+	if dir == "" {
+		if b, err := os.ReadFile(upPointer()); err == nil {
+			dir = strings.TrimSpace(string(b))
+		}
+	}
+	if dir != "" {
+		st, err := up.ReadState(dir)
+		if err != nil && !errors.Is(err, up.ErrNotRunning) {
+			return "", nil, err
+		}
+		if err == nil {
+			fmt.Fprintf(out, "chaos: against veer up pid %d (data %s)\n", st.PID, dir)
+			return st.API, func() {}, nil
+		} else if dataDir != "" {
+			return "", nil, err
+		}
+	}
+	log, err := obs.NewLogger(os.Stderr, "text", "warn")
+	if err != nil {
+		return "", nil, err
+	}
+	sys, err := up.New(cfg, up.Options{Logger: log, ChildEnv: childEnv()})
+	if err != nil {
+		return "", nil, err
+	}
+	start := time.Now()
+	if err := sys.Start(ctx); err != nil {
+		return "", nil, err
+	}
+	fmt.Fprintf(out, "chaos: no veer up running; started one (data %s) in %.1fs\n", sys.DataDir(), time.Since(start).Seconds())
+	return sys.State().API, func() { _ = sys.Close() }, nil
+}
+
+func newSoakCmd() *cobra.Command {
+	var (
+		dataDir, cfgFile string
+		devices          int
+		cc               up.ChaosConfig
+		sc               up.SoakConfig
+	)
+	cmd := &cobra.Command{
+		Use:   "soak",
+		Short: "Run the scenarios round-robin for a long time and report resource growth and errors outside the windows",
+		Long: `soak plays the scenarios of a running "veer up" (or of its own) round-robin,
+one every --every, for --duration; samples RSS, PSS and goroutines summed
+over veer up's processes every --sample; counts the population's requests
+inside the scenarios' windows apart from those outside; and prints a
+report: growth after warm-up (the minimum of each --growth-window, first
+against last; target <= 10 %), every verdict, errors outside the windows.
+The exit status is 1 when the soak does not PASS. docs/chaos.md, soak.`,
+		Example: `  veer chaos soak --duration 30m --every 2m
+  veer chaos soak --duration 40s --every 15s --scenarios cluster-kill,redis-kill`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			for _, n := range sc.Scenarios {
+				if _, ok := up.Lookup(n); !ok {
+					return fmt.Errorf("chaos soak: no scenario %q (veer chaos list)", n)
+				}
+			}
+			var cfg up.Config
+			if cfgFile != "" {
+				if err := config.Load(cfgFile, &cfg); err != nil {
+					return err
+				}
+			}
+			if devices > 0 {
+				cfg.Devices = devices
+			}
+			out := cmd.OutOrStdout()
+			api, stop, err := chaosTarget(cmd.Context(), out, dataDir, cfg)
+			if err != nil {
+				return err
+			}
+			defer stop()
+			rep, err := up.NewChaos(api, cc, out).Soak(cmd.Context(), sc)
+			if err != nil {
+				return err
+			}
+			fmt.Fprint(out, rep.String())
+			if !rep.Pass {
+				return errSoakFailed
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&dataDir, "data", "", "data directory of the veer up to soak (default: the one running without --data)")
+	f.IntVar(&devices, "devices", 0, "population of the veer up started when none runs")
+	f.StringVar(&cfgFile, "config", "", "config file of the veer up started when none runs (docs/up.md)")
+	f.DurationVar(&sc.Duration, "duration", 0, "how long (default 30m)")
+	f.DurationVar(&sc.Every, "every", 0, "a scenario this often (default 2m)")
+	f.DurationVar(&sc.Sample, "sample", 0, "resource sampling interval (default 30s)")
+	f.DurationVar(&sc.WarmUp, "warm-up", 0, "samples before this are not part of the growth (default 2m)")
+	f.DurationVar(&sc.GrowthWindow, "growth-window", 0, "growth compares the minimum of the first such window with the last's (default 5m)")
+	f.StringSliceVar(&sc.Scenarios, "scenarios", nil, "scenarios to play round-robin (default every one the system has)")
+	f.DurationVar(&cc.Window, "window", 0, "each scenario's measuring window (default 10s)")
+	return cmd
+}
+
+var errSoakFailed = errors.New("chaos soak: not PASS")

@@ -29,6 +29,7 @@ func newUpCmd() *cobra.Command {
 		devices          int
 		duration, every  time.Duration
 		logLevel         string
+		storeURL, redis  string
 	)
 	cmd := &cobra.Command{
 		Use:   "up",
@@ -46,7 +47,9 @@ the temporary data directory. docs/up.md has the details; "veer chaos"
 breaks it on purpose.`,
 		Example: `  veer up
   veer up --devices 200 --data ./veer-up-data
-  veer up --config up.yaml`,
+  veer up --config up.yaml
+  veer up --store etcd://local --redis local
+  veer up --store etcd://10.0.0.1:2379,10.0.0.2:2379 --redis redis://10.0.0.5:6379`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var cfg up.Config
@@ -57,6 +60,12 @@ breaks it on purpose.`,
 			}
 			if devices > 0 {
 				cfg.Devices = devices
+			}
+			if storeURL != "" {
+				cfg.Store = storeURL
+			}
+			if redis != "" {
+				cfg.Redis = redis
 			}
 			log, err := obs.NewLogger(cmd.ErrOrStderr(), "text", logLevel)
 			if err != nil {
@@ -78,6 +87,8 @@ breaks it on purpose.`,
 	f.DurationVar(&duration, "duration", 0, "stop after this long (default: until Ctrl-C)")
 	f.DurationVar(&every, "every", 5*time.Second, "interval of the plain view when stdout is not a terminal")
 	f.StringVar(&logLevel, "log-level", "warn", "log level: debug, info, warn, error")
+	f.StringVar(&storeURL, "store", "", "control plane's store: etcd://local (veer up runs etcd) or etcd://HOST:PORT[,HOST:PORT]; default the embedded store")
+	f.StringVar(&redis, "redis", "", "share the gateways' limits through Redis: local (veer up runs redis-server) or redis://HOST:PORT; default local limits")
 	cmd.AddCommand(newUpBackendCmd())
 	return cmd
 }
@@ -124,6 +135,7 @@ func runUp(ctx context.Context, out io.Writer, cfg up.Config, opts up.Options, e
 		b := st.Backends[name]
 		fmt.Fprintf(out, "veer up: backend cluster %s %s (pid %d)\n", name, strings.Join(b.Addrs, ","), b.Pid)
 	}
+	fmt.Fprintln(out, "veer up: "+engineLine(st.Engines))
 	fmt.Fprintf(out, "veer up: %d devices sending; API http://%s/v1/stats; Ctrl-C stops\n", sys.Stats().Devices, st.API)
 	if opts.DataDir == "" {
 		if err := os.WriteFile(upPointer(), []byte(st.DataDir+"\n"), 0o600); err == nil {
@@ -163,4 +175,23 @@ func newUpBackendCmd() *cobra.Command {
 	cmd.Flags().DurationVar(&bc.Latency, "latency", 0, "dependency wait per /api/trips request")
 	cmd.Flags().IntVar(&bc.FeedSlots, "feed-slots", 0, "concurrent /api/feed requests per backend")
 	return cmd
+}
+
+// engineLine says where the store and the limits live.
+func engineLine(e up.Engines) string {
+	s := "store: embedded"
+	switch {
+	case e.StoreLocal:
+		s = fmt.Sprintf("store: etcd %s (child pid %d)", e.Store, e.EtcdPid)
+	case e.Store != "":
+		s = "store: etcd " + e.Store
+	}
+	l := fmt.Sprintf("limits: %s %.0f/s over both gateways, local (each gateway %.0f/s)", up.PathSearch, e.SearchLimit, e.SearchLimit/2)
+	switch {
+	case e.RedisLocal:
+		l = fmt.Sprintf("limits: %s %.0f/s shared through Redis %s (child pid %d)", up.PathSearch, e.SearchLimit, e.Redis, e.RedisPid)
+	case e.Redis != "":
+		l = fmt.Sprintf("limits: %s %.0f/s shared through Redis %s", up.PathSearch, e.SearchLimit, e.Redis)
+	}
+	return s + "; " + l
 }
