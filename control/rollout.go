@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -49,6 +50,57 @@ type RolloutStatus struct {
 	A        release.Counts  `json:"a"`
 	B        release.Counts  `json:"b"`
 	Verdict  release.Verdict `json:"verdict"`
+	// Warnings (start only): what could not be checked, e.g. that no
+	// gateway was announced to check the plan's route and clusters on.
+	Warnings []string `json:"warnings,omitempty"`
+}
+
+// checkPlanGateways checks the plan's route and clusters against the
+// routes every announced gateway runs (store.KeyGatewaysPrefix): a route
+// or cluster a gateway lacks is an error naming the plan's field and the
+// gateway. What cannot be checked (no gateway announced, an announcement
+// without routes or truncated) is a warning, and the plan is accepted.
+func (s *Service) checkPlanGateways(ctx context.Context, p release.Plan) (warnings []string, err error) {
+	docs, _, err := s.st.List(ctx, store.KeyGatewaysPrefix)
+	if err != nil {
+		return nil, err
+	}
+	var errs []error
+	checked := 0
+	for _, d := range docs {
+		a, err := store.ParseAnnouncement(d.Value)
+		if err != nil {
+			warnings = append(warnings, fmt.Sprintf("%s: unreadable announcement, not checked: %v", d.Key, err))
+			continue
+		}
+		if a.Routes == nil {
+			warnings = append(warnings, fmt.Sprintf("gateway %s announces no routes (an older gateway): the plan is not checked against it", a.Name))
+			continue
+		}
+		checked++
+		rt, ok := a.Route(p.Route)
+		if !ok {
+			if a.Truncated {
+				warnings = append(warnings, fmt.Sprintf("gateway %s announces only its first %d routes, not %q: not checked", a.Name, len(a.Routes), p.Route))
+				continue
+			}
+			errs = append(errs, config.Field("plan.route", "%q is not a route of gateway %s", p.Route, a.Name))
+			continue
+		}
+		for _, f := range []struct{ field, cluster string }{{"plan.from", p.From}, {"plan.to", p.To}} {
+			if !slices.Contains(rt.Clusters, f.cluster) {
+				if len(rt.Clusters) == store.MaxAnnouncedClusters && a.Truncated {
+					warnings = append(warnings, fmt.Sprintf("gateway %s announces only the first %d clusters of route %q, not %q: not checked", a.Name, len(rt.Clusters), p.Route, f.cluster))
+					continue
+				}
+				errs = append(errs, config.Field(f.field, "cluster %q is not a cluster of route %q on gateway %s", f.cluster, p.Route, a.Name))
+			}
+		}
+	}
+	if checked == 0 {
+		warnings = append(warnings, "no gateway announced under "+store.KeyGatewaysPrefix+": the plan's route and clusters are not checked")
+	}
+	return warnings, errors.Join(errs...)
 }
 
 func rolloutKey(route string) string { return release.KeyPrefix + route }
@@ -204,6 +256,7 @@ func (s *Service) postRolloutAPI(w http.ResponseWriter, r *http.Request, p princ
 		cur, found = release.Rollout{}, false
 	}
 	var next release.Rollout
+	var warnings []string
 	expect := store.Absent
 	if d.Version > 0 {
 		expect = d.Version
@@ -231,6 +284,15 @@ func (s *Service) postRolloutAPI(w http.ResponseWriter, r *http.Request, p princ
 			httpError(w, http.StatusBadRequest, err.Error())
 			return
 		}
+		if warnings, err = s.checkPlanGateways(r.Context(), plan); err != nil {
+			var fe *config.FieldError
+			if !errors.As(err, &fe) {
+				storeError(w, err)
+				return
+			}
+			httpError(w, http.StatusBadRequest, err.Error())
+			return
+		}
 	case string(release.Pause), string(release.Resume), string(release.Cancel):
 		if !found {
 			httpError(w, http.StatusNotFound, "no rollout of route "+strconv.Quote(route))
@@ -250,5 +312,8 @@ func (s *Service) postRolloutAPI(w http.ResponseWriter, r *http.Request, p princ
 		return
 	}
 	w.Header().Set("ETag", strconv.Quote(strconv.FormatInt(nd.Version, 10)))
-	writeJSON(w, http.StatusOK, RolloutStatus{Rollout: next, Version: nd.Version})
+	for _, w := range warnings {
+		s.log.Warn("rollout started unchecked", "route", route, "warning", w)
+	}
+	writeJSON(w, http.StatusOK, RolloutStatus{Rollout: next, Version: nd.Version, Warnings: warnings})
 }

@@ -67,9 +67,13 @@ func TestRolloutAPIAndAnalysis(t *testing.T) {
 	if r.code != 200 {
 		t.Fatalf("start: %d %s", r.code, r.body)
 	}
-	ro := rolloutOf(t, r).Rollout
+	rs := rolloutOf(t, r)
+	ro := rs.Rollout
 	if ro.Status != release.Running || ro.Step != 0 || ro.Plan.Hold != 10*time.Minute {
 		t.Fatalf("started %+v", ro)
+	}
+	if len(rs.Warnings) != 1 || !strings.Contains(rs.Warnings[0], "no gateway announced") {
+		t.Fatalf("started without announced gateways: warnings %q, want the one that says so", rs.Warnings)
 	}
 	if r := post(`{"action":"start","plan":{"from":"v1","to":"v2"}}`); r.code != 409 {
 		t.Fatalf("second start: %d %s", r.code, r.body)
@@ -162,4 +166,63 @@ func TestRolloutLoop(t *testing.T) {
 		return
 	}
 	t.Fatal("watch ended")
+}
+
+// A plan naming a route or a cluster that an announced gateway lacks is
+// refused with 400 naming the plan's field and the gateway, and nothing is
+// written; announcements that cannot be checked (an older gateway's
+// without routes, a truncated list) are warnings.
+func TestRolloutStartCheckedAgainstGateways(t *testing.T) {
+	e := start(t, control.Config{}, control.Options{Logger: obs.Discard, RolloutInterval: time.Hour})
+	ctx := context.Background()
+	announce := func(a store.Announcement) {
+		t.Helper()
+		b, _ := json.Marshal(a)
+		if _, err := e.svc.Store().Put(ctx, store.KeyGatewaysPrefix+a.Name, b, store.Write{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	announce(store.Announcement{Name: "gw-a", Admin: "http://127.0.0.1:1", Routes: []store.AnnouncedRoute{{Name: "api", Clusters: []string{"a1", "a2"}}}})
+	announce(store.Announcement{Name: "gw-b", Admin: "http://127.0.0.1:2", Routes: []store.AnnouncedRoute{{Name: "api", Clusters: []string{"a1", "a2", "a3"}}, {Name: "web", Clusters: []string{"w1", "w2"}}}})
+	post := func(route, body string) resp {
+		return e.admin("POST", "/v1/admin/rollouts/"+route, e.token, []byte(body), "X-Veer-Reason", "test")
+	}
+	for _, c := range []struct {
+		route, plan string
+		want        []string
+	}{
+		{"api", `{"from":"a1","to":"a3"}`, []string{`plan.to: cluster "a3" is not a cluster of route "api" on gateway gw-a`}},
+		{"api", `{"from":"a0","to":"a2"}`, []string{`plan.from: cluster "a0" is not a cluster of route "api" on gateway gw-a`, `plan.from: cluster "a0" is not a cluster of route "api" on gateway gw-b`}},
+		{"web", `{"from":"w1","to":"w2"}`, []string{`plan.route: "web" is not a route of gateway gw-a`}},
+	} {
+		r := post(c.route, `{"action":"start","plan":`+c.plan+`}`)
+		if r.code != 400 {
+			t.Errorf("start %s %s: %d %s, want 400", c.route, c.plan, r.code, r.body)
+			continue
+		}
+		var body struct{ Error string }
+		json.Unmarshal([]byte(r.body), &body)
+		for _, w := range c.want {
+			if !strings.Contains(body.Error, w) {
+				t.Errorf("start %s %s: %s, want %q in it", c.route, c.plan, r.body, w)
+			}
+		}
+		if _, err := e.svc.Store().Get(ctx, release.KeyPrefix+c.route); err == nil {
+			t.Errorf("start %s %s refused but a rollout was written", c.route, c.plan)
+		}
+	}
+	// every gateway has api with a1 and a2: accepted, no warning
+	r := post("api", `{"action":"start","plan":{"from":"a1","to":"a2"}}`)
+	if rs := rolloutOf(t, r); r.code != 200 || len(rs.Warnings) != 0 {
+		t.Fatalf("a plan every gateway can run: %d %s", r.code, r.body)
+	}
+	// an older gateway (no routes) and a truncated list are not checked: warnings
+	announce(store.Announcement{Name: "gw-old", Admin: "http://127.0.0.1:3"})
+	announce(store.Announcement{Name: "gw-big", Admin: "http://127.0.0.1:4", Routes: []store.AnnouncedRoute{{Name: "api", Clusters: []string{"a1", "a2"}}}, Truncated: true})
+	announce(store.Announcement{Name: "gw-a", Admin: "http://127.0.0.1:1", Routes: []store.AnnouncedRoute{{Name: "api", Clusters: []string{"a1", "a2"}}, {Name: "web", Clusters: []string{"w1", "w2"}}}})
+	r = post("web", `{"action":"start","plan":{"from":"w1","to":"w2"}}`)
+	rs := rolloutOf(t, r)
+	if r.code != 200 || len(rs.Warnings) != 2 || !strings.Contains(rs.Warnings[0], "gw-big announces only its first 1 routes") || !strings.Contains(rs.Warnings[1], "gw-old announces no routes") {
+		t.Fatalf("start with unchecked gateways: %d %s, want 200 with two warnings", r.code, r.body)
+	}
 }

@@ -22,6 +22,10 @@ const (
 	// within it is promoted when its counts are within the SLO, else
 	// aborted (see Judge). Enough traffic decides long before.
 	DefaultHold = 5 * time.Minute
+	// DefaultDrainTimeout bounds the drain that begins a rollout: B's
+	// cluster takes no new requests until every gateway reports it idle
+	// (its requests in flight finished) or this long has passed.
+	DefaultDrainTimeout = 30 * time.Second
 	// DefaultMinSamples is the number of the new version's requests a step
 	// needs before it may be promoted.
 	DefaultMinSamples = 200
@@ -67,6 +71,15 @@ type Plan struct {
 	BlueGreen bool `json:"blue_green,omitempty" yaml:"blue_green,omitempty"`
 	// Hold bounds each step; default DefaultHold.
 	Hold time.Duration `json:"hold,omitempty" yaml:"hold,omitempty"`
+	// NoDrain skips the drain that begins a rollout by default: B's
+	// cluster drained on every gateway (no new requests, on any route)
+	// until every gateway reports it idle, so that its instances can be
+	// upgraded with nothing in flight; then the first step.
+	NoDrain bool `json:"no_drain,omitempty" yaml:"no_drain,omitempty"`
+	// DrainTimeout bounds the drain: past it the first step begins even
+	// if a gateway still has requests in flight on B (they finish where
+	// they are) or never reported; default DefaultDrainTimeout.
+	DrainTimeout time.Duration `json:"drain_timeout,omitempty" yaml:"drain_timeout,omitempty"`
 	// SLO the new version is judged by.
 	SLO SLO `json:"slo,omitempty" yaml:"slo,omitempty"`
 }
@@ -129,6 +142,11 @@ func (p *Plan) Validate() error {
 	if p.Hold < 0 {
 		add("hold", "must not be negative")
 	}
+	if p.DrainTimeout < 0 {
+		add("drain_timeout", "must not be negative")
+	} else if p.DrainTimeout > 0 && p.NoDrain {
+		add("drain_timeout", "%v: set, but no_drain skips the drain", p.DrainTimeout)
+	}
 	s := p.SLO
 	for _, f := range []struct {
 		name string
@@ -164,6 +182,7 @@ func (p Plan) withDefaults() Plan {
 		p.Rings = []float64{100}
 	}
 	p.Hold = cmp.Or(p.Hold, DefaultHold)
+	p.DrainTimeout = cmp.Or(p.DrainTimeout, DefaultDrainTimeout)
 	p.SLO.MaxErrorRate = cmp.Or(p.SLO.MaxErrorRate, DefaultMaxErrorRate)
 	p.SLO.SlowThreshold = cmp.Or(p.SLO.SlowThreshold, DefaultSlowThreshold)
 	p.SLO.MaxSlowRate = cmp.Or(p.SLO.MaxSlowRate, DefaultMaxSlowRate)

@@ -128,10 +128,17 @@ func TestRolloutControl(t *testing.T) {
 	t0 := time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC)
 	p := Plan{Route: "api", From: "v1", To: "v2", Rings: []float64{50, 100}}
 	r, err := Start(p, t0, "go")
-	if err != nil || r.Serving() != 0 || !r.Active() {
+	if err != nil || r.Serving() != -1 || !r.Draining || !r.Active() {
 		t.Fatal(r, err)
 	}
 	promote := Verdict{Decision: Promote, Reason: "fine"}
+	if next := r.Apply(promote, t0); next.Serving() != -1 || !next.Draining {
+		t.Fatalf("a verdict while draining moved the rollout: %+v", next)
+	}
+	r = r.EndDrain(t0, "idle")
+	if r.Serving() != 0 || r.Draining || r.Reason != "drained: idle" {
+		t.Fatalf("after the drain: %+v", r)
+	}
 	steps := []struct {
 		name    string
 		do      func(Rollout) (Rollout, error)
@@ -169,6 +176,7 @@ func simulate(seed uint64, p Plan, rps int, errA, errB float64, slowB func(*rand
 	rnd := rand.New(rand.NewPCG(seed, 1))
 	t0 := time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC)
 	r, _ := Start(p, t0, "sim")
+	r = r.EndDrain(t0, "idle") // the simulation models the analysis, not the drain
 	var a, b Counts
 	var firstB time.Time
 	step := r.Step
@@ -290,5 +298,54 @@ func TestParseRollout(t *testing.T) {
 		if _, err := ParseRollout([]byte(c.doc), "release/api"); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("ParseRollout(%s) = %v, want an error with %q", c.doc, err, c.want)
 		}
+	}
+}
+
+// TestDrainDone is the drain's step table: it ends when every gateway
+// reports B idle in this rollout's drain, or at the timeout.
+func TestDrainDone(t *testing.T) {
+	t0 := time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC)
+	r, _ := Start(Plan{Route: "api", From: "v1", To: "v2", DrainTimeout: 10 * time.Second}, t0, "go")
+	idle := StepCounts{Route: "api", ID: r.ID, Step: -1, Draining: true}
+	busy := idle
+	busy.InFlightB = 2
+	old := idle
+	old.ID = "an earlier rollout"
+	notYet := idle
+	notYet.Draining = false // the gateway has not applied the drain yet
+	gws := []string{"gw-a", "gw-b"}
+	for _, c := range []struct {
+		name     string
+		gateways []string
+		counts   map[string]StepCounts
+		at       time.Duration
+		done     bool
+		reason   string
+	}{
+		{"both idle", gws, map[string]StepCounts{"gw-a": idle, "gw-b": idle}, time.Second, true, "v2 idle on every gateway (2: gw-a, gw-b)"},
+		{"one busy", gws, map[string]StepCounts{"gw-a": idle, "gw-b": busy}, time.Second, false, "waiting for gw-b (2 in flight)"},
+		{"one silent", gws, map[string]StepCounts{"gw-a": idle}, time.Second, false, "waiting for gw-b (not reported)"},
+		{"one on an earlier rollout", gws, map[string]StepCounts{"gw-a": idle, "gw-b": old}, time.Second, false, "gw-b (not reported)"},
+		{"one not draining yet", gws, map[string]StepCounts{"gw-a": notYet, "gw-b": idle}, time.Second, false, "gw-a (not reported)"},
+		{"busy at the timeout", gws, map[string]StepCounts{"gw-a": busy, "gw-b": idle}, 10 * time.Second, true, "drain timeout 10s over; not idle: gw-a (2 in flight)"},
+		{"none announced: those reporting", nil, map[string]StepCounts{"gw-x": busy}, time.Second, false, "gw-x (2 in flight)"},
+		{"none announced, the reporting one idle", nil, map[string]StepCounts{"gw-x": idle, "gw-y": old}, time.Second, true, "v2 idle on every gateway (1: gw-x)"},
+		{"none announced or reporting", nil, nil, 0, true, "no gateway announced or reporting"},
+	} {
+		done, reason := DrainDone(r, c.gateways, c.counts, t0.Add(c.at))
+		if done != c.done || !strings.Contains(reason, c.reason) {
+			t.Errorf("%s: done %v %q, want %v %q", c.name, done, reason, c.done, c.reason)
+		}
+	}
+	if done, _ := DrainDone(r.EndDrain(t0, "idle"), gws, nil, t0); !done {
+		t.Error("a rollout past its drain is not drained")
+	}
+	p := Plan{Route: "api", From: "v1", To: "v2", NoDrain: true}
+	if r, _ := Start(p, t0, "go"); r.Draining || r.Serving() != 0 {
+		t.Errorf("no_drain: %+v", r)
+	}
+	p.DrainTimeout = time.Second
+	if err := p.Validate(); err == nil || !strings.Contains(err.Error(), "drain_timeout") {
+		t.Errorf("no_drain with a drain_timeout: %v", err)
 	}
 }
