@@ -120,21 +120,57 @@ func (s *Service) getRollout(ctx context.Context, route string) (release.Rollout
 
 // pooled adds up the gateways' published counts of r's current step.
 func (s *Service) pooled(ctx context.Context, r release.Rollout) (a, b release.Counts, n int, err error) {
-	docs, _, err := s.st.List(ctx, release.CountsPrefix+r.Plan.Route+"/")
+	byGateway, err := s.stepCounts(ctx, r.Plan.Route)
 	if err != nil {
 		return a, b, 0, err
 	}
-	all := make([]release.StepCounts, 0, len(docs))
+	all := make([]release.StepCounts, 0, len(byGateway))
+	for _, c := range byGateway {
+		all = append(all, c)
+	}
+	a, b, n = release.Pool(all, r.ID, r.Serving())
+	return a, b, n, nil
+}
+
+// stepCounts reads the counts the gateways published for route, by
+// gateway name.
+func (s *Service) stepCounts(ctx context.Context, route string) (map[string]release.StepCounts, error) {
+	prefix := release.CountsPrefix + route + "/"
+	docs, _, err := s.st.List(ctx, prefix)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]release.StepCounts, len(docs))
 	for _, d := range docs {
 		var c release.StepCounts
 		if json.Unmarshal(d.Value, &c) != nil {
 			s.log.Warn("rollout counts ignored: not JSON", "key", d.Key)
 			continue
 		}
-		all = append(all, c)
+		out[strings.TrimPrefix(d.Key, prefix)] = c
 	}
-	a, b, n = release.Pool(all, r.ID, r.Serving())
-	return a, b, n, nil
+	return out, nil
+}
+
+// drainDone is release.DrainDone on the announced gateways and their
+// published counts.
+func (s *Service) drainDone(ctx context.Context, r release.Rollout, now time.Time) (bool, string, error) {
+	counts, err := s.stepCounts(ctx, r.Plan.Route)
+	if err != nil {
+		return false, "", err
+	}
+	docs, _, err := s.st.List(ctx, store.KeyGatewaysPrefix)
+	if err != nil {
+		return false, "", err
+	}
+	var gws []string
+	for _, d := range docs {
+		if a, err := store.ParseAnnouncement(d.Value); err == nil {
+			gws = append(gws, a.Name)
+		}
+	}
+	done, why := release.DrainDone(r, gws, counts, now)
+	return done, why, nil
 }
 
 // writeRollout writes r over the version read (If-Match), audited.
@@ -164,6 +200,26 @@ func (s *Service) JudgeRollouts(ctx context.Context, now time.Time) ([]release.R
 			continue
 		}
 		if r.Status != release.Running {
+			continue
+		}
+		if r.Draining {
+			done, why, err := s.drainDone(ctx, r, now)
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			if !done {
+				continue
+			}
+			next := r.EndDrain(now, why)
+			if _, err := s.writeRollout(ctx, next, d.Version, rolloutAuthor, next.Reason); err != nil {
+				if !errors.Is(err, store.ErrConflict) {
+					errs = append(errs, err)
+				}
+				continue
+			}
+			s.log.Info("rollout drain over", "route", r.Plan.Route, "id", r.ID, "reason", next.Reason)
+			changed = append(changed, next)
 			continue
 		}
 		a, b, _, err := s.pooled(ctx, r)
@@ -222,6 +278,14 @@ func (s *Service) getRolloutAPI(w http.ResponseWriter, r *http.Request, _ princi
 		return
 	}
 	st.Verdict = ro.Judge(st.A, st.B, s.clk.Now())
+	if ro.Draining && ro.Active() {
+		_, why, err := s.drainDone(r.Context(), ro, s.clk.Now())
+		if err != nil {
+			storeError(w, err)
+			return
+		}
+		st.Verdict = release.Verdict{Reason: "draining " + ro.Plan.To + ": " + why}
+	}
 	w.Header().Set("ETag", strconv.Quote(strconv.FormatInt(d.Version, 10)))
 	writeJSON(w, http.StatusOK, st)
 }

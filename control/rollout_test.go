@@ -63,7 +63,7 @@ func TestRolloutAPIAndAnalysis(t *testing.T) {
 		t.Errorf("no token: %d", r.code)
 	}
 
-	r := post(`{"action":"start","plan":{"from":"v1","to":"v2","canary_tenants":["acme"],"hold":"10m","slo":{"min_samples":100}},"reason":"v2 release"}`)
+	r := post(`{"action":"start","plan":{"from":"v1","to":"v2","canary_tenants":["acme"],"hold":"10m","no_drain":true,"slo":{"min_samples":100}},"reason":"v2 release"}`)
 	if r.code != 200 {
 		t.Fatalf("start: %d %s", r.code, r.body)
 	}
@@ -153,19 +153,117 @@ func TestRolloutLoop(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	w := st.Watch(ctx, release.KeyPrefix, 1)
-	publishCounts(t, st, "gw1", release.StepCounts{Route: "api", ID: ro.Rollout.ID, A: release.Counts{Requests: 5000}, B: release.Counts{Requests: 1000}})
-	clk.Advance(time.Second) // the loop's ticker exists once Start returned
-	for ev := range w {
-		if ev.Doc.Version <= ro.Version {
-			continue
+	next := func() release.Rollout {
+		t.Helper()
+		for ev := range w {
+			if ev.Doc.Version <= ro.Version {
+				continue
+			}
+			got, err := release.ParseRollout(ev.Doc.Value, ev.Doc.Key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ro.Version = ev.Doc.Version
+			return got
 		}
-		got, err := release.ParseRollout(ev.Doc.Value, ev.Doc.Key)
-		if err != nil || got.Status != release.Done {
-			t.Fatalf("loop wrote %+v, %v", got, err)
-		}
-		return
+		t.Fatal("watch ended")
+		return release.Rollout{}
 	}
-	t.Fatal("watch ended")
+	if !ro.Rollout.Draining {
+		t.Fatalf("started %+v: not draining", ro.Rollout)
+	}
+	// the drain: gw1 (the only one reporting, none announced) idle
+	publishCounts(t, st, "gw1", release.StepCounts{Route: "api", ID: ro.Rollout.ID, Step: -1, Draining: true})
+	clk.Advance(time.Second) // the loop's ticker exists once Start returned
+	if got := next(); got.Draining || got.Status != release.Running || got.Step != 0 || got.Reason != "drained: v2 idle on every gateway (1: gw1)" {
+		t.Fatalf("loop wrote %+v, want the drain over", got)
+	}
+	publishCounts(t, st, "gw1", release.StepCounts{Route: "api", ID: ro.Rollout.ID, A: release.Counts{Requests: 5000}, B: release.Counts{Requests: 1000}})
+	clk.Advance(time.Second)
+	if got := next(); got.Status != release.Done {
+		t.Fatalf("loop wrote %+v, want done", got)
+	}
+}
+
+// The drain that begins a rollout waits for every announced gateway to
+// report B idle, and ends at its timeout when one never does; GET says what
+// it waits for.
+func TestRolloutDrain(t *testing.T) {
+	clk := clock.NewManual(time.Unix(10000, 0))
+	e := start(t, control.Config{}, control.Options{Clock: clk, Logger: obs.Discard, RolloutInterval: time.Hour})
+	ctx := context.Background()
+	st := e.svc.Store()
+	for _, gw := range []string{"gw1", "gw2"} {
+		b, _ := json.Marshal(store.Announcement{Name: gw, Admin: "http://127.0.0.1:1", Routes: []store.AnnouncedRoute{{Name: "api", Clusters: []string{"v1", "v2"}}}})
+		if _, err := st.Put(ctx, store.KeyGatewaysPrefix+gw, b, store.Write{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []struct {
+		name     string
+		publish  map[string]int64 // gateway -> in flight on B
+		advance  time.Duration
+		draining bool
+		why      string
+	}{
+		{"nothing reported", nil, time.Second, true, "waiting for gw1 (not reported), gw2 (not reported)"},
+		{"gw2 busy", map[string]int64{"gw1": 0, "gw2": 3}, time.Second, true, "waiting for gw2 (3 in flight)"},
+		{"both idle", map[string]int64{"gw2": 0}, time.Second, false, "drained: v2 idle on every gateway (2: gw1, gw2)"},
+	} {
+		if c.name == "nothing reported" {
+			r := e.admin("POST", "/v1/admin/rollouts/api", e.token, []byte(`{"action":"start","plan":{"from":"v1","to":"v2"}}`))
+			if r.code != 200 {
+				t.Fatalf("start: %d %s", r.code, r.body)
+			}
+		}
+		ro, _ := e.svc.Store().Get(ctx, release.KeyPrefix+"api")
+		cur, _ := release.ParseRollout(ro.Value, ro.Key)
+		for gw, n := range c.publish {
+			publishCounts(t, st, gw, release.StepCounts{Route: "api", ID: cur.ID, Step: -1, Draining: true, InFlightB: n})
+		}
+		if c.draining {
+			g := rolloutOf(t, e.admin("GET", "/v1/admin/rollouts/api", e.token, nil))
+			if !strings.Contains(g.Verdict.Reason, c.why) {
+				t.Fatalf("%s: GET verdict %q, want %q", c.name, g.Verdict.Reason, c.why)
+			}
+		}
+		clk.Advance(c.advance)
+		if _, err := e.svc.JudgeRollouts(ctx, clk.Now()); err != nil {
+			t.Fatal(err)
+		}
+		ro, _ = e.svc.Store().Get(ctx, release.KeyPrefix+"api")
+		got, _ := release.ParseRollout(ro.Value, ro.Key)
+		if got.Draining != c.draining || got.Serving() != map[bool]int{true: -1, false: 0}[c.draining] || (!c.draining && got.Reason != c.why) {
+			t.Fatalf("%s: %+v", c.name, got)
+		}
+	}
+	// a second rollout whose gw2 stays busy: the drain ends at its timeout
+	r := e.admin("POST", "/v1/admin/rollouts/api", e.token, []byte(`{"action":"abort"}`))
+	if r.code != 200 {
+		t.Fatalf("abort: %d %s", r.code, r.body)
+	}
+	r = e.admin("POST", "/v1/admin/rollouts/api", e.token, []byte(`{"action":"start","plan":{"from":"v1","to":"v2","drain_timeout":"10s"}}`))
+	if r.code != 200 {
+		t.Fatalf("start: %d %s", r.code, r.body)
+	}
+	id := rolloutOf(t, r).Rollout.ID
+	publishCounts(t, st, "gw1", release.StepCounts{Route: "api", ID: id, Step: -1, Draining: true})
+	publishCounts(t, st, "gw2", release.StepCounts{Route: "api", ID: id, Step: -1, Draining: true, InFlightB: 1})
+	for _, adv := range []time.Duration{9 * time.Second, time.Second} {
+		clk.Advance(adv)
+		if _, err := e.svc.JudgeRollouts(ctx, clk.Now()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d, _ := e.svc.Store().Get(ctx, release.KeyPrefix+"api")
+	got, _ := release.ParseRollout(d.Value, d.Key)
+	if got.Draining || got.Step != 0 || got.Reason != "drained: drain timeout 10s over; not idle: gw2 (1 in flight)" {
+		t.Fatalf("at the drain timeout: %+v", got)
+	}
+	h, _ := e.svc.Store().History(ctx, release.KeyPrefix+"api", 0)
+	if len(h) == 0 || !strings.Contains(h[0].Reason, "drain timeout 10s over") {
+		t.Fatalf("the drain's end is not audited with its figures: %+v", h)
+	}
 }
 
 // A plan naming a route or a cluster that an announced gateway lacks is

@@ -31,6 +31,10 @@ const DefaultCountsInterval = time.Second
 type releases struct {
 	mu  sync.Mutex // serialises writers
 	cur atomic.Pointer[map[string]*liveRollout]
+	// drains: the cluster each route's rollout drained (its Plan.To
+	// while the rollout drains), so that only a drain the rollout made is
+	// undone; guarded by mu.
+	drains map[string]string
 }
 
 // liveRollout is a release document in force on a route, with the counters
@@ -158,6 +162,10 @@ type ReleaseStatus struct {
 	ID     string         `json:"id"`
 	Status release.Status `json:"status"`
 	Step   int            `json:"step"`
+	// Draining: the rollout drains B's cluster (every tenant on A);
+	// InFlightB is then the requests in flight on it.
+	Draining  bool  `json:"draining,omitempty"`
+	InFlightB int64 `json:"in_flight_b,omitempty"`
 	A      release.Counts `json:"a"`
 	B      release.Counts `json:"b"`
 }
@@ -167,7 +175,11 @@ func (g *Gateway) Releases() []ReleaseStatus {
 	var out []ReleaseStatus
 	for _, lr := range g.rel.all() {
 		c := lr.counts.snapshot()
-		out = append(out, ReleaseStatus{Route: c.Route, ID: c.ID, Status: lr.r.Status, Step: c.Step, A: c.A, B: c.B})
+		st := ReleaseStatus{Route: c.Route, ID: c.ID, Status: lr.r.Status, Step: c.Step, A: c.A, B: c.B}
+		if lr.r.Draining && lr.r.Active() {
+			st.Draining, st.InFlightB = true, g.clusterInFlight(lr.r.Plan.To)
+		}
+		out = append(out, st)
 	}
 	return out
 }
@@ -192,6 +204,7 @@ func (g *Gateway) applyReleases(sn *store.Snapshot, seen map[string]int64) {
 			continue
 		}
 		g.rel.set(route, &r)
+		g.syncReleaseDrain(route, &r)
 		g.m.storeDocs.WithLabelValues(release.KeyPrefix, "applied").Inc()
 		g.log.Info("release document applied", "key", key, "id", r.ID, "status", r.Status, "step", r.Serving(), "reason", r.Reason)
 	}
@@ -199,6 +212,7 @@ func (g *Gateway) applyReleases(sn *store.Snapshot, seen map[string]int64) {
 		if _, ok := sn.Docs[key]; !ok {
 			delete(seen, key)
 			g.rel.set(key[len(release.KeyPrefix):], nil)
+			g.syncReleaseDrain(key[len(release.KeyPrefix):], nil)
 			g.m.storeDocs.WithLabelValues(release.KeyPrefix, "removed").Inc()
 			g.log.Info("release document removed", "key", key)
 		}
@@ -236,6 +250,9 @@ func (g *Gateway) publishCounts(ctx context.Context, s store.Store, clk clock.Cl
 				continue
 			}
 			c := lr.counts.snapshot()
+			if lr.r.Draining {
+				c.Draining, c.InFlightB = true, g.clusterInFlight(lr.r.Plan.To)
+			}
 			if last[c.Route] == c {
 				continue
 			}
@@ -250,6 +267,59 @@ func (g *Gateway) publishCounts(ctx context.Context, s store.Store, clk clock.Cl
 			last[c.Route] = c
 		}
 	}
+}
+
+// syncReleaseDrain drains the cluster of a route's rollout's new version
+// while the rollout drains it (release.Rollout.Draining: no new requests
+// to it on any route, those in flight finish) and undrains it when the
+// drain ends, the rollout stops or its document goes. A cluster drained
+// already (by an operator) is left as it is, and so is a cluster the
+// gateway does not have.
+func (g *Gateway) syncReleaseDrain(route string, r *release.Rollout) {
+	want := ""
+	if r != nil && r.Draining && r.Active() {
+		want = r.Plan.To
+	}
+	g.rel.mu.Lock()
+	defer g.rel.mu.Unlock()
+	had := g.rel.drains[route]
+	if had == want {
+		return
+	}
+	if had != "" {
+		delete(g.rel.drains, route)
+		if err := g.Drain(had, "", false); err == nil {
+			g.log.Info("release drain over: cluster takes requests again", "route", route, "cluster", had)
+		}
+	}
+	if want == "" {
+		return
+	}
+	c := g.snap.Load().clusters[want]
+	if c == nil || c.state.drained.Load() {
+		return
+	}
+	if g.Drain(want, "", true) == nil {
+		if g.rel.drains == nil {
+			g.rel.drains = map[string]string{}
+		}
+		g.rel.drains[route] = want
+		g.log.Info("release drain: cluster takes no new requests until the control plane ends the drain", "route", route, "cluster", want, "id", r.ID)
+	}
+}
+
+// clusterInFlight is the number of requests in flight on the cluster's
+// backends (every route's), 0 for a cluster the gateway does not have.
+func (g *Gateway) clusterInFlight(name string) int64 {
+	c := g.snap.Load().clusters[name]
+	if c == nil {
+		return 0
+	}
+	var n int64
+	for _, b := range c.backends {
+		n += b.outstanding.Load()
+	}
+	return n
 }
 
 // gatewayName is the name a gateway publishes under: the option's, else

@@ -113,9 +113,42 @@ func TestReleaseFollowsRollout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// the drain: every tenant on A, B's cluster drained, the counts say so
+	v2Drained := func() bool {
+		for _, c := range g.State().Clusters {
+			if c.Name == "v2" {
+				return c.Drained
+			}
+		}
+		t.Fatal("no cluster v2")
+		return false
+	}
+	put(ro)
+	for _, tn := range tenants[:20] {
+		if got, _ := get(tn); got != "v1" {
+			t.Fatalf("draining: tenant %q on %q", tn, got)
+		}
+	}
+	if rs := g.Releases(); len(rs) != 1 || !rs[0].Draining || rs[0].Step != -1 || !v2Drained() {
+		t.Fatalf("draining: Releases() = %+v, v2 drained %v", rs, v2Drained())
+	}
+	clk.Advance(DefaultCountsInterval)
+	for ev := range counts {
+		var sc release.StepCounts
+		if err := json.Unmarshal(ev.Doc.Value, &sc); err != nil {
+			t.Fatal(err)
+		}
+		if sc.ID == ro.ID && sc.Draining && sc.Step == -1 && sc.InFlightB == 0 && sc.A.Requests == 20 {
+			break
+		}
+	}
+	ro = ro.EndDrain(clk.Now(), "idle")
 	for step := range plan.Steps() {
 		ro.Step = step
 		put(ro)
+		if v2Drained() {
+			t.Fatalf("step %d: v2 still drained", step)
+		}
 		var want [2]release.Counts
 		for _, tn := range tenants {
 			v := ro.Assign(tn)
@@ -221,5 +254,60 @@ func TestReleaseDocumentRejected(t *testing.T) {
 	}
 	if n := g.storeCount(release.KeyPrefix, "invalid"); n != 3 {
 		t.Fatalf("invalid count %d, want 3", n)
+	}
+}
+
+// The drain a rollout makes is undone when it ends, the rollout is aborted
+// or its document is deleted; a cluster an operator drained stays drained.
+func TestReleaseDrainUndone(t *testing.T) {
+	cfg := parseConfig(t, fill(releaseYAML, "V1", "127.0.0.1:1", "V2", "127.0.0.1:1", "V3", "127.0.0.1:1"))
+	g, _ := startGatewayCfg(t, cfg)
+	drained := func(name string) bool {
+		for _, c := range g.State().Clusters {
+			if c.Name == name {
+				return c.Drained
+			}
+		}
+		return false
+	}
+	ro, _ := release.Start(release.Plan{Route: "api", From: "v1", To: "v2"}, time.Unix(1, 0), "t")
+	seen := map[string]int64{}
+	rev := int64(0)
+	apply := func(r *release.Rollout) {
+		rev++
+		sn := snap()
+		if r != nil {
+			b, _ := json.Marshal(r)
+			sn = snap(store.Doc{Key: release.KeyPrefix + "api", Value: b, Version: rev, Revision: rev})
+		}
+		g.applyReleases(sn, seen)
+	}
+	aborted, _ := ro.Do(release.Cancel, time.Unix(2, 0), "no")
+	ended := ro.EndDrain(time.Unix(2, 0), "idle")
+	for _, c := range []struct {
+		name string
+		r    *release.Rollout
+		want bool
+	}{
+		{"draining", &ro, true},
+		{"drain over", &ended, false},
+		{"draining again (a new rollout)", &ro, true},
+		{"aborted while draining", &aborted, false},
+		{"draining", &ro, true},
+		{"document deleted", nil, false},
+	} {
+		apply(c.r)
+		if drained("v2") != c.want {
+			t.Fatalf("%s: v2 drained %v, want %v", c.name, drained("v2"), c.want)
+		}
+	}
+	// an operator's drain is not the rollout's to undo
+	if err := g.Drain("v2", "", true); err != nil {
+		t.Fatal(err)
+	}
+	apply(&ro)
+	apply(&ended)
+	if !drained("v2") {
+		t.Fatal("the rollout undid an operator's drain")
 	}
 }
