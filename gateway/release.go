@@ -164,10 +164,10 @@ type ReleaseStatus struct {
 	Step   int            `json:"step"`
 	// Draining: the rollout drains B's cluster (every tenant on A);
 	// InFlightB is then the requests in flight on it.
-	Draining  bool  `json:"draining,omitempty"`
-	InFlightB int64 `json:"in_flight_b,omitempty"`
-	A      release.Counts `json:"a"`
-	B      release.Counts `json:"b"`
+	Draining  bool           `json:"draining,omitempty"`
+	InFlightB int64          `json:"in_flight_b,omitempty"`
+	A         release.Counts `json:"a"`
+	B         release.Counts `json:"b"`
 }
 
 // Releases returns the rollouts the gateway applies, by route name.
