@@ -7,6 +7,7 @@ import (
 	"errors"
 	"net/http"
 	"os"
+	"reflect"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -53,11 +54,21 @@ type stepCounters struct {
 	v         [2]versionCounters
 }
 
-type versionCounters struct{ requests, errors, slow atomic.Int64 }
+type versionCounters struct {
+	requests, errors, slow atomic.Int64
+	latency                [release.LatencyBuckets]atomic.Int64 // release.Counts.Latency
+}
 
 func (s *stepCounters) snapshot() release.StepCounts {
 	get := func(v *versionCounters) release.Counts {
-		return release.Counts{Requests: v.requests.Load(), Errors: v.errors.Load(), Slow: v.slow.Load()}
+		c := release.Counts{Requests: v.requests.Load(), Errors: v.errors.Load(), Slow: v.slow.Load()}
+		if c.Requests > 0 {
+			c.Latency = make([]int64, release.LatencyBuckets)
+			for i := range v.latency {
+				c.Latency[i] = v.latency[i].Load()
+			}
+		}
+		return c
 	}
 	return release.StepCounts{Route: s.route, ID: s.id, Step: s.step, A: get(&s.v[release.A]), B: get(&s.v[release.B])}
 }
@@ -82,6 +93,7 @@ func (s *stepCounters) record(v release.Version, status int, err error, d time.D
 	if d > s.slow {
 		c.slow.Add(1)
 	}
+	c.latency[release.LatencyBucket(d)].Add(1)
 }
 
 func (rs *releases) get(route string) *liveRollout {
@@ -253,7 +265,7 @@ func (g *Gateway) publishCounts(ctx context.Context, s store.Store, clk clock.Cl
 			if lr.r.Draining {
 				c.Draining, c.InFlightB = true, g.clusterInFlight(lr.r.Plan.To)
 			}
-			if last[c.Route] == c {
+			if reflect.DeepEqual(last[c.Route], c) {
 				continue
 			}
 			body, _ := json.Marshal(c)

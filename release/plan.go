@@ -40,6 +40,9 @@ const (
 	// DefaultMaxSlowRate is the share of slow requests a new version may
 	// have above the old one's (2 percentage points).
 	DefaultMaxSlowRate = 0.02
+	// DefaultMaxTailRate is the share of requests over twice A's observed
+	// p99 that B may have above A's share (2 percentage points).
+	DefaultMaxTailRate = 0.02
 	// DefaultAlpha is the chance that one test of one step rolls back a
 	// healthy version (the sequential test's false-alarm rate): two tests
 	// (errors, slow requests) a step over five steps keep a whole
@@ -96,6 +99,10 @@ type SLO struct {
 	// MaxSlowRate is how much higher B's share of slow requests may be
 	// than A's; default DefaultMaxSlowRate.
 	MaxSlowRate float64 `json:"max_slow_rate,omitempty" yaml:"max_slow_rate,omitempty"`
+	// MaxTailRate is how much higher B's share of requests over
+	// TailFactor × A's observed p99 may be than A's (the tail test: a B
+	// slow in its tail only); default DefaultMaxTailRate.
+	MaxTailRate float64 `json:"max_tail_rate,omitempty" yaml:"max_tail_rate,omitempty"`
 	// MinSamples of B a step needs before it is promoted; default
 	// DefaultMinSamples.
 	MinSamples int `json:"min_samples,omitempty" yaml:"min_samples,omitempty"`
@@ -151,7 +158,7 @@ func (p *Plan) Validate() error {
 	for _, f := range []struct {
 		name string
 		v    float64
-	}{{"slo.max_error_rate", s.MaxErrorRate}, {"slo.max_slow_rate", s.MaxSlowRate}} {
+	}{{"slo.max_error_rate", s.MaxErrorRate}, {"slo.max_slow_rate", s.MaxSlowRate}, {"slo.max_tail_rate", s.MaxTailRate}} {
 		if f.v < 0 || f.v >= 1 {
 			add(f.name, "%v: want a share in [0, 1)", f.v)
 		}
@@ -186,6 +193,7 @@ func (p Plan) withDefaults() Plan {
 	p.SLO.MaxErrorRate = cmp.Or(p.SLO.MaxErrorRate, DefaultMaxErrorRate)
 	p.SLO.SlowThreshold = cmp.Or(p.SLO.SlowThreshold, DefaultSlowThreshold)
 	p.SLO.MaxSlowRate = cmp.Or(p.SLO.MaxSlowRate, DefaultMaxSlowRate)
+	p.SLO.MaxTailRate = cmp.Or(p.SLO.MaxTailRate, DefaultMaxTailRate)
 	p.SLO.MinSamples = cmp.Or(p.SLO.MinSamples, DefaultMinSamples)
 	p.SLO.Alpha = cmp.Or(p.SLO.Alpha, DefaultAlpha)
 	p.SLO.Beta = cmp.Or(p.SLO.Beta, DefaultBeta)
