@@ -160,8 +160,8 @@ type Verdict struct {
 	// TailOver its bound: about TailFactor × A's observed p99.
 	TailLLR  float64       `json:"tail_llr"`
 	TailOver time.Duration `json:"tail_over,omitempty"`
-	Upper    float64 `json:"upper"`
-	Lower    float64 `json:"lower"`
+	Upper    float64       `json:"upper"`
+	Lower    float64       `json:"lower"`
 }
 
 // rate floors: a version with no error yet is not taken to have a zero
