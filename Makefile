@@ -8,7 +8,7 @@ FUZZTIME ?= 10s
 COMMIT := $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -X github.com/veerhq/veer/internal/version.Commit=$(COMMIT)
 
-.PHONY: all build test check fmt-check vet staticcheck unit bench-check deps bench fuzz cover clean bench-failover bench-guard bench-gateway bench-async
+.PHONY: all build test check fmt-check vet staticcheck unit bench-check deps bench fuzz cover clean bench-failover bench-guard bench-gateway bench-async bench-release
 
 all: build
 
@@ -64,6 +64,13 @@ bench-guard: deps
 	cd bench && $(GO) build -o ../bin/guardbench ./cmd/guardbench
 	bin/guardbench -rounds 5 -what local,breaker | tee bench-guard.md
 	taskset -c 1 bin/guardbench -rounds 5 -what redis -redis-cpu 0 | tee -a bench-guard.md
+
+## bench-release: the real bad-B rollout cases (failing 5 %, 3x slower, p99 alone 3x) 20 times each on
+## fresh rigs (etcd, control, two gateways, 500 req/s): the distributions of time to abort and of B's
+## failed requests; see docs/release.md.
+bench-release:
+	./scripts/test-deps.sh
+	$(GO) test -count=1 -v -timeout 60m -run 'TestRelease(Bad|Slow|Tail)Aborted' ./test/ -args -release.runs=20 | tee bench-release.txt
 
 ## bench-async: durable async submissions/s and p99 to the store's ack: embedded JetStream (sync always),
 ## an external nats-server, a file with fsync per submission and with group commit; see docs/async.md.

@@ -244,12 +244,15 @@ func (g *Gateway) followReleases(ctx context.Context, s store.Store, fo store.Fo
 
 // publishCounts writes the counts of every rollout that moves traffic
 // (running or paused) to the store every interval until ctx ends, when they
-// changed since the last write. A failed write is logged and retried at the
+// changed since the last write, without history (they are state, not
+// configuration: the audit log shows the rollout's decisions instead). A failed write is logged and retried at the
 // next tick: the counts are cumulative.
 func (g *Gateway) publishCounts(ctx context.Context, s store.Store, clk clock.Clock, name string, every time.Duration) {
 	t := clk.NewTicker(every)
 	defer t.Stop()
-	w := store.Write{Author: "gateway " + name, Reason: "rollout counts"}
+	// the counts change every second while traffic flows: not in the
+	// history and the audit log (store.Write.NoHistory)
+	w := store.Write{Author: "gateway " + name, Reason: "rollout counts", NoHistory: true}
 	last := map[string]release.StepCounts{} // what was written, by route: unchanged counts are not rewritten
 	for {
 		select {

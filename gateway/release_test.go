@@ -215,6 +215,10 @@ func TestReleaseFollowsRollout(t *testing.T) {
 		}
 	}
 
+	// the counts were published every step, none of them into the history
+	if h, err := st.History(ctx, release.CountsPrefix, 0); err != nil || len(h) != 0 {
+		t.Fatalf("counts in the history (the audit log): %d entries, %v", len(h), err)
+	}
 	// aborted: every tenant back on v1; deleted: the route's own order (v3)
 	ro.Status = release.Aborted
 	put(ro)

@@ -33,7 +33,7 @@ var LatencyBounds = func() []time.Duration {
 	b := make([]time.Duration, LatencyBuckets-1)
 	f := float64(time.Millisecond)
 	for i := range b {
-		b[i] = time.Duration(f)
+		b[i] = time.Duration(f).Round(time.Microsecond)
 		f *= 1.25
 	}
 	return b

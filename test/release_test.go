@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -50,6 +52,10 @@ type releaseRig struct {
 	bRouteFirst atomic.Int64
 	held, hold  chan struct{}
 	b200        chan struct{} // closed when v2 served 200 requests of route api
+	// bTail of B's answers take bTailDelay instead of bDelay (a B slow in
+	// its tail only)
+	bTail      float64
+	bTailDelay time.Duration
 }
 
 const releaseGatewayYAML = `
@@ -64,8 +70,11 @@ clusters:
   - {name: v2, backends: [{address: '%V2%'}]}
 `
 
-func newReleaseRig(t *testing.T, failRate float64, aDelay, bDelay time.Duration) *releaseRig {
+func newReleaseRig(t *testing.T, failRate float64, aDelay, bDelay time.Duration, opts ...func(*releaseRig)) *releaseRig {
 	r := &releaseRig{t: t, failRate: failRate, aDelay: aDelay, bDelay: bDelay, held: make(chan struct{}), hold: make(chan struct{}), b200: make(chan struct{})}
+	for _, o := range opts {
+		o(r)
+	}
 	etcd := etcdtest.New(t)
 	open := func() store.Store {
 		st, err := storeetcd.New(storeetcd.Config{Endpoints: []string{etcd.URL}, RequestTimeout: 10 * time.Second}, storeetcd.Options{})
@@ -95,7 +104,10 @@ func newReleaseRig(t *testing.T, failRate float64, aDelay, bDelay time.Duration)
 		if r.bServed.Add(1) == 200 {
 			close(r.b200)
 		}
-		if r.bDelay > 0 {
+		switch {
+		case r.bTail > 0 && rand.Float64() < r.bTail:
+			time.Sleep(r.bTailDelay)
+		case r.bDelay > 0:
 			time.Sleep(r.bDelay)
 		}
 		if rand.Float64() < r.failRate {
@@ -347,7 +359,7 @@ func TestReleaseHealthyPromoted(t *testing.T) {
 		t.Fatalf("healthy rollout ended %s: %s", ro.Status, ro.Reason)
 	}
 	for _, v := range ro.Verdicts {
-		t.Logf("verdict: %s: B %+v A %+v", v.Decision, v.B, v.A)
+		t.Logf("verdict: %s: %s", v.Decision, v.Reason)
 	}
 	t.Logf("done in %v; %d requests sent, %d failed, %d served by v2", took.Round(100*time.Millisecond), res.sent.Load(), res.failed.Load(), res.onB.Load())
 	if res.failed.Load() != 0 {
@@ -361,19 +373,73 @@ func TestReleaseHealthyPromoted(t *testing.T) {
 // A B failing 5 % of its requests is aborted within 30 s of its first
 // request, with at most 50 of B's requests failed, and then every tenant is
 // on A.
-func TestReleaseBadAborted(t *testing.T) { testReleaseAborted(t, newReleaseRig(t, 0.05, 0, 0), "") }
+func TestReleaseBadAborted(t *testing.T) {
+	testReleaseAborted(t, func(t *testing.T) *releaseRig { return newReleaseRig(t, 0.05, 0, 0) }, "")
+}
 
 // A B answering in 3× A's time (30 ms against 10 ms; slow_threshold 20 ms,
 // near A's p99) is aborted within 60 s of its first request, then every
 // tenant is on A.
 func TestReleaseSlowAborted(t *testing.T) {
-	testReleaseAborted(t, newReleaseRig(t, 0, 10*time.Millisecond, 30*time.Millisecond), `"slow_threshold":"20ms"`)
+	testReleaseAborted(t, func(t *testing.T) *releaseRig { return newReleaseRig(t, 0, 10*time.Millisecond, 30*time.Millisecond) }, `"slow_threshold":"20ms"`)
 }
 
-func testReleaseAborted(t *testing.T, r *releaseRig, slo string) {
+// A B whose p99 alone is 3x A's (both answer in 10 ms, but 3 % of B's
+// answers take 60 ms: A's p99 at the gateway is 11-20 ms) is aborted within
+// 60 s of its first request at the default SLO (slow_threshold 500 ms,
+// which none of these answers reach): the tail test's work.
+func TestReleaseTailAborted(t *testing.T) {
+	testReleaseAborted(t, func(t *testing.T) *releaseRig {
+		return newReleaseRig(t, 0, 10*time.Millisecond, 10*time.Millisecond, func(r *releaseRig) { r.bTail, r.bTailDelay = 0.03, 60*time.Millisecond })
+	}, "-")
+}
+
+// releaseRuns repeats each real bad-B case (make bench-release: 20 runs)
+// and logs the distribution of its figures.
+var releaseRuns = flag.Int("release.runs", 1, "runs of each real bad-B rollout case (TestRelease*Aborted), each on a fresh rig; more than 1 logs the distribution")
+
+// testReleaseAborted runs a bad-B case *releaseRuns times, each on a rig
+// of its own (mk), and with more than one run logs the distribution of the
+// time from B's first request to the abort and of B's failed requests.
+func testReleaseAborted(t *testing.T, mk func(*testing.T) *releaseRig, slo string) {
+	if *releaseRuns <= 1 {
+		releaseAbortRun(t, mk(t), slo)
+		return
+	}
+	var took []time.Duration
+	var failed []int64
+	for i := range *releaseRuns {
+		t.Run(fmt.Sprintf("run%02d", i+1), func(t *testing.T) {
+			d, f := releaseAbortRun(t, mk(t), slo)
+			took, failed = append(took, d), append(failed, f)
+		})
+	}
+	slices.Sort(took)
+	slices.Sort(failed)
+	q := func(n int, p float64) int { return min(n-1, int(p*float64(n))) }
+	if n := len(took); n > 0 {
+		t.Logf("%d of %d runs aborted; time from B's first request to the abort: min %v, median %v, p90 %v, max %v; B's failed requests: min %d, median %d, p90 %d, max %d",
+			n, *releaseRuns, took[0].Round(100*time.Millisecond), took[q(n, 0.5)].Round(100*time.Millisecond), took[q(n, 0.9)].Round(100*time.Millisecond), took[n-1].Round(100*time.Millisecond),
+			failed[0], failed[q(n, 0.5)], failed[q(n, 0.9)], failed[n-1])
+		var all []string
+		for i := range took {
+			all = append(all, took[i].Round(100*time.Millisecond).String())
+		}
+		t.Logf("every time to abort, sorted: %s; every failed count, sorted: %v", strings.Join(all, " "), failed)
+	}
+}
+
+// releaseAbortRun is one run of a bad-B case: the time from B's first
+// request to the abort and how many of B's requests failed until every
+// gateway applied it.
+func releaseAbortRun(t *testing.T, r *releaseRig, slo string) (time.Duration, int64) {
 	within := 30 * time.Second
 	plan := fmt.Sprintf(releasePlan, canaries(50))
-	if slo != "" {
+	switch slo {
+	case "":
+	case "-": // a latency case at the default SLO
+		within = 60 * time.Second
+	default:
 		within = 60 * time.Second
 		plan = strings.Replace(plan, `"hold":"60s"`, `"hold":"60s","slo":{`+slo+`}`, 1)
 	}
@@ -432,6 +498,7 @@ func testReleaseAborted(t *testing.T, r *releaseRig, slo string) {
 	if late := r.bServed.Load() - served; late > 32 { // at most the load's 32 workers in flight
 		t.Errorf("B served %d requests after every gateway applied the abort", late)
 	}
+	return detect, failedAtAbort
 }
 
 // A plan naming a cluster or a route that the (real, announced) gateways
@@ -533,5 +600,23 @@ func TestReleaseDrainWaitsForInFlight(t *testing.T) {
 		released.Sub(started).Round(100*time.Millisecond), drained.Sub(released).Round(100*time.Millisecond), res.sent.Load(), res.failed.Load(), res.onB.Load())
 	if res.failed.Load() != 0 {
 		t.Fatalf("%d requests failed while the rollout drained B, moved tenants to it and back", res.failed.Load())
+	}
+	// the audit log has the rollout's decisions, not the gateways' counts
+	code, b = r.call("GET", "/v1/admin/audit?limit=10000", "")
+	var audit []struct{ Key, Reason string }
+	if err := json.Unmarshal(b, &audit); code != 200 || err != nil {
+		t.Fatalf("audit: %d %s", code, b)
+	}
+	var rollout []string
+	for _, e := range audit {
+		if strings.HasPrefix(e.Key, release.CountsPrefix) {
+			t.Fatalf("the gateways' counts are in the audit log: %+v", e)
+		}
+		if e.Key == release.KeyPrefix+"api" {
+			rollout = append(rollout, e.Reason)
+		}
+	}
+	if len(rollout) < 3 { // start, the drain's end, the abort
+		t.Fatalf("rollout entries in the audit log: %q", rollout)
 	}
 }
