@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/veerhq/veer/clock"
 	"github.com/veerhq/veer/outcome"
 	"github.com/veerhq/veer/release"
@@ -36,6 +38,7 @@ type releases struct {
 	// while the rollout drains), so that only a drain the rollout made is
 	// undone; guarded by mu.
 	drains map[string]string
+	m      *metrics // the gateway's, set by New
 }
 
 // liveRollout is a release document in force on a route, with the counters
@@ -52,7 +55,11 @@ type stepCounters struct {
 	step      int
 	slow      time.Duration
 	v         [2]versionCounters
+	prom      [2]promCounters // the route's metrics, across steps
 }
+
+// promCounters are one version's veer_gateway_release_* series of a route.
+type promCounters struct{ requests, errors, slow prometheus.Counter }
 
 type versionCounters struct {
 	requests, errors, slow atomic.Int64
@@ -85,13 +92,22 @@ func (s *stepCounters) record(v release.Version, status int, err error, d time.D
 	} else if status >= 400 && status < 500 && status != http.StatusTooManyRequests {
 		return
 	}
-	c := &s.v[v]
+	c, pc := &s.v[v], &s.prom[v]
 	c.requests.Add(1)
+	if pc.requests != nil {
+		pc.requests.Inc()
+	}
 	if err != nil || status >= 500 || status == http.StatusTooManyRequests {
 		c.errors.Add(1)
+		if pc.errors != nil {
+			pc.errors.Inc()
+		}
 	}
 	if d > s.slow {
 		c.slow.Add(1)
+		if pc.slow != nil {
+			pc.slow.Inc()
+		}
 	}
 	c.latency[release.LatencyBucket(d)].Add(1)
 }
@@ -124,10 +140,33 @@ func (rs *releases) set(route string, r *release.Rollout) {
 		} else {
 			p := r.Plan
 			lr.counts = &stepCounters{route: route, id: r.ID, step: step, slow: cmp.Or(p.SLO.SlowThreshold, release.DefaultSlowThreshold)}
+			if rs.m != nil {
+				for _, v := range []release.Version{release.A, release.B} {
+					lr.counts.prom[v] = promCounters{
+						requests: rs.m.relRequests.WithLabelValues(route, v.String()),
+						errors:   rs.m.relErrors.WithLabelValues(route, v.String()),
+						slow:     rs.m.relSlow.WithLabelValues(route, v.String()),
+					}
+				}
+			}
 		}
 		next[route] = lr
 	}
 	rs.cur.Store(&next)
+	if rs.m == nil {
+		return
+	}
+	rs.m.relStatus.DeletePartialMatch(prometheus.Labels{"route": route})
+	if r == nil {
+		rs.m.relStep.DeleteLabelValues(route)
+		return
+	}
+	status := string(r.Status)
+	if r.Draining && r.Active() {
+		status = "draining"
+	}
+	rs.m.relStep.WithLabelValues(route).Set(float64(r.Serving()))
+	rs.m.relStatus.WithLabelValues(route, status).Set(1)
 }
 
 // all returns the rollouts in force, by route name.

@@ -8,13 +8,19 @@ import (
 	"net/http"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/veerhq/veer/clock"
+	"github.com/veerhq/veer/obs"
 	"github.com/veerhq/veer/release"
+	"github.com/veerhq/veer/slo"
 	"github.com/veerhq/veer/store"
 	"github.com/veerhq/veer/store/storebolt"
 )
@@ -143,6 +149,10 @@ func TestReleaseFollowsRollout(t *testing.T) {
 			break
 		}
 	}
+	if st := testutil.ToFloat64(g.m.relStep.WithLabelValues("api")); st != -1 || testutil.ToFloat64(g.m.relStatus.WithLabelValues("api", "draining")) != 1 {
+		t.Fatalf("draining: step_state %v, status_state{draining} %v", st, testutil.ToFloat64(g.m.relStatus.WithLabelValues("api", "draining")))
+	}
+	total := [2]release.Counts{{Requests: 20}} // the drain's 20 on A
 	ro = ro.EndDrain(clk.Now(), "idle")
 	for step := range plan.Steps() {
 		ro.Step = step
@@ -182,6 +192,21 @@ func TestReleaseFollowsRollout(t *testing.T) {
 			want[ro.Assign("t7")].Slow++
 		}
 
+		// the metrics: cumulative over the steps, by version; the step applied
+		for _, v := range []release.Version{release.A, release.B} {
+			total[v] = total[v].Add(want[v]) // want has no latencies
+			got := release.Counts{
+				Requests: int64(testutil.ToFloat64(g.m.relRequests.WithLabelValues("api", v.String()))),
+				Errors:   int64(testutil.ToFloat64(g.m.relErrors.WithLabelValues("api", v.String()))),
+				Slow:     int64(testutil.ToFloat64(g.m.relSlow.WithLabelValues("api", v.String()))),
+			}
+			if !reflect.DeepEqual(got, total[v]) {
+				t.Fatalf("step %d: veer_gateway_release_*_total{version=%s} = %+v, want %+v", step, v, got, total[v])
+			}
+		}
+		if st := testutil.ToFloat64(g.m.relStep.WithLabelValues("api")); st != float64(step) || testutil.ToFloat64(g.m.relStatus.WithLabelValues("api", "running")) != 1 {
+			t.Fatalf("step %d: step_state %v", step, st)
+		}
 		rs := g.Releases()
 		if len(rs) != 1 || rs[0].ID != ro.ID || rs[0].Step != step || !sameCounts(rs[0].A, want[release.A]) || !sameCounts(rs[0].B, want[release.B]) {
 			t.Fatalf("step %d: Releases() = %+v, want a %+v b %+v", step, rs, want[release.A], want[release.B])
@@ -329,4 +354,46 @@ func sameCounts(got, want release.Counts) bool {
 	}
 	got.Latency = nil
 	return reflect.DeepEqual(got, want)
+}
+
+// The dashboard's rollout panels (slo.GatewayPanels) read metrics the
+// gateway exports while it applies a rollout.
+func TestDashboardReleaseMetricsExist(t *testing.T) {
+	cfg := parseConfig(t, fill(releaseYAML, "V1", versionUpstream(t, "v1"), "V2", versionUpstream(t, "v2"), "V3", versionUpstream(t, "v3")))
+	reg := prometheus.NewRegistry()
+	g := startGatewayOpts(t, cfg, Options{Registerer: reg, Gatherer: reg})
+	ro, _ := release.Start(release.Plan{Route: "api", From: "v1", To: "v2", BlueGreen: true, NoDrain: true}, time.Unix(1, 0), "t")
+	b, _ := json.Marshal(ro)
+	g.applyReleases(snap(store.Doc{Key: release.KeyPrefix + "api", Value: b, Version: 1, Revision: 1}), map[string]int64{})
+	resp, err := http.Get("http://" + g.Addrs().Plain + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	have := map[string]bool{}
+	for _, mf := range mfs {
+		have[mf.GetName()] = true
+	}
+	name := regexp.MustCompile(`veer_gateway_release_\w+`)
+	n := 0
+	for _, p := range slo.GatewayPanels {
+		for _, q := range p.Queries {
+			for _, m := range name.FindAllString(q.Expr, -1) {
+				n++
+				if !have[m] {
+					t.Errorf("panel %q reads %s, which the gateway does not export", p.Title, m)
+				}
+			}
+		}
+	}
+	if n < 5 {
+		t.Fatalf("the dashboard reads %d release metrics, want the step, the status and the counts", n)
+	}
+	for _, err := range obs.Lint(reg) {
+		t.Error(err)
+	}
 }
