@@ -119,10 +119,10 @@ func tailBound(a Counts) (k int, ok bool) {
 		cum += v
 		if float64(cum) >= TailQuantile*float64(n) {
 			k = i + tailBuckets
-			break
+			return k, k < len(LatencyBounds)
 		}
 	}
-	return k, k < len(LatencyBounds)
+	return 0, false // a histogram that does not add up (negative counts)
 }
 
 // Decision is what the analysis says about a step.
