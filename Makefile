@@ -8,7 +8,7 @@ FUZZTIME ?= 10s
 COMMIT := $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -X github.com/veerhq/veer/internal/version.Commit=$(COMMIT)
 
-.PHONY: all build test check fmt-check vet staticcheck unit bench-check deps bench fuzz cover clean bench-failover bench-guard bench-gateway bench-async bench-release
+.PHONY: all build test check fmt-check vet staticcheck unit bench-check deps bench fuzz cover clean bench-failover bench-guard bench-gateway bench-async
 
 all: build
 
@@ -68,6 +68,7 @@ bench-guard: deps
 ## bench-release: the real bad-B rollout cases (failing 5 %, 3x slower, p99 alone 3x) 20 times each on
 ## fresh rigs (etcd, control, two gateways, 500 req/s): the distributions of time to abort and of B's
 ## failed requests; see docs/release.md.
+.PHONY: bench-release
 bench-release:
 	./scripts/test-deps.sh
 	$(GO) test -count=1 -v -timeout 60m -run 'TestRelease(Bad|Slow|Tail)Aborted' ./test/ -args -release.runs=20 | tee bench-release.txt
