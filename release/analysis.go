@@ -3,7 +3,6 @@ package release
 import (
 	"fmt"
 	"math"
-	"sort"
 	"time"
 )
 
@@ -39,10 +38,24 @@ var LatencyBounds = func() []time.Duration {
 	return b
 }()
 
-// LatencyBucket is the bucket of Counts.Latency that latency d falls in.
+// LatencyBucket is the bucket of Counts.Latency that latency d falls in:
+// the first whose bound is at least d (a logarithm, then a step to correct
+// its rounding).
 func LatencyBucket(d time.Duration) int {
-	return sort.Search(len(LatencyBounds), func(i int) bool { return d <= LatencyBounds[i] })
+	if d <= LatencyBounds[0] {
+		return 0
+	}
+	i := min(int(math.Log(float64(d)/float64(LatencyBounds[0]))/logGrowth), len(LatencyBounds))
+	for i > 0 && d <= LatencyBounds[i-1] {
+		i--
+	}
+	for i < len(LatencyBounds) && d > LatencyBounds[i] {
+		i++
+	}
+	return i
 }
+
+var logGrowth = math.Log(1.25)
 
 // Observe counts one request: failed, and its latency against the
 // threshold over which it is slow.

@@ -184,11 +184,11 @@ func simulate(seed uint64, p Plan, rps int, errA, errB float64, latA, latB func(
 	var a, b Counts
 	var firstB time.Time
 	step := r.Step
+	onB := assignAll(r) // each tenant's version in this step
 	for sec := 1; sec <= 3600 && r.Active(); sec++ {
 		now := t0.Add(time.Duration(sec) * time.Second)
 		for range rps {
-			tenant := fmt.Sprint("t", rnd.IntN(1000))
-			if r.Assign(tenant) == B {
+			if onB[rnd.IntN(len(onB))] {
 				if firstB.IsZero() {
 					firstB = now
 				}
@@ -204,12 +204,31 @@ func simulate(seed uint64, p Plan, rps int, errA, errB float64, latA, latB func(
 		r = r.Apply(r.Judge(a, b, now), now)
 		if r.Step != step { // counts are per step
 			a, b, step = Counts{}, Counts{}, r.Step
+			onB = assignAll(r)
 		}
 		if !r.Active() {
 			return r.Status, now.Sub(firstB), failedB
 		}
 	}
 	return r.Status, 0, failedB
+}
+
+// simTenants are the simulation's 1000 tenants.
+var simTenants = func() []string {
+	t := make([]string, 1000)
+	for i := range t {
+		t[i] = fmt.Sprint("t", i)
+	}
+	return t
+}()
+
+// assignAll is r.Assign of every simulated tenant: whether it is on B.
+func assignAll(r Rollout) []bool {
+	onB := make([]bool, len(simTenants))
+	for i, t := range simTenants {
+		onB[i] = r.Assign(t) == B
+	}
+	return onB
 }
 
 // Latency models of the simulation: A's answers are log-normal around
@@ -436,6 +455,27 @@ func TestLatencyBucket(t *testing.T) {
 	}{{0, 0}, {time.Millisecond, 0}, {time.Millisecond + 1, 1}, {1250 * time.Microsecond, 1}, {time.Hour, LatencyBuckets - 1}} {
 		if got := LatencyBucket(c.d); got != c.want {
 			t.Errorf("LatencyBucket(%v) = %d, want %d", c.d, got, c.want)
+		}
+	}
+	for d := time.Duration(0); d < 70*time.Second; d = d*21/20 + time.Microsecond { // against the definition
+		want := len(LatencyBounds)
+		for i, b := range LatencyBounds {
+			if d <= b {
+				want = i
+				break
+			}
+		}
+		for _, x := range []time.Duration{d, LatencyBounds[min(want, len(LatencyBounds)-1)]} {
+			w := len(LatencyBounds)
+			for i, b := range LatencyBounds {
+				if x <= b {
+					w = i
+					break
+				}
+			}
+			if got := LatencyBucket(x); got != w {
+				t.Fatalf("LatencyBucket(%v) = %d, want %d", x, got, w)
+			}
 		}
 	}
 	if n := len(LatencyBounds); n != LatencyBuckets-1 || LatencyBounds[n-1] < 50*time.Second {
