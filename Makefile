@@ -72,6 +72,14 @@ bench-guard: deps
 	bin/guardbench -rounds 5 -what local,breaker | tee bench-guard.md
 	taskset -c 1 bin/guardbench -rounds 5 -what redis -redis-cpu 0 | tee -a bench-guard.md
 
+## bench-release: the real bad-B rollout cases (failing 5 %, 3x slower, p99 alone 3x) 20 times each on
+## fresh rigs (etcd, control, two gateways, 500 req/s): the distributions of time to abort and of B's
+## failed requests; see docs/release.md.
+.PHONY: bench-release
+bench-release:
+	./scripts/test-deps.sh
+	$(GO) test -count=1 -v -timeout 60m -run 'TestRelease(Bad|Slow|Tail)Aborted' ./test/ -args -release.runs=20 | tee bench-release.txt
+
 ## bench-async: durable async submissions/s and p99 to the store's ack: embedded JetStream (sync always),
 ## an external nats-server, a file with fsync per submission and with group commit; see docs/async.md.
 bench-async:

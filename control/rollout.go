@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -49,6 +50,57 @@ type RolloutStatus struct {
 	A        release.Counts  `json:"a"`
 	B        release.Counts  `json:"b"`
 	Verdict  release.Verdict `json:"verdict"`
+	// Warnings (start only): what could not be checked, e.g. that no
+	// gateway was announced to check the plan's route and clusters on.
+	Warnings []string `json:"warnings,omitempty"`
+}
+
+// checkPlanGateways checks the plan's route and clusters against the
+// routes every announced gateway runs (store.KeyGatewaysPrefix): a route
+// or cluster a gateway lacks is an error naming the plan's field and the
+// gateway. What cannot be checked (no gateway announced, an announcement
+// without routes or truncated) is a warning, and the plan is accepted.
+func (s *Service) checkPlanGateways(ctx context.Context, p release.Plan) (warnings []string, err error) {
+	docs, _, err := s.st.List(ctx, store.KeyGatewaysPrefix)
+	if err != nil {
+		return nil, err
+	}
+	var errs []error
+	checked := 0
+	for _, d := range docs {
+		a, err := store.ParseAnnouncement(d.Value)
+		if err != nil {
+			warnings = append(warnings, fmt.Sprintf("%s: unreadable announcement, not checked: %v", d.Key, err))
+			continue
+		}
+		if a.Routes == nil {
+			warnings = append(warnings, fmt.Sprintf("gateway %s announces no routes (an older gateway): the plan is not checked against it", a.Name))
+			continue
+		}
+		checked++
+		rt, ok := a.Route(p.Route)
+		if !ok {
+			if a.Truncated {
+				warnings = append(warnings, fmt.Sprintf("gateway %s announces only its first %d routes, not %q: not checked", a.Name, len(a.Routes), p.Route))
+				continue
+			}
+			errs = append(errs, config.Field("plan.route", "%q is not a route of gateway %s", p.Route, a.Name))
+			continue
+		}
+		for _, f := range []struct{ field, cluster string }{{"plan.from", p.From}, {"plan.to", p.To}} {
+			if !slices.Contains(rt.Clusters, f.cluster) {
+				if len(rt.Clusters) == store.MaxAnnouncedClusters && a.Truncated {
+					warnings = append(warnings, fmt.Sprintf("gateway %s announces only the first %d clusters of route %q, not %q: not checked", a.Name, len(rt.Clusters), p.Route, f.cluster))
+					continue
+				}
+				errs = append(errs, config.Field(f.field, "cluster %q is not a cluster of route %q on gateway %s", f.cluster, p.Route, a.Name))
+			}
+		}
+	}
+	if checked == 0 {
+		warnings = append(warnings, "no gateway announced under "+store.KeyGatewaysPrefix+": the plan's route and clusters are not checked")
+	}
+	return warnings, errors.Join(errs...)
 }
 
 func rolloutKey(route string) string { return release.KeyPrefix + route }
@@ -68,21 +120,57 @@ func (s *Service) getRollout(ctx context.Context, route string) (release.Rollout
 
 // pooled adds up the gateways' published counts of r's current step.
 func (s *Service) pooled(ctx context.Context, r release.Rollout) (a, b release.Counts, n int, err error) {
-	docs, _, err := s.st.List(ctx, release.CountsPrefix+r.Plan.Route+"/")
+	byGateway, err := s.stepCounts(ctx, r.Plan.Route)
 	if err != nil {
 		return a, b, 0, err
 	}
-	all := make([]release.StepCounts, 0, len(docs))
+	all := make([]release.StepCounts, 0, len(byGateway))
+	for _, c := range byGateway {
+		all = append(all, c)
+	}
+	a, b, n = release.Pool(all, r.ID, r.Serving())
+	return a, b, n, nil
+}
+
+// stepCounts reads the counts the gateways published for route, by
+// gateway name.
+func (s *Service) stepCounts(ctx context.Context, route string) (map[string]release.StepCounts, error) {
+	prefix := release.CountsPrefix + route + "/"
+	docs, _, err := s.st.List(ctx, prefix)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]release.StepCounts, len(docs))
 	for _, d := range docs {
 		var c release.StepCounts
 		if json.Unmarshal(d.Value, &c) != nil {
 			s.log.Warn("rollout counts ignored: not JSON", "key", d.Key)
 			continue
 		}
-		all = append(all, c)
+		out[strings.TrimPrefix(d.Key, prefix)] = c
 	}
-	a, b, n = release.Pool(all, r.ID, r.Serving())
-	return a, b, n, nil
+	return out, nil
+}
+
+// drainDone is release.DrainDone on the announced gateways and their
+// published counts.
+func (s *Service) drainDone(ctx context.Context, r release.Rollout, now time.Time) (bool, string, error) {
+	counts, err := s.stepCounts(ctx, r.Plan.Route)
+	if err != nil {
+		return false, "", err
+	}
+	docs, _, err := s.st.List(ctx, store.KeyGatewaysPrefix)
+	if err != nil {
+		return false, "", err
+	}
+	var gws []string
+	for _, d := range docs {
+		if a, err := store.ParseAnnouncement(d.Value); err == nil {
+			gws = append(gws, a.Name)
+		}
+	}
+	done, why := release.DrainDone(r, gws, counts, now)
+	return done, why, nil
 }
 
 // writeRollout writes r over the version read (If-Match), audited.
@@ -112,6 +200,26 @@ func (s *Service) JudgeRollouts(ctx context.Context, now time.Time) ([]release.R
 			continue
 		}
 		if r.Status != release.Running {
+			continue
+		}
+		if r.Draining {
+			done, why, err := s.drainDone(ctx, r, now)
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			if !done {
+				continue
+			}
+			next := r.EndDrain(now, why)
+			if _, err := s.writeRollout(ctx, next, d.Version, rolloutAuthor, next.Reason); err != nil {
+				if !errors.Is(err, store.ErrConflict) {
+					errs = append(errs, err)
+				}
+				continue
+			}
+			s.log.Info("rollout drain over", "route", r.Plan.Route, "id", r.ID, "reason", next.Reason)
+			changed = append(changed, next)
 			continue
 		}
 		a, b, _, err := s.pooled(ctx, r)
@@ -170,6 +278,14 @@ func (s *Service) getRolloutAPI(w http.ResponseWriter, r *http.Request, _ princi
 		return
 	}
 	st.Verdict = ro.Judge(st.A, st.B, s.clk.Now())
+	if ro.Draining && ro.Active() {
+		_, why, err := s.drainDone(r.Context(), ro, s.clk.Now())
+		if err != nil {
+			storeError(w, err)
+			return
+		}
+		st.Verdict = release.Verdict{Reason: "draining " + ro.Plan.To + ": " + why}
+	}
 	w.Header().Set("ETag", strconv.Quote(strconv.FormatInt(d.Version, 10)))
 	writeJSON(w, http.StatusOK, st)
 }
@@ -204,6 +320,7 @@ func (s *Service) postRolloutAPI(w http.ResponseWriter, r *http.Request, p princ
 		cur, found = release.Rollout{}, false
 	}
 	var next release.Rollout
+	var warnings []string
 	expect := store.Absent
 	if d.Version > 0 {
 		expect = d.Version
@@ -231,6 +348,15 @@ func (s *Service) postRolloutAPI(w http.ResponseWriter, r *http.Request, p princ
 			httpError(w, http.StatusBadRequest, err.Error())
 			return
 		}
+		if warnings, err = s.checkPlanGateways(r.Context(), plan); err != nil {
+			var fe *config.FieldError
+			if !errors.As(err, &fe) {
+				storeError(w, err)
+				return
+			}
+			httpError(w, http.StatusBadRequest, err.Error())
+			return
+		}
 	case string(release.Pause), string(release.Resume), string(release.Cancel):
 		if !found {
 			httpError(w, http.StatusNotFound, "no rollout of route "+strconv.Quote(route))
@@ -250,5 +376,8 @@ func (s *Service) postRolloutAPI(w http.ResponseWriter, r *http.Request, p princ
 		return
 	}
 	w.Header().Set("ETag", strconv.Quote(strconv.FormatInt(nd.Version, 10)))
-	writeJSON(w, http.StatusOK, RolloutStatus{Rollout: next, Version: nd.Version})
+	for _, w := range warnings {
+		s.log.Warn("rollout started unchecked", "route", route, "warning", w)
+	}
+	writeJSON(w, http.StatusOK, RolloutStatus{Rollout: next, Version: nd.Version, Warnings: warnings})
 }

@@ -39,7 +39,9 @@ type AnnounceOptions struct {
 var ErrNoAdmin = errors.New("gateway: announce needs an admin listener (admin.addr)")
 
 // Announce writes the gateway's store.Announcement under
-// store.KeyGatewaysPrefix, re-writes it whenever a heartbeat finds it
+// store.KeyGatewaysPrefix, with its routes and their clusters as it runs
+// them at each heartbeat (a reload or a followed gateway/ document shows
+// at the next one), re-writes it whenever a heartbeat finds it
 // missing or changed, and deletes it when ctx ends (a clean stop); it
 // blocks, so run it on its own goroutine after Start. A steady gateway
 // writes nothing: every write appends to the key's history, and the
@@ -67,10 +69,11 @@ func (g *Gateway) Announce(ctx context.Context, s store.Store, opts AnnounceOpti
 	a := store.Announcement{Name: cmp.Or(opts.Name, host+"-"+admin), Admin: url, PID: os.Getpid()}
 	clk := clock.Or(opts.Clock)
 	a.Started = clk.Now().UTC().Truncate(time.Second)
-	body, _ := json.Marshal(a)
 	key := store.KeyGatewaysPrefix + a.Name
 	w := store.Write{Author: "gateway " + a.Name, Reason: "gateway announce"}
 	check := func() {
+		a.Routes, a.Truncated = announcedRoutes(g.Config())
+		body, _ := json.Marshal(a)
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
 		d, err := s.Get(cctx, key)
@@ -104,4 +107,27 @@ func (g *Gateway) Announce(ctx context.Context, s store.Store, opts AnnounceOpti
 			return nil
 		}
 	}
+}
+
+// announcedRoutes lists cfg's routes and their clusters, bounded by
+// store.MaxAnnouncedRoutes and store.MaxAnnouncedClusters (truncated true
+// when some were left out). The list is never nil: an empty one says "no
+// routes", nil "not said".
+func announcedRoutes(cfg Config) (routes []store.AnnouncedRoute, truncated bool) {
+	routes = []store.AnnouncedRoute{}
+	for i, r := range cfg.Routes {
+		if i == store.MaxAnnouncedRoutes {
+			return routes, true
+		}
+		ar := store.AnnouncedRoute{Name: r.Name, Clusters: []string{}}
+		for j, c := range r.Clusters {
+			if j == store.MaxAnnouncedClusters {
+				truncated = true
+				break
+			}
+			ar.Clusters = append(ar.Clusters, c.Name)
+		}
+		routes = append(routes, ar)
+	}
+	return routes, truncated
 }

@@ -2,7 +2,9 @@ package gateway
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
+	"reflect"
 	"testing"
 	"time"
 
@@ -51,6 +53,9 @@ func TestAnnounceWritesHeartbeatsAndDeletes(t *testing.T) {
 	if d.Key != "gateways/gw-1" || a.Admin != "http://"+g.Addrs().Admin || !a.Started.Equal(clk.Now()) {
 		t.Fatalf("announcement %s = %+v, want gateways/gw-1 naming http://%s", d.Key, a, g.Addrs().Admin)
 	}
+	if want := []store.AnnouncedRoute{{Name: "r", Clusters: []string{"c"}}}; !reflect.DeepEqual(a.Routes, want) || a.Truncated {
+		t.Fatalf("announced routes %+v (truncated %v), want %+v", a.Routes, a.Truncated, want)
+	}
 	if err := st.Delete(ctx, d.Key, store.Write{Author: "test"}); err != nil {
 		t.Fatal(err)
 	}
@@ -60,6 +65,21 @@ func TestAnnounceWritesHeartbeatsAndDeletes(t *testing.T) {
 		t.Fatalf("re-announced version %d, want 3", d2.Version)
 	}
 	clk.Advance(time.Second) // in place: no write
+	// a reload's routes show at the next heartbeat
+	nc := g.Config()
+	nc.Clusters = append(nc.Clusters, Cluster{Name: "d", Backends: []Backend{{Address: "127.0.0.1:2"}}})
+	nc.Routes = []Route{{Name: "r", Clusters: []RouteCluster{{Name: "c"}, {Name: "d"}}}, {Name: "s", PathPrefix: "/s", Clusters: []RouteCluster{{Name: "d"}}}}
+	if err := g.Apply(nc); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(time.Second)
+	a, err = store.ParseAnnouncement(next(store.Put).Value)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []store.AnnouncedRoute{{Name: "r", Clusters: []string{"c", "d"}}, {Name: "s", Clusters: []string{"d"}}}; !reflect.DeepEqual(a.Routes, want) {
+		t.Fatalf("announced routes after the reload %+v, want %+v", a.Routes, want)
+	}
 	stop()
 	next(store.Delete) // the next event is the stop's delete, not a heartbeat write
 	if err := <-done; err != nil {
@@ -69,7 +89,7 @@ func TestAnnounceWritesHeartbeatsAndDeletes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(h) != 4 { // put, test's delete, re-put, stop's delete
+	if len(h) != 5 { // put, test's delete, re-put, the reload's put, stop's delete
 		t.Fatalf("%d history entries, want 4: %+v", len(h), h)
 	}
 }
@@ -79,5 +99,27 @@ func TestAnnounceNeedsAdminListener(t *testing.T) {
 	g := startGatewayOpts(t, cfg, Options{})
 	if err := g.Announce(context.Background(), nil, AnnounceOptions{}); err != ErrNoAdmin {
 		t.Fatalf("Announce without admin listener: %v, want ErrNoAdmin", err)
+	}
+}
+
+// TestAnnouncedRoutesBounded: a config with more routes or clusters than an
+// announcement holds announces the first ones, truncated.
+func TestAnnouncedRoutesBounded(t *testing.T) {
+	var cfg Config
+	for i := range store.MaxAnnouncedRoutes + 1 {
+		r := Route{Name: fmt.Sprint("r", i)}
+		if i == 0 {
+			for j := range store.MaxAnnouncedClusters + 1 {
+				r.Clusters = append(r.Clusters, RouteCluster{Name: fmt.Sprint("c", j)})
+			}
+		}
+		cfg.Routes = append(cfg.Routes, r)
+	}
+	routes, truncated := announcedRoutes(cfg)
+	if !truncated || len(routes) != store.MaxAnnouncedRoutes || len(routes[0].Clusters) != store.MaxAnnouncedClusters {
+		t.Fatalf("truncated %v, %d routes, %d clusters of the first", truncated, len(routes), len(routes[0].Clusters))
+	}
+	if routes, truncated := announcedRoutes(Config{}); routes == nil || len(routes) != 0 || truncated {
+		t.Fatalf("no routes announced as %#v, truncated %v: want an empty list", routes, truncated)
 	}
 }

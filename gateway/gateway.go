@@ -134,6 +134,7 @@ func New(cfg Config, opts Options) (*Gateway, error) {
 		g.reg = prometheus.DefaultRegisterer
 	}
 	g.m = newMetrics(g.reg)
+	g.rel.m = g.m
 	if err := g.buildLimits(c); err != nil {
 		return nil, err
 	}

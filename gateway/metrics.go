@@ -26,6 +26,12 @@ type metrics struct {
 	rejected    *prometheus.CounterVec // guard
 	storeDocs   *prometheus.CounterVec // document, result
 	storeErrs   prometheus.Counter
+	// rollouts (release documents), by route and version (a, b)
+	relRequests *prometheus.CounterVec
+	relErrors   *prometheus.CounterVec
+	relSlow     *prometheus.CounterVec
+	relStep     *prometheus.GaugeVec // route
+	relStatus   *prometheus.GaugeVec // route, status
 }
 
 // routeMetrics are a route's pre-resolved series, so that the request path
@@ -112,6 +118,21 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		storeDocs: obs.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "veer_gateway_store_documents_total", Help: "Control-store documents handled (gateway/criticality, gateway/limits), by result (applied, removed, invalid).",
 		}, []string{"document", "result"})),
+		relRequests: obs.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "veer_gateway_release_requests_total", Help: "Requests of a route under a rollout, by version (a: plan.from, b: plan.to); 4xx other than 429 and callers that gave up are not counted.",
+		}, []string{"route", "version"})),
+		relErrors: obs.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "veer_gateway_release_errors_total", Help: "Of veer_gateway_release_requests_total, the failed ones (5xx, 429, network), by version.",
+		}, []string{"route", "version"})),
+		relSlow: obs.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "veer_gateway_release_slow_total", Help: "Of veer_gateway_release_requests_total, those over the plan's slo.slow_threshold, by version.",
+		}, []string{"route", "version"})),
+		relStep: obs.Register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "veer_gateway_release_step_state", Help: "The rollout step the gateway applies to the route (-1: every tenant on A: draining B or aborted).",
+		}, []string{"route"})),
+		relStatus: obs.Register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "veer_gateway_release_status_state", Help: "1 for the status of the route's rollout (draining, running, paused, aborted, done).",
+		}, []string{"route", "status"})),
 		storeErrs: obs.Register(reg, prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "veer_gateway_store_follow_errors_total", Help: "Times the control-store watch ended or a list failed (the last config stays; the gateway re-lists).",
 		})),

@@ -7,10 +7,13 @@ import (
 	"errors"
 	"net/http"
 	"os"
+	"reflect"
 	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/veerhq/veer/clock"
 	"github.com/veerhq/veer/outcome"
@@ -31,6 +34,11 @@ const DefaultCountsInterval = time.Second
 type releases struct {
 	mu  sync.Mutex // serialises writers
 	cur atomic.Pointer[map[string]*liveRollout]
+	// drains: the cluster each route's rollout drained (its Plan.To
+	// while the rollout drains), so that only a drain the rollout made is
+	// undone; guarded by mu.
+	drains map[string]string
+	m      *metrics // the gateway's, set by New
 }
 
 // liveRollout is a release document in force on a route, with the counters
@@ -47,13 +55,27 @@ type stepCounters struct {
 	step      int
 	slow      time.Duration
 	v         [2]versionCounters
+	prom      [2]promCounters // the route's metrics, across steps
 }
 
-type versionCounters struct{ requests, errors, slow atomic.Int64 }
+// promCounters are one version's veer_gateway_release_* series of a route.
+type promCounters struct{ requests, errors, slow prometheus.Counter }
+
+type versionCounters struct {
+	requests, errors, slow atomic.Int64
+	latency                [release.LatencyBuckets]atomic.Int64 // release.Counts.Latency
+}
 
 func (s *stepCounters) snapshot() release.StepCounts {
 	get := func(v *versionCounters) release.Counts {
-		return release.Counts{Requests: v.requests.Load(), Errors: v.errors.Load(), Slow: v.slow.Load()}
+		c := release.Counts{Requests: v.requests.Load(), Errors: v.errors.Load(), Slow: v.slow.Load()}
+		if c.Requests > 0 {
+			c.Latency = make([]int64, release.LatencyBuckets)
+			for i := range v.latency {
+				c.Latency[i] = v.latency[i].Load()
+			}
+		}
+		return c
 	}
 	return release.StepCounts{Route: s.route, ID: s.id, Step: s.step, A: get(&s.v[release.A]), B: get(&s.v[release.B])}
 }
@@ -70,14 +92,24 @@ func (s *stepCounters) record(v release.Version, status int, err error, d time.D
 	} else if status >= 400 && status < 500 && status != http.StatusTooManyRequests {
 		return
 	}
-	c := &s.v[v]
+	c, pc := &s.v[v], &s.prom[v]
 	c.requests.Add(1)
+	if pc.requests != nil {
+		pc.requests.Inc()
+	}
 	if err != nil || status >= 500 || status == http.StatusTooManyRequests {
 		c.errors.Add(1)
+		if pc.errors != nil {
+			pc.errors.Inc()
+		}
 	}
 	if d > s.slow {
 		c.slow.Add(1)
+		if pc.slow != nil {
+			pc.slow.Inc()
+		}
 	}
+	c.latency[release.LatencyBucket(d)].Add(1)
 }
 
 func (rs *releases) get(route string) *liveRollout {
@@ -108,10 +140,33 @@ func (rs *releases) set(route string, r *release.Rollout) {
 		} else {
 			p := r.Plan
 			lr.counts = &stepCounters{route: route, id: r.ID, step: step, slow: cmp.Or(p.SLO.SlowThreshold, release.DefaultSlowThreshold)}
+			if rs.m != nil {
+				for _, v := range []release.Version{release.A, release.B} {
+					lr.counts.prom[v] = promCounters{
+						requests: rs.m.relRequests.WithLabelValues(route, v.String()),
+						errors:   rs.m.relErrors.WithLabelValues(route, v.String()),
+						slow:     rs.m.relSlow.WithLabelValues(route, v.String()),
+					}
+				}
+			}
 		}
 		next[route] = lr
 	}
 	rs.cur.Store(&next)
+	if rs.m == nil {
+		return
+	}
+	rs.m.relStatus.DeletePartialMatch(prometheus.Labels{"route": route})
+	if r == nil {
+		rs.m.relStep.DeleteLabelValues(route)
+		return
+	}
+	status := string(r.Status)
+	if r.Draining && r.Active() {
+		status = "draining"
+	}
+	rs.m.relStep.WithLabelValues(route).Set(float64(r.Serving()))
+	rs.m.relStatus.WithLabelValues(route, status).Set(1)
 }
 
 // all returns the rollouts in force, by route name.
@@ -158,8 +213,12 @@ type ReleaseStatus struct {
 	ID     string         `json:"id"`
 	Status release.Status `json:"status"`
 	Step   int            `json:"step"`
-	A      release.Counts `json:"a"`
-	B      release.Counts `json:"b"`
+	// Draining: the rollout drains B's cluster (every tenant on A);
+	// InFlightB is then the requests in flight on it.
+	Draining  bool           `json:"draining,omitempty"`
+	InFlightB int64          `json:"in_flight_b,omitempty"`
+	A         release.Counts `json:"a"`
+	B         release.Counts `json:"b"`
 }
 
 // Releases returns the rollouts the gateway applies, by route name.
@@ -167,7 +226,11 @@ func (g *Gateway) Releases() []ReleaseStatus {
 	var out []ReleaseStatus
 	for _, lr := range g.rel.all() {
 		c := lr.counts.snapshot()
-		out = append(out, ReleaseStatus{Route: c.Route, ID: c.ID, Status: lr.r.Status, Step: c.Step, A: c.A, B: c.B})
+		st := ReleaseStatus{Route: c.Route, ID: c.ID, Status: lr.r.Status, Step: c.Step, A: c.A, B: c.B}
+		if lr.r.Draining && lr.r.Active() {
+			st.Draining, st.InFlightB = true, g.clusterInFlight(lr.r.Plan.To)
+		}
+		out = append(out, st)
 	}
 	return out
 }
@@ -192,6 +255,7 @@ func (g *Gateway) applyReleases(sn *store.Snapshot, seen map[string]int64) {
 			continue
 		}
 		g.rel.set(route, &r)
+		g.syncReleaseDrain(route, &r)
 		g.m.storeDocs.WithLabelValues(release.KeyPrefix, "applied").Inc()
 		g.log.Info("release document applied", "key", key, "id", r.ID, "status", r.Status, "step", r.Serving(), "reason", r.Reason)
 	}
@@ -199,6 +263,7 @@ func (g *Gateway) applyReleases(sn *store.Snapshot, seen map[string]int64) {
 		if _, ok := sn.Docs[key]; !ok {
 			delete(seen, key)
 			g.rel.set(key[len(release.KeyPrefix):], nil)
+			g.syncReleaseDrain(key[len(release.KeyPrefix):], nil)
 			g.m.storeDocs.WithLabelValues(release.KeyPrefix, "removed").Inc()
 			g.log.Info("release document removed", "key", key)
 		}
@@ -218,12 +283,15 @@ func (g *Gateway) followReleases(ctx context.Context, s store.Store, fo store.Fo
 
 // publishCounts writes the counts of every rollout that moves traffic
 // (running or paused) to the store every interval until ctx ends, when they
-// changed since the last write. A failed write is logged and retried at the
+// changed since the last write, without history (they are state, not
+// configuration: the audit log shows the rollout's decisions instead). A failed write is logged and retried at the
 // next tick: the counts are cumulative.
 func (g *Gateway) publishCounts(ctx context.Context, s store.Store, clk clock.Clock, name string, every time.Duration) {
 	t := clk.NewTicker(every)
 	defer t.Stop()
-	w := store.Write{Author: "gateway " + name, Reason: "rollout counts"}
+	// the counts change every second while traffic flows: not in the
+	// history and the audit log (store.Write.NoHistory)
+	w := store.Write{Author: "gateway " + name, Reason: "rollout counts", NoHistory: true}
 	last := map[string]release.StepCounts{} // what was written, by route: unchanged counts are not rewritten
 	for {
 		select {
@@ -236,7 +304,10 @@ func (g *Gateway) publishCounts(ctx context.Context, s store.Store, clk clock.Cl
 				continue
 			}
 			c := lr.counts.snapshot()
-			if last[c.Route] == c {
+			if lr.r.Draining {
+				c.Draining, c.InFlightB = true, g.clusterInFlight(lr.r.Plan.To)
+			}
+			if reflect.DeepEqual(last[c.Route], c) {
 				continue
 			}
 			body, _ := json.Marshal(c)
@@ -250,6 +321,59 @@ func (g *Gateway) publishCounts(ctx context.Context, s store.Store, clk clock.Cl
 			last[c.Route] = c
 		}
 	}
+}
+
+// syncReleaseDrain drains the cluster of a route's rollout's new version
+// while the rollout drains it (release.Rollout.Draining: no new requests
+// to it on any route, those in flight finish) and undrains it when the
+// drain ends, the rollout stops or its document goes. A cluster drained
+// already (by an operator) is left as it is, and so is a cluster the
+// gateway does not have.
+func (g *Gateway) syncReleaseDrain(route string, r *release.Rollout) {
+	want := ""
+	if r != nil && r.Draining && r.Active() {
+		want = r.Plan.To
+	}
+	g.rel.mu.Lock()
+	defer g.rel.mu.Unlock()
+	had := g.rel.drains[route]
+	if had == want {
+		return
+	}
+	if had != "" {
+		delete(g.rel.drains, route)
+		if err := g.Drain(had, "", false); err == nil {
+			g.log.Info("release drain over: cluster takes requests again", "route", route, "cluster", had)
+		}
+	}
+	if want == "" {
+		return
+	}
+	c := g.snap.Load().clusters[want]
+	if c == nil || c.state.drained.Load() {
+		return
+	}
+	if g.Drain(want, "", true) == nil {
+		if g.rel.drains == nil {
+			g.rel.drains = map[string]string{}
+		}
+		g.rel.drains[route] = want
+		g.log.Info("release drain: cluster takes no new requests until the control plane ends the drain", "route", route, "cluster", want, "id", r.ID)
+	}
+}
+
+// clusterInFlight is the number of requests in flight on the cluster's
+// backends (every route's), 0 for a cluster the gateway does not have.
+func (g *Gateway) clusterInFlight(name string) int64 {
+	c := g.snap.Load().clusters[name]
+	if c == nil {
+		return 0
+	}
+	var n int64
+	for _, b := range c.backends {
+		n += b.outstanding.Load()
+	}
+	return n
 }
 
 // gatewayName is the name a gateway publishes under: the option's, else

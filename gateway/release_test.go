@@ -7,13 +7,20 @@ import (
 	"io"
 	"net/http"
 	"path/filepath"
+	"reflect"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/veerhq/veer/clock"
+	"github.com/veerhq/veer/obs"
 	"github.com/veerhq/veer/release"
+	"github.com/veerhq/veer/slo"
 	"github.com/veerhq/veer/store"
 	"github.com/veerhq/veer/store/storebolt"
 )
@@ -113,9 +120,46 @@ func TestReleaseFollowsRollout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// the drain: every tenant on A, B's cluster drained, the counts say so
+	v2Drained := func() bool {
+		for _, c := range g.State().Clusters {
+			if c.Name == "v2" {
+				return c.Drained
+			}
+		}
+		t.Fatal("no cluster v2")
+		return false
+	}
+	put(ro)
+	for _, tn := range tenants[:20] {
+		if got, _ := get(tn); got != "v1" {
+			t.Fatalf("draining: tenant %q on %q", tn, got)
+		}
+	}
+	if rs := g.Releases(); len(rs) != 1 || !rs[0].Draining || rs[0].Step != -1 || !v2Drained() {
+		t.Fatalf("draining: Releases() = %+v, v2 drained %v", rs, v2Drained())
+	}
+	clk.Advance(DefaultCountsInterval)
+	for ev := range counts {
+		var sc release.StepCounts
+		if err := json.Unmarshal(ev.Doc.Value, &sc); err != nil {
+			t.Fatal(err)
+		}
+		if sc.ID == ro.ID && sc.Draining && sc.Step == -1 && sc.InFlightB == 0 && sc.A.Requests == 20 {
+			break
+		}
+	}
+	if st := testutil.ToFloat64(g.m.relStep.WithLabelValues("api")); st != -1 || testutil.ToFloat64(g.m.relStatus.WithLabelValues("api", "draining")) != 1 {
+		t.Fatalf("draining: step_state %v, status_state{draining} %v", st, testutil.ToFloat64(g.m.relStatus.WithLabelValues("api", "draining")))
+	}
+	total := [2]release.Counts{{Requests: 20}} // the drain's 20 on A
+	ro = ro.EndDrain(clk.Now(), "idle")
 	for step := range plan.Steps() {
 		ro.Step = step
 		put(ro)
+		if v2Drained() {
+			t.Fatalf("step %d: v2 still drained", step)
+		}
 		var want [2]release.Counts
 		for _, tn := range tenants {
 			v := ro.Assign(tn)
@@ -148,8 +192,23 @@ func TestReleaseFollowsRollout(t *testing.T) {
 			want[ro.Assign("t7")].Slow++
 		}
 
+		// the metrics: cumulative over the steps, by version; the step applied
+		for _, v := range []release.Version{release.A, release.B} {
+			total[v] = total[v].Add(want[v]) // want has no latencies
+			got := release.Counts{
+				Requests: int64(testutil.ToFloat64(g.m.relRequests.WithLabelValues("api", v.String()))),
+				Errors:   int64(testutil.ToFloat64(g.m.relErrors.WithLabelValues("api", v.String()))),
+				Slow:     int64(testutil.ToFloat64(g.m.relSlow.WithLabelValues("api", v.String()))),
+			}
+			if !reflect.DeepEqual(got, total[v]) {
+				t.Fatalf("step %d: veer_gateway_release_*_total{version=%s} = %+v, want %+v", step, v, got, total[v])
+			}
+		}
+		if st := testutil.ToFloat64(g.m.relStep.WithLabelValues("api")); st != float64(step) || testutil.ToFloat64(g.m.relStatus.WithLabelValues("api", "running")) != 1 {
+			t.Fatalf("step %d: step_state %v", step, st)
+		}
 		rs := g.Releases()
-		if len(rs) != 1 || rs[0].ID != ro.ID || rs[0].Step != step || rs[0].A != want[release.A] || rs[0].B != want[release.B] {
+		if len(rs) != 1 || rs[0].ID != ro.ID || rs[0].Step != step || !sameCounts(rs[0].A, want[release.A]) || !sameCounts(rs[0].B, want[release.B]) {
 			t.Fatalf("step %d: Releases() = %+v, want a %+v b %+v", step, rs, want[release.A], want[release.B])
 		}
 		var adm []ReleaseStatus
@@ -159,7 +218,7 @@ func TestReleaseFollowsRollout(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := json.NewDecoder(resp.Body).Decode(&adm); err != nil || len(adm) != 1 || adm[0] != rs[0] {
+		if err := json.NewDecoder(resp.Body).Decode(&adm); err != nil || len(adm) != 1 || !reflect.DeepEqual(adm[0], rs[0]) {
 			t.Fatalf("step %d: /admin/release = %+v, %v; want %+v", step, adm, err, rs)
 		}
 		resp.Body.Close()
@@ -172,7 +231,7 @@ func TestReleaseFollowsRollout(t *testing.T) {
 			if ev.Doc.Key != release.CountsKey("api", "gw1") {
 				t.Fatalf("counts under %q", ev.Doc.Key)
 			}
-			if sc.Step == step && sc.A == want[release.A] && sc.B == want[release.B] && sc.ID == ro.ID {
+			if sc.Step == step && sameCounts(sc.A, want[release.A]) && sameCounts(sc.B, want[release.B]) && sc.ID == ro.ID {
 				break
 			}
 			if sc.Step > step {
@@ -181,6 +240,10 @@ func TestReleaseFollowsRollout(t *testing.T) {
 		}
 	}
 
+	// the counts were published every step, none of them into the history
+	if h, err := st.History(ctx, release.CountsPrefix, 0); err != nil || len(h) != 0 {
+		t.Fatalf("counts in the history (the audit log): %d entries, %v", len(h), err)
+	}
 	// aborted: every tenant back on v1; deleted: the route's own order (v3)
 	ro.Status = release.Aborted
 	put(ro)
@@ -221,5 +284,116 @@ func TestReleaseDocumentRejected(t *testing.T) {
 	}
 	if n := g.storeCount(release.KeyPrefix, "invalid"); n != 3 {
 		t.Fatalf("invalid count %d, want 3", n)
+	}
+}
+
+// The drain a rollout makes is undone when it ends, the rollout is aborted
+// or its document is deleted; a cluster an operator drained stays drained.
+func TestReleaseDrainUndone(t *testing.T) {
+	cfg := parseConfig(t, fill(releaseYAML, "V1", "127.0.0.1:1", "V2", "127.0.0.1:1", "V3", "127.0.0.1:1"))
+	g, _ := startGatewayCfg(t, cfg)
+	drained := func(name string) bool {
+		for _, c := range g.State().Clusters {
+			if c.Name == name {
+				return c.Drained
+			}
+		}
+		return false
+	}
+	ro, _ := release.Start(release.Plan{Route: "api", From: "v1", To: "v2"}, time.Unix(1, 0), "t")
+	seen := map[string]int64{}
+	rev := int64(0)
+	apply := func(r *release.Rollout) {
+		rev++
+		sn := snap()
+		if r != nil {
+			b, _ := json.Marshal(r)
+			sn = snap(store.Doc{Key: release.KeyPrefix + "api", Value: b, Version: rev, Revision: rev})
+		}
+		g.applyReleases(sn, seen)
+	}
+	aborted, _ := ro.Do(release.Cancel, time.Unix(2, 0), "no")
+	ended := ro.EndDrain(time.Unix(2, 0), "idle")
+	for _, c := range []struct {
+		name string
+		r    *release.Rollout
+		want bool
+	}{
+		{"draining", &ro, true},
+		{"drain over", &ended, false},
+		{"draining again (a new rollout)", &ro, true},
+		{"aborted while draining", &aborted, false},
+		{"draining", &ro, true},
+		{"document deleted", nil, false},
+	} {
+		apply(c.r)
+		if drained("v2") != c.want {
+			t.Fatalf("%s: v2 drained %v, want %v", c.name, drained("v2"), c.want)
+		}
+	}
+	// an operator's drain is not the rollout's to undo
+	if err := g.Drain("v2", "", true); err != nil {
+		t.Fatal(err)
+	}
+	apply(&ro)
+	apply(&ended)
+	if !drained("v2") {
+		t.Fatal("the rollout undid an operator's drain")
+	}
+}
+
+// sameCounts compares got with want's requests, errors and slow answers,
+// and got's latency histogram with its requests: one latency a request.
+func sameCounts(got, want release.Counts) bool {
+	var n int64
+	for _, v := range got.Latency {
+		n += v
+	}
+	if n != got.Requests || (got.Requests > 0) != (len(got.Latency) == release.LatencyBuckets) {
+		return false
+	}
+	got.Latency = nil
+	return reflect.DeepEqual(got, want)
+}
+
+// The dashboard's rollout panels (slo.GatewayPanels) read metrics the
+// gateway exports while it applies a rollout.
+func TestDashboardReleaseMetricsExist(t *testing.T) {
+	cfg := parseConfig(t, fill(releaseYAML, "V1", versionUpstream(t, "v1"), "V2", versionUpstream(t, "v2"), "V3", versionUpstream(t, "v3")))
+	reg := prometheus.NewRegistry()
+	g := startGatewayOpts(t, cfg, Options{Registerer: reg, Gatherer: reg})
+	ro, _ := release.Start(release.Plan{Route: "api", From: "v1", To: "v2", BlueGreen: true, NoDrain: true}, time.Unix(1, 0), "t")
+	b, _ := json.Marshal(ro)
+	g.applyReleases(snap(store.Doc{Key: release.KeyPrefix + "api", Value: b, Version: 1, Revision: 1}), map[string]int64{})
+	resp, err := http.Get("http://" + g.Addrs().Plain + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	have := map[string]bool{}
+	for _, mf := range mfs {
+		have[mf.GetName()] = true
+	}
+	name := regexp.MustCompile(`veer_gateway_release_\w+`)
+	n := 0
+	for _, p := range slo.GatewayPanels {
+		for _, q := range p.Queries {
+			for _, m := range name.FindAllString(q.Expr, -1) {
+				n++
+				if !have[m] {
+					t.Errorf("panel %q reads %s, which the gateway does not export", p.Title, m)
+				}
+			}
+		}
+	}
+	if n < 5 {
+		t.Fatalf("the dashboard reads %d release metrics, want the step, the status and the counts", n)
+	}
+	for _, err := range obs.Lint(reg) {
+		t.Error(err)
 	}
 }

@@ -56,3 +56,30 @@ func FuzzParseRollout(f *testing.F) {
 		}
 	})
 }
+
+// FuzzJudgeCounts: the counts a gateway publishes (JSON, any shape,
+// latency histograms of any length) never make Judge or DrainDone panic,
+// and Judge always decides one of its three decisions.
+func FuzzJudgeCounts(f *testing.F) {
+	var a, b Counts
+	for i := range 2000 {
+		a.Observe(i%500 == 0, time.Duration(10+i%7)*time.Millisecond, DefaultSlowThreshold)
+	}
+	b.Observe(true, time.Second, DefaultSlowThreshold)
+	ja, _ := json.Marshal(StepCounts{Route: "api", ID: "1", A: a, B: b, Draining: true, InFlightB: 2})
+	f.Add(ja)
+	f.Add([]byte(`{"route":"api","id":"1","a":{"requests":5,"latency":[-1,7]},"b":{"requests":-3,"latency":[1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24,25,26,27,28,29,30,31,32,33,34,35,36,37,38,39,40,41,42,43,44,45,46,47,48,49,50,51,52,53,54,55,56]}}`))
+	r, _ := Start(Plan{Route: "api", From: "v1", To: "v2"}, time.Unix(1, 0), "fuzz")
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var c StepCounts
+		if json.Unmarshal(data, &c) != nil {
+			return
+		}
+		v := Judge(r.Plan, c.A, c.B, time.Minute)
+		if v.Decision != Continue && v.Decision != Promote && v.Decision != Abort {
+			t.Fatalf("decision %d", v.Decision)
+		}
+		c.ID = r.ID
+		DrainDone(r, []string{"gw"}, map[string]StepCounts{"gw": c}, time.Unix(2, 0))
+	})
+}

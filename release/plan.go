@@ -22,6 +22,10 @@ const (
 	// within it is promoted when its counts are within the SLO, else
 	// aborted (see Judge). Enough traffic decides long before.
 	DefaultHold = 5 * time.Minute
+	// DefaultDrainTimeout bounds the drain that begins a rollout: B's
+	// cluster takes no new requests until every gateway reports it idle
+	// (its requests in flight finished) or this long has passed.
+	DefaultDrainTimeout = 30 * time.Second
 	// DefaultMinSamples is the number of the new version's requests a step
 	// needs before it may be promoted.
 	DefaultMinSamples = 200
@@ -36,6 +40,9 @@ const (
 	// DefaultMaxSlowRate is the share of slow requests a new version may
 	// have above the old one's (2 percentage points).
 	DefaultMaxSlowRate = 0.02
+	// DefaultMaxTailRate is the share of requests over twice A's observed
+	// p99 that B may have above A's share (2 percentage points).
+	DefaultMaxTailRate = 0.02
 	// DefaultAlpha is the chance that one test of one step rolls back a
 	// healthy version (the sequential test's false-alarm rate): two tests
 	// (errors, slow requests) a step over five steps keep a whole
@@ -67,6 +74,15 @@ type Plan struct {
 	BlueGreen bool `json:"blue_green,omitempty" yaml:"blue_green,omitempty"`
 	// Hold bounds each step; default DefaultHold.
 	Hold time.Duration `json:"hold,omitempty" yaml:"hold,omitempty"`
+	// NoDrain skips the drain that begins a rollout by default: B's
+	// cluster drained on every gateway (no new requests, on any route)
+	// until every gateway reports it idle, so that its instances can be
+	// upgraded with nothing in flight; then the first step.
+	NoDrain bool `json:"no_drain,omitempty" yaml:"no_drain,omitempty"`
+	// DrainTimeout bounds the drain: past it the first step begins even
+	// if a gateway still has requests in flight on B (they finish where
+	// they are) or never reported; default DefaultDrainTimeout.
+	DrainTimeout time.Duration `json:"drain_timeout,omitempty" yaml:"drain_timeout,omitempty"`
 	// SLO the new version is judged by.
 	SLO SLO `json:"slo,omitempty" yaml:"slo,omitempty"`
 }
@@ -83,6 +99,10 @@ type SLO struct {
 	// MaxSlowRate is how much higher B's share of slow requests may be
 	// than A's; default DefaultMaxSlowRate.
 	MaxSlowRate float64 `json:"max_slow_rate,omitempty" yaml:"max_slow_rate,omitempty"`
+	// MaxTailRate is how much higher B's share of requests over
+	// TailFactor × A's observed p99 may be than A's (the tail test: a B
+	// slow in its tail only); default DefaultMaxTailRate.
+	MaxTailRate float64 `json:"max_tail_rate,omitempty" yaml:"max_tail_rate,omitempty"`
 	// MinSamples of B a step needs before it is promoted; default
 	// DefaultMinSamples.
 	MinSamples int `json:"min_samples,omitempty" yaml:"min_samples,omitempty"`
@@ -129,11 +149,16 @@ func (p *Plan) Validate() error {
 	if p.Hold < 0 {
 		add("hold", "must not be negative")
 	}
+	if p.DrainTimeout < 0 {
+		add("drain_timeout", "must not be negative")
+	} else if p.DrainTimeout > 0 && p.NoDrain {
+		add("drain_timeout", "%v: set, but no_drain skips the drain", p.DrainTimeout)
+	}
 	s := p.SLO
 	for _, f := range []struct {
 		name string
 		v    float64
-	}{{"slo.max_error_rate", s.MaxErrorRate}, {"slo.max_slow_rate", s.MaxSlowRate}} {
+	}{{"slo.max_error_rate", s.MaxErrorRate}, {"slo.max_slow_rate", s.MaxSlowRate}, {"slo.max_tail_rate", s.MaxTailRate}} {
 		if f.v < 0 || f.v >= 1 {
 			add(f.name, "%v: want a share in [0, 1)", f.v)
 		}
@@ -164,9 +189,11 @@ func (p Plan) withDefaults() Plan {
 		p.Rings = []float64{100}
 	}
 	p.Hold = cmp.Or(p.Hold, DefaultHold)
+	p.DrainTimeout = cmp.Or(p.DrainTimeout, DefaultDrainTimeout)
 	p.SLO.MaxErrorRate = cmp.Or(p.SLO.MaxErrorRate, DefaultMaxErrorRate)
 	p.SLO.SlowThreshold = cmp.Or(p.SLO.SlowThreshold, DefaultSlowThreshold)
 	p.SLO.MaxSlowRate = cmp.Or(p.SLO.MaxSlowRate, DefaultMaxSlowRate)
+	p.SLO.MaxTailRate = cmp.Or(p.SLO.MaxTailRate, DefaultMaxTailRate)
 	p.SLO.MinSamples = cmp.Or(p.SLO.MinSamples, DefaultMinSamples)
 	p.SLO.Alpha = cmp.Or(p.SLO.Alpha, DefaultAlpha)
 	p.SLO.Beta = cmp.Or(p.SLO.Beta, DefaultBeta)

@@ -33,6 +33,11 @@ type Rollout struct {
 	Step        int       `json:"step"`
 	Started     time.Time `json:"started"`
 	StepStarted time.Time `json:"step_started"`
+	// Draining: the rollout begins by draining B (unless Plan.NoDrain):
+	// every tenant is on A and the gateways drain Plan.To until each
+	// reports it idle (DrainDone) or Plan.DrainTimeout after StepStarted;
+	// then EndDrain starts step 0.
+	Draining bool `json:"draining,omitempty"`
 	// Reason is why the rollout is where it is (the last verdict's reason,
 	// or the operator's).
 	Reason string `json:"reason,omitempty"`
@@ -55,16 +60,27 @@ func Start(p Plan, now time.Time, reason string) (Rollout, error) {
 	if err := p.Validate(); err != nil {
 		return Rollout{}, err
 	}
-	return Rollout{Plan: p, ID: fmt.Sprint(now.UnixNano()), Status: Running, Started: now, StepStarted: now, Reason: reason}, nil
+	return Rollout{Plan: p, ID: fmt.Sprint(now.UnixNano()), Status: Running, Started: now, StepStarted: now, Reason: reason, Draining: !p.NoDrain}, nil
+}
+
+// EndDrain ends the drain of a running rollout at now and starts step 0;
+// a rollout that is not draining and running is returned as it is.
+func (r Rollout) EndDrain(now time.Time, reason string) Rollout {
+	if !r.Draining || r.Status != Running {
+		return r
+	}
+	r.Draining, r.StepStarted, r.Reason = false, now, "drained: "+reason
+	return r
 }
 
 // Serving is the step gateways apply: the current step while running or
-// paused, the last when done, -1 (everyone on A) when aborted.
+// paused, the last when done, -1 (everyone on A) when aborted or while
+// draining B.
 func (r Rollout) Serving() int {
-	switch r.Status {
-	case Aborted:
+	switch {
+	case r.Status == Aborted || r.Draining && r.Active():
 		return -1
-	case Done:
+	case r.Status == Done:
 		return r.Plan.Steps() - 1
 	}
 	return r.Step
@@ -82,9 +98,9 @@ func (r Rollout) Active() bool { return r.Status == Running || r.Status == Pause
 // Apply advances a running rollout by a verdict on its current step, at
 // now: Promote moves to the next step (or Done after the last), Abort sends
 // every tenant back to A, Continue changes nothing. A rollout that is not
-// running is returned as it is.
+// running, or still draining, is returned as it is.
 func (r Rollout) Apply(v Verdict, now time.Time) Rollout {
-	if r.Status != Running || v.Decision == Continue {
+	if r.Status != Running || r.Draining || v.Decision == Continue {
 		return r
 	}
 	r.Verdicts = append(append([]Verdict(nil), r.Verdicts...), v)

@@ -19,7 +19,8 @@ type Query struct {
 
 // GatewayPanels are the key paths of a veer gateway, from its own metrics:
 // traffic, errors by outcome kind, latency, shed by tier, limited by
-// dimension, breaker and ejection states, and the SLOs' burn rates.
+// dimension, breaker and ejection states, the rollout step and B's vs A's
+// error and slow rates (veer_gateway_release_*), and the SLOs' burn rates.
 var GatewayPanels = []Panel{
 	{Title: "Requests by route", Unit: "reqps", Stacked: true, Queries: []Query{{`sum by (route) (rate(veer_gateway_requests_total[1m]))`, "{{route}}"}}},
 	{Title: "Failures by outcome kind", Unit: "reqps", Stacked: true, Queries: []Query{{`sum by (kind) (rate(veer_gateway_requests_total{kind!~"success|client_error"}[1m]))`, "{{kind}}"}}},
@@ -33,6 +34,14 @@ var GatewayPanels = []Panel{
 		{`sum by (cluster) (increase(veer_gateway_ejections_total[5m]))`, "ejected (5m) {{cluster}}"},
 	}},
 	{Title: "Retries by route", Unit: "reqps", Queries: []Query{{`sum by (route) (rate(veer_gateway_retries_total[1m]))`, "{{route}}"}}},
+	{Title: "Rollout step by route (-1: every tenant on A: draining B or aborted)", Unit: "short", Queries: []Query{
+		{`max by (route) (veer_gateway_release_step_state)`, "step {{route}}"},
+		{`max by (route, status) (veer_gateway_release_status_state) > 0`, "{{route}} {{status}}"},
+	}},
+	{Title: "Rollout error and slow rates, B vs A", Unit: "percentunit", Queries: []Query{
+		{`sum by (route, version) (rate(veer_gateway_release_errors_total[1m])) / sum by (route, version) (rate(veer_gateway_release_requests_total[1m]))`, "errors {{route}} {{version}}"},
+		{`sum by (route, version) (rate(veer_gateway_release_slow_total[1m])) / sum by (route, version) (rate(veer_gateway_release_requests_total[1m]))`, "slow {{route}} {{version}}"},
+	}},
 	{Title: "SLO burn rate, 1h (1 = on budget; the page fires above 14.4)", Unit: "short", Queries: []Query{{`veer:slo_error_ratio:rate1h / on (route, sli) group_left veer:slo_error_budget:ratio`, "{{route}} {{sli}}"}}},
 }
 

@@ -2,6 +2,7 @@ package store
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 )
 
@@ -11,6 +12,9 @@ func TestParseAnnouncement(t *testing.T) {
 		ok bool
 	}{
 		{`{"name":"gw","admin":"http://10.0.0.5:8444","started":"2026-12-02T03:00:00Z","pid":7}`, true},
+		{`{"name":"gw","admin":"http://x","routes":[{"name":"api","clusters":["v1","v2"]}]}`, true},
+		{`{"name":"gw","admin":"http://x","routes":[{"name":"api","clusters":[` + strings.Repeat(`"c",`, MaxAnnouncedClusters) + `"c"]}]}`, false},
+		{`{"name":"gw","admin":"http://x","routes":[` + strings.Repeat(`{"name":"r"},`, MaxAnnouncedRoutes) + `{"name":"r"}]}`, false},
 		{`{"name":"gw"}`, false},
 		{`{"admin":"http://x"}`, false},
 		{`not json`, false},
@@ -25,6 +29,7 @@ func TestParseAnnouncement(t *testing.T) {
 func FuzzParseAnnouncement(f *testing.F) {
 	f.Add([]byte(`{"name":"gw","admin":"http://10.0.0.5:8444","started":"2026-12-02T03:00:00Z"}`))
 	f.Add([]byte(`{"name":"","admin":""}`))
+	f.Add([]byte(`{"name":"gw","admin":"http://x","routes":[{"name":"api","clusters":["v1"]}],"truncated":true}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		a, err := ParseAnnouncement(b)
 		if err != nil {

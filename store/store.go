@@ -86,6 +86,13 @@ type Write struct {
 	// Author and Reason are recorded in the history.
 	Author string
 	Reason string
+	// NoHistory (Put only) leaves the write out of the key's history, and
+	// so out of the audit log: for machine-written state that changes
+	// every second (a gateway's rollout counts), never for configuration.
+	// The version still increases and watchers see the write; the next
+	// recorded change's Before is the value it replaced. A Delete is
+	// always recorded.
+	NoHistory bool
 }
 
 // Change is one entry of a key's history.

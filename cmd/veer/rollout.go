@@ -22,8 +22,10 @@ func rolloutCmd(cl *adminClient) *cobra.Command {
 		Use:   "rollout",
 		Short: "Gray release of a gateway route: start, pause, resume, abort, status",
 		Long: `A rollout moves a gateway route's tenants from cluster "from" (A) to "to"
-(B): canary tenants, then rings of the other tenants, judged each step on
-the gateways' counts; a bad B is aborted (every tenant back on A).
+(B): B drained first until every gateway reports it idle (unless no_drain),
+then canary tenants, then rings of the other tenants, judged each step on
+the gateways' counts; a bad B is aborted (every tenant back on A). A plan
+naming a route or cluster an announced gateway lacks is refused.
 
   veer control rollout start api --plan plan.yaml --reason "v2.3"
   veer control rollout status api

@@ -268,7 +268,7 @@ func (s *Store) write(key string, w store.Write, change func(cur stored, exists 
 			return err
 		}
 		rev := revOf(tx) + 1
-		version := lastVersion(tx, key) + 1
+		version := max(curV, lastVersion(tx, key)) + 1 // a NoHistory write is in the document, not the history
 		ch := store.Change{Key: key, Version: version, Revision: int64(rev), Time: s.clk.Now().UTC(),
 			Author: w.Author, Reason: w.Reason}
 		if exists {
@@ -287,8 +287,10 @@ func (s *Store) write(key string, w store.Write, change func(cur stored, exists 
 				return err
 			}
 		}
-		if err := putJSON(tx.Bucket(bHist), histKey(key, version), ch); err != nil {
-			return err
+		if !w.NoHistory || next == nil {
+			if err := putJSON(tx.Bucket(bHist), histKey(key, version), ch); err != nil {
+				return err
+			}
 		}
 		if err := putJSON(tx.Bucket(bLog), u64(rev), le); err != nil {
 			return err

@@ -287,10 +287,13 @@ func (s *Store) try(ctx context.Context, key string, value []byte, w store.Write
 		main = clientv3.OpPut(s.dkey(key), string(raw))
 	}
 	hk := s.hkey(key, version)
-	t, err := s.cli.Txn(ctx).If(
-		clientv3.Compare(clientv3.ModRevision(s.dkey(key)), "=", modRev),
-		clientv3.Compare(clientv3.CreateRevision(hk), "=", 0),
-	).Then(main, clientv3.OpPut(hk, string(hist))).Commit()
+	cmps := []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(s.dkey(key)), "=", modRev)}
+	ops := []clientv3.Op{main}
+	if !w.NoHistory || value == nil {
+		cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(hk), "=", 0))
+		ops = append(ops, clientv3.OpPut(hk, string(hist)))
+	}
+	t, err := s.cli.Txn(ctx).If(cmps...).Then(ops...).Commit()
 	if err != nil {
 		return store.Doc{}, false, err
 	}

@@ -19,6 +19,7 @@ import (
 func Run(t *testing.T, open func(t *testing.T) store.Store) {
 	t.Run("VersionsAndConflicts", func(t *testing.T) { versions(t, open(t)) })
 	t.Run("HistoryAcrossDelete", func(t *testing.T) { history(t, open(t)) })
+	t.Run("NoHistoryWrites", func(t *testing.T) { noHistory(t, open(t)) })
 	t.Run("ListWithRevision", func(t *testing.T) { list(t, open(t)) })
 	t.Run("WatchFromRevision", func(t *testing.T) { watch(t, open(t)) })
 	t.Run("ConcurrentWritersOneWins", func(t *testing.T) { race(t, open(t)) })
@@ -115,6 +116,52 @@ func history(t *testing.T, s store.Store) {
 	all, err := s.History(ctx, "h/", 2)
 	if err != nil || len(all) != 2 || all[0].Version != 4 {
 		t.Fatalf("History(h/, 2): %+v %v", all, err)
+	}
+}
+
+// noHistory: a NoHistory Put is a write like any other (versions, watch,
+// list) but not in the history; the next recorded change replaced its
+// value; deletes are recorded all the same.
+func noHistory(t *testing.T, s store.Store) {
+	ctx := ctxT(t)
+	w := store.Write{Author: "gw", Reason: "counts", NoHistory: true}
+	events := s.Watch(ctx, "n/", 1)
+	for i := 1; i <= 3; i++ {
+		if d := put(t, s, ctx, "n/k", []byte(fmt.Sprint("c", i)), w); d.Version != int64(i) {
+			t.Fatalf("NoHistory put %d: version %d", i, d.Version)
+		}
+	}
+	for i := 1; i <= 3; i++ {
+		if ev := <-events; ev.Type != store.Put || string(ev.Doc.Value) != fmt.Sprint("c", i) {
+			t.Fatalf("watch event %d: %+v", i, ev)
+		}
+	}
+	if hs, err := s.History(ctx, "n/", 0); err != nil || len(hs) != 0 {
+		t.Fatalf("history after NoHistory puts: %+v %v, want none", hs, err)
+	}
+	if d := put(t, s, ctx, "n/k", []byte("edit"), store.Write{Expect: 3, Author: "op"}); d.Version != 4 {
+		t.Fatalf("recorded put after NoHistory ones: version %d, want 4", d.Version)
+	}
+	if err := s.Delete(ctx, "n/k", w); err != nil {
+		t.Fatal(err)
+	}
+	if d := put(t, s, ctx, "n/k", []byte("c6"), w); d.Version != 6 {
+		t.Fatalf("NoHistory re-create: version %d, want 6 (versions never reused)", d.Version)
+	}
+	hs, err := s.History(ctx, "n/", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, h := range hs {
+		got = append(got, fmt.Sprintf("v%d %s %q->%q del=%v", h.Version, h.Author, h.Before, h.After, h.Deleted))
+	}
+	want := []string{`v5 gw "edit"->"" del=true`, `v4 op "c3"->"edit" del=false`}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("history:\n got %q\nwant %q", got, want)
+	}
+	if d, err := s.Get(ctx, "n/k"); err != nil || string(d.Value) != "c6" || d.Version != 6 {
+		t.Fatalf("Get: %+v %v", d, err)
 	}
 }
 
