@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"path/filepath"
+	"reflect"
 	"testing"
 	"time"
 
@@ -50,7 +51,7 @@ func TestAnnounceHeartbeatsAndDeletes(t *testing.T) {
 	}()
 	d := next(store.Put)
 	got, err := store.ParseAnnouncement(d.Value)
-	if err != nil || d.Key != key || got != a {
+	if err != nil || d.Key != key || !reflect.DeepEqual(got, a) {
 		t.Fatalf("announcement %s = %+v (%v), want %+v", d.Key, got, err, a)
 	}
 	clk.Advance(time.Second) // in place: nothing written
