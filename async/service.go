@@ -109,6 +109,13 @@ func New(cfg Config, eng Engine, d Dispatcher, opts Options) (*Service, error) {
 		}
 		s.scheds[g.Name] = newScheduler(s, g)
 	}
+	if r, ok := eng.(interface{ OnReady(func(group string)) }); ok {
+		r.OnReady(func(group string) {
+			if sc := s.scheds[group]; sc != nil {
+				sc.notify()
+			}
+		})
+	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	if err := reg.Register(newDepthCollector(s)); err != nil {
 		s.log.Warn("async: depth metrics not registered", "err", err)
@@ -238,6 +245,12 @@ func (s *Service) run(group string, d Delivery) {
 	case st.State.Final():
 		_ = d.Ack()
 		return
+	case st.State == Running && now.Sub(st.Updated) < s.cfg.AckWait:
+		// a second copy of an invocation that runs elsewhere right now (a
+		// pack distributed twice after a crash): an abandoned attempt is
+		// redelivered only after AckWait without progress, so wait that long
+		_ = d.Retry(s.cfg.AckWait)
+		return
 	case st.State == Retrying && now.Before(st.NextAttempt):
 		_ = d.Retry(st.NextAttempt.Sub(now)) // delivered early (a restart): wait for its time
 		s.scheds[group].wakeAfter(st.NextAttempt.Sub(now))
@@ -257,7 +270,14 @@ func (s *Service) run(group string, d Delivery) {
 	s.onSt(st)
 	o := s.attempt(ctx, d, inv, st.Attempts)
 	if ctx.Err() != nil {
-		_ = d.Retry(0) // shutting down: not the invocation's fault; another worker takes it
+		// shutting down: not the invocation's fault; another worker takes
+		// it at once (the status says so, so it is not taken for a copy
+		// running elsewhere)
+		st.State, st.NextAttempt, st.Reason, st.Updated = Retrying, s.clk.Now(), "interrupted: gateway shutting down", s.clk.Now()
+		sctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_ = s.eng.SetStatus(sctx, st)
+		cancel()
+		_ = d.Retry(0)
 		return
 	}
 	end := s.clk.Now()

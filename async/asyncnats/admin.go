@@ -100,6 +100,24 @@ func (e *Engine) Purge(ctx context.Context, group, tenant string) error {
 	if group != "" {
 		grp = group
 	}
+	info, err := e.stream.Info(ctx)
+	if err != nil {
+		return fmt.Errorf("asyncnats: purge: %w: %w", async.ErrUnavailable, err)
+	}
+	// the marks first: packed submissions up to here are no longer
+	// distributed nor found, whichever side of the purge they are on
+	groups := []string{group}
+	if group == "" {
+		groups = groups[:0]
+		for _, g := range e.cfg.Groups {
+			groups = append(groups, g.Name)
+		}
+	}
+	for _, g := range groups {
+		if err := e.markPurged(ctx, g, tenant, info.State.LastSeq); err != nil {
+			return fmt.Errorf("asyncnats: purge: %w: %w", async.ErrUnavailable, err)
+		}
+	}
 	if err := e.stream.Purge(ctx, jetstream.WithPurgeSubject(subjectBase+tok+"."+grp)); err != nil {
 		return fmt.Errorf("asyncnats: purge: %w: %w", async.ErrUnavailable, err)
 	}

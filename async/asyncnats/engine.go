@@ -58,11 +58,13 @@ type Engine struct {
 	left   map[string][]async.Delivery // (group, tenant) -> members of a fetched pack not handed out yet
 
 	bmu   sync.Mutex
-	bq    map[string]*subjQueue // packing: subject -> submissions waiting for the next publish
+	bq    subjQueue // packing: submissions waiting for the next ingest pack
 	pmu   sync.Mutex
 	packs map[*packMsg]bool // delivered packs with unfinished members
 	stop  chan struct{}
 	wg    sync.WaitGroup
+	rmu   sync.Mutex
+	ready func(group string)
 }
 
 var _ async.Engine = (*Engine)(nil)
@@ -79,7 +81,7 @@ func Open(cfg async.Config, opts Options) (*Engine, error) {
 	}
 	c := cfg.WithDefaults()
 	e := &Engine{cfg: c, log: obs.LoggerOr(opts.Logger), cons: map[string]jetstream.Consumer{}, left: map[string][]async.Delivery{},
-		bq: map[string]*subjQueue{}, packs: map[*packMsg]bool{}, stop: make(chan struct{})}
+		packs: map[*packMsg]bool{}, stop: make(chan struct{})}
 	name := opts.Name
 	if name == "" {
 		name = "veer-async"
@@ -108,6 +110,12 @@ func Open(cfg async.Config, opts Options) (*Engine, error) {
 	if err := e.setup(); err != nil {
 		e.shutdown()
 		return nil, err
+	}
+	dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := e.startDistributor(dctx); err != nil {
+		e.shutdown()
+		return nil, fmt.Errorf("asyncnats: ingest consumer: %w", err)
 	}
 	e.wg.Go(e.keepPacks)
 	return e, nil
@@ -146,7 +154,7 @@ func (e *Engine) setup() error {
 	}
 	e.js = js
 	e.stream, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
-		Name: StreamName, Subjects: []string{subjectBase + ">"}, Storage: jetstream.FileStorage,
+		Name: StreamName, Subjects: []string{subjectBase + ">", ingestSubject}, Storage: jetstream.FileStorage,
 		Retention: jetstream.LimitsPolicy, MaxAge: e.cfg.Retention, Duplicates: e.cfg.IdempotencyWindow,
 		Description: "veer async invocations",
 	})
@@ -270,6 +278,9 @@ func (e *Engine) Lookup(ctx context.Context, id string) (*async.Invocation, erro
 	}
 	for _, inv := range invs {
 		if strings.HasSuffix(inv.ID, "-"+nonce) {
+			if raw.Subject == ingestSubject && e.purgedAt(ctx, map[string]uint64{}, inv.Group, inv.Tenant) >= seq {
+				return nil, async.ErrNotFound // purged (distributed or not)
+			}
 			return inv, nil
 		}
 	}

@@ -1,0 +1,262 @@
+package asyncnats
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/veerhq/veer/async"
+)
+
+// The distributor moves the members of ingest packs (one synced write for
+// the submissions of many tenants) to their (tenant, group) subjects, so
+// that consumption stays fair per tenant in the store. It runs in every
+// engine over one durable consumer (several gateways on one cluster share
+// the work). A round takes every ingest pack that is waiting (up to
+// maxRound), publishes one pack per (tenant, group) subject, waits for all
+// of those acknowledgements, and only then acknowledges the ingest packs:
+// a crash in between delivers the ingest packs again, and their members are
+// distributed twice (a worker that finds one already running elsewhere
+// waits for it, see async.Service; one already finished is skipped).
+const (
+	ingestConsumer = "veer-ingest"
+	maxRound       = 512
+)
+
+// OnReady sets f to be called with a group's name when invocations of the
+// group became consumable (distributed from an ingest pack); async.Service
+// uses it to wake the group's scheduler. f must not block.
+func (e *Engine) OnReady(f func(group string)) {
+	e.rmu.Lock()
+	e.ready = f
+	e.rmu.Unlock()
+}
+
+func (e *Engine) notifyReady(group string) {
+	e.rmu.Lock()
+	f := e.ready
+	e.rmu.Unlock()
+	if f != nil {
+		f(group)
+	}
+}
+
+// startDistributor creates the ingest consumer and runs the distributor
+// until Close.
+func (e *Engine) startDistributor(ctx context.Context) error {
+	cons, err := e.stream.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
+		Durable: ingestConsumer, FilterSubject: ingestSubject,
+		AckPolicy: jetstream.AckExplicitPolicy, AckWait: e.cfg.AckWait, MaxDeliver: -1,
+		MaxAckPending: 4 * maxRound, DeliverPolicy: jetstream.DeliverAllPolicy,
+	})
+	if err != nil {
+		return errors.Join(async.ErrUnavailable, err)
+	}
+	ch := make(chan jetstream.Msg, maxRound)
+	cc, err := cons.Consume(func(m jetstream.Msg) {
+		select {
+		case ch <- m:
+		case <-e.stop:
+		}
+	}, jetstream.PullMaxMessages(maxRound))
+	if err != nil {
+		return errors.Join(async.ErrUnavailable, err)
+	}
+	e.wg.Go(func() {
+		defer cc.Stop()
+		for {
+			var round []jetstream.Msg
+			select {
+			case m := <-ch:
+				round = append(round, m)
+			case <-e.stop:
+				return
+			}
+		drain:
+			for len(round) < maxRound {
+				select {
+				case m := <-ch:
+					round = append(round, m)
+				default:
+					break drain
+				}
+			}
+			e.distributeRound(round)
+		}
+	})
+	return nil
+}
+
+// out is one distributed pack to publish.
+type out struct {
+	subj  string
+	group string
+	data  []byte
+	done  bool
+}
+
+// distributeRound distributes the members of the ingest packs in round.
+func (e *Engine) distributeRound(round []jetstream.Msg) {
+	bySubj := map[string][]packItem{}
+	group := map[string]string{}
+	var order []string
+	var took []jetstream.Msg
+	ctx, cancel := context.WithTimeout(context.Background(), e.cfg.SubmitTimeout)
+	defer cancel()
+	marks := map[string]uint64{}
+	for _, m := range round {
+		md, err := m.Metadata()
+		if err != nil {
+			_ = m.Term()
+			continue
+		}
+		var pack []packItem
+		if err := json.Unmarshal(m.Data(), &pack); err != nil {
+			e.log.Warn("asyncnats: undecodable ingest pack dropped", "seq", md.Sequence.Stream, "err", err)
+			_ = m.Term()
+			continue
+		}
+		seq := md.Sequence.Stream
+		for _, it := range pack {
+			inv := it.Meta.Invocation
+			if e.purgedAt(ctx, marks, inv.Group, inv.Tenant) >= seq {
+				continue // purged before it was distributed
+			}
+			it.ID = async.FormatID(seq, it.Meta.Nonce)
+			s := subject(inv.Tenant, inv.Group)
+			if _, ok := bySubj[s]; !ok {
+				order = append(order, s)
+				group[s] = inv.Group
+			}
+			bySubj[s] = append(bySubj[s], it)
+		}
+		took = append(took, m)
+	}
+	var outs []*out
+	for _, s := range order {
+		items := bySubj[s]
+		for len(items) > 0 {
+			n, size := 0, 0
+			for n < len(items) && n < maxPackItems && (n == 0 || size+len(items[n].Body) < maxPackBytes) {
+				size += len(items[n].Body) + 512
+				n++
+			}
+			data, err := json.Marshal(items[:n])
+			if err == nil {
+				outs = append(outs, &out{subj: s, group: group[s], data: data})
+			}
+			items = items[n:]
+		}
+	}
+	if !e.publishAll(outs) {
+		for _, m := range took {
+			_ = m.NakWithDelay(time.Second)
+		}
+		return
+	}
+	for _, m := range took {
+		if err := m.Ack(); err != nil {
+			e.log.Warn("asyncnats: ingest pack not acknowledged (it will be distributed again)", "err", err)
+		}
+	}
+	seen := map[string]bool{}
+	for _, o := range outs {
+		if !seen[o.group] {
+			seen[o.group] = true
+			e.notifyReady(o.group)
+		}
+	}
+}
+
+// publishAll publishes every out (asynchronously, together), trying the
+// failed ones again each second until all are acknowledged or the engine
+// closes (false).
+func (e *Engine) publishAll(outs []*out) bool {
+	for {
+		var wg sync.WaitGroup
+		failed := false
+		var mu sync.Mutex
+		for _, o := range outs {
+			if o.done {
+				continue
+			}
+			msg := &nats.Msg{Subject: o.subj, Data: o.data, Header: nats.Header{}}
+			msg.Header.Set(packHeader, "1")
+			f, err := e.js.PublishMsgAsync(msg, jetstream.WithExpectStream(StreamName))
+			if err != nil {
+				failed = true
+				continue
+			}
+			wg.Go(func() {
+				t := time.NewTimer(e.cfg.SubmitTimeout)
+				defer t.Stop()
+				select {
+				case <-f.Ok():
+					o.done = true
+				case err := <-f.Err():
+					mu.Lock()
+					failed = true
+					mu.Unlock()
+					e.log.Warn("asyncnats: distribution publish failed; trying again", "subject", o.subj, "err", err)
+				case <-t.C:
+					mu.Lock()
+					failed = true
+					mu.Unlock()
+				}
+			})
+		}
+		wg.Wait()
+		if !failed {
+			return true
+		}
+		select {
+		case <-e.stop:
+			return false
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// purgeKey is the status bucket's key of a purge mark: the last stream
+// sequence that a purge of (group, tenant) covered (tenant "" = every
+// tenant of the group).
+func purgeKey(group, tenant string) string {
+	tok := "all"
+	if tenant != "" {
+		tok = "t" + async.TenantToken(tenant)
+	}
+	return "purge." + group + "." + tok
+}
+
+// purgedAt returns the highest stream sequence a purge of group or of
+// (group, tenant) covered, 0 when none; marks caches the answers of one
+// round.
+func (e *Engine) purgedAt(ctx context.Context, marks map[string]uint64, group, tenant string) uint64 {
+	var hi uint64
+	for _, k := range []string{purgeKey(group, ""), purgeKey(group, tenant)} {
+		v, ok := marks[k]
+		if !ok {
+			v = 0
+			if ent, err := e.kv.Get(ctx, k); err == nil {
+				v, _ = strconv.ParseUint(string(ent.Value()), 10, 64)
+			}
+			marks[k] = v
+		}
+		hi = max(hi, v)
+	}
+	return hi
+}
+
+// markPurged records a purge of (group, tenant) up to the stream's last
+// sequence: members of ingest packs up to it are not distributed and
+// Lookup no longer finds them.
+func (e *Engine) markPurged(ctx context.Context, group, tenant string, last uint64) error {
+	_, err := e.kv.Put(ctx, purgeKey(group, tenant), []byte(strconv.FormatUint(last, 10)))
+	return err
+}
