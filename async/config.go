@@ -23,6 +23,9 @@ const (
 	DefaultRetryAfter        = 2 * time.Second
 	DefaultCallbackAttempts  = 3
 	DefaultPollInterval      = 100 * time.Millisecond
+	DefaultMetricTenants     = 10
+	// MaxMetricTenants bounds Config.MetricTenants.
+	MaxMetricTenants = 100
 	// MaxKeyLength bounds an Idempotency-Key.
 	MaxKeyLength = 255
 	// MaxTenantLength bounds a tenant name.
@@ -79,6 +82,10 @@ type Config struct {
 	// one synced write (group commit); each is acknowledged (202) only
 	// after that write. Default false: one message per submission.
 	Batch bool `yaml:"batch" json:"batch"`
+	// MetricTenants: the busiest tenants (by recent submissions) that get
+	// their own tenant label on veer_async_tenant_* metrics; every other
+	// tenant is "other". Default 10, at most 100.
+	MetricTenants int `yaml:"metric_tenants" json:"metric_tenants"`
 	// CallbackAttempts: attempts to deliver the result to a submission's
 	// callback URL (Veer-Callback header); default 3.
 	CallbackAttempts int `yaml:"callback_attempts" json:"callback_attempts"`
@@ -117,7 +124,11 @@ func (c *Config) Validate() error {
 		config.NotNegative("poll_interval", c.PollInterval),
 		config.NotNegative("tenant_rate", c.TenantRate),
 		config.NotNegative("tenant_burst", c.TenantBurst),
+		config.NotNegative("metric_tenants", c.MetricTenants),
 	)
+	if c.MetricTenants > MaxMetricTenants {
+		errs = append(errs, config.Field("metric_tenants", "at most %d (a metric label must stay bounded), got %d", MaxMetricTenants, c.MetricTenants))
+	}
 	d := c.withDefaults()
 	if d.IdempotencyWindow > d.Retention {
 		errs = append(errs, config.Field("idempotency_window", "must not exceed retention (%s)", d.Retention))
@@ -161,6 +172,7 @@ func (c Config) withDefaults() Config {
 	c.AttemptTimeout = cmp.Or(c.AttemptTimeout, DefaultAttemptTimeout)
 	c.CallbackAttempts = cmp.Or(c.CallbackAttempts, DefaultCallbackAttempts)
 	c.PollInterval = cmp.Or(c.PollInterval, DefaultPollInterval)
+	c.MetricTenants = cmp.Or(c.MetricTenants, DefaultMetricTenants)
 	groups := make([]Group, 0, len(c.Groups)+1)
 	general := false
 	for _, g := range c.Groups {

@@ -95,7 +95,7 @@ func New(cfg Config, eng Engine, d Dispatcher, opts Options) (*Service, error) {
 		reg = prometheus.DefaultRegisterer
 	}
 	s := &Service{cfg: c, eng: eng, d: d, clk: clock.Or(opts.Clock), log: obs.LoggerOr(opts.Logger),
-		m: newMetrics(reg), cb: opts.Callback, onSt: opts.OnStatus, group: map[string]string{}}
+		m: newMetrics(reg, c.MetricTenants), cb: opts.Callback, onSt: opts.OnStatus, group: map[string]string{}}
 	if s.onSt == nil {
 		s.onSt = func(Status) {}
 	}
@@ -171,7 +171,7 @@ func (s *Service) Submit(ctx context.Context, inv *Invocation) (id string, exist
 	defer cancel()
 	start := time.Now()
 	id, existing, err = s.eng.Enqueue(ctx, inv)
-	s.m.submitted(err, existing, time.Since(start))
+	s.m.submitted(inv.Tenant, err, existing, time.Since(start))
 	if err == nil && !existing {
 		s.scheds[inv.Group].notify()
 	}
@@ -289,6 +289,7 @@ func (s *Service) run(group string, d Delivery) {
 		if s.finish(ctx, d, st) {
 			s.m.done.WithLabelValues(group, string(Succeeded)).Inc()
 			s.m.e2e.WithLabelValues(group).Observe(end.Sub(inv.Submitted).Seconds())
+			s.m.top.use(inv.Tenant, func(l string) { s.m.tenantE2E.WithLabelValues(l).Observe(end.Sub(inv.Submitted).Seconds()) })
 			s.callback(inv, st)
 		}
 	case Retrying:
