@@ -19,6 +19,15 @@ const (
 	DefaultAckWait           = 30 * time.Second
 	DefaultAttemptTimeout    = 60 * time.Second
 	DefaultGroup             = "general"
+	// RetryGroup runs every attempt after the first (added when not
+	// listed, with DefaultRetryConcurrency workers).
+	RetryGroup = "retry"
+	// TimerGroup runs delayed submissions (Veer-Delay, Veer-Not-Before)
+	// when they come due (added when not listed, DefaultTimerConcurrency).
+	TimerGroup              = "timer"
+	DefaultRetryConcurrency = 8
+	DefaultTimerConcurrency = 8
+	DefaultMaxDelay         = 24 * time.Hour
 	DefaultConcurrency       = 16
 	DefaultRetryAfter        = 2 * time.Second
 	DefaultCallbackAttempts  = 3
@@ -82,6 +91,10 @@ type Config struct {
 	// one synced write (group commit); each is acknowledged (202) only
 	// after that write. Default false: one message per submission.
 	Batch bool `yaml:"batch" json:"batch"`
+	// MaxDelay bounds a delayed submission (Veer-Delay, Veer-Not-Before):
+	// later is 400; default 24h. With the retry schedule's 6h it must fit
+	// in Retention.
+	MaxDelay time.Duration `yaml:"max_delay" json:"max_delay"`
 	// MetricTenants: the busiest tenants (by recent submissions) that get
 	// their own tenant label on veer_async_tenant_* metrics; every other
 	// tenant is "other". Default 10, at most 100.
@@ -125,6 +138,7 @@ func (c *Config) Validate() error {
 		config.NotNegative("tenant_rate", c.TenantRate),
 		config.NotNegative("tenant_burst", c.TenantBurst),
 		config.NotNegative("metric_tenants", c.MetricTenants),
+		config.NotNegative("max_delay", c.MaxDelay),
 	)
 	if c.MetricTenants > MaxMetricTenants {
 		errs = append(errs, config.Field("metric_tenants", "at most %d (a metric label must stay bounded), got %d", MaxMetricTenants, c.MetricTenants))
@@ -135,6 +149,8 @@ func (c *Config) Validate() error {
 	}
 	if d.Retention < 6*time.Hour {
 		errs = append(errs, config.Field("retention", "must cover the 6h retry schedule"))
+	} else if d.MaxDelay+6*time.Hour > d.Retention {
+		errs = append(errs, config.Field("max_delay", "with the 6h retry schedule must fit in retention (%s)", d.Retention))
 	}
 	seen := map[string]bool{}
 	owner := map[string]string{}
@@ -151,6 +167,9 @@ func (c *Config) Validate() error {
 		seen[g.Name] = true
 		if g.Concurrency < 0 {
 			f("concurrency", "must not be negative")
+		}
+		if (g.Name == RetryGroup || g.Name == TimerGroup) && len(g.Tenants) > 0 {
+			f("tenants", "the %s group takes no dedicated tenants (it runs every tenant's %s)", g.Name, map[string]string{RetryGroup: "retries", TimerGroup: "delayed submissions"}[g.Name])
 		}
 		for _, t := range g.Tenants {
 			if o, ok := owner[t]; ok {
@@ -173,15 +192,18 @@ func (c Config) withDefaults() Config {
 	c.CallbackAttempts = cmp.Or(c.CallbackAttempts, DefaultCallbackAttempts)
 	c.PollInterval = cmp.Or(c.PollInterval, DefaultPollInterval)
 	c.MetricTenants = cmp.Or(c.MetricTenants, DefaultMetricTenants)
-	groups := make([]Group, 0, len(c.Groups)+1)
-	general := false
+	c.MaxDelay = cmp.Or(c.MaxDelay, DefaultMaxDelay)
+	groups := make([]Group, 0, len(c.Groups)+3)
+	has := map[string]bool{}
 	for _, g := range c.Groups {
 		g.Concurrency = cmp.Or(g.Concurrency, DefaultConcurrency)
-		general = general || g.Name == DefaultGroup
+		has[g.Name] = true
 		groups = append(groups, g)
 	}
-	if !general {
-		groups = append(groups, Group{Name: DefaultGroup, Concurrency: DefaultConcurrency})
+	for _, g := range []Group{{Name: DefaultGroup, Concurrency: DefaultConcurrency}, {Name: RetryGroup, Concurrency: DefaultRetryConcurrency}, {Name: TimerGroup, Concurrency: DefaultTimerConcurrency}} {
+		if !has[g.Name] {
+			groups = append(groups, g)
+		}
 	}
 	c.Groups = groups
 	return c

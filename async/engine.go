@@ -16,6 +16,11 @@ type Engine interface {
 	// nothing. An error wraps ErrUnavailable and means nothing was
 	// acknowledged.
 	Enqueue(ctx context.Context, inv *Invocation) (id string, existing bool, err error)
+	// Requeue stores inv again, under its own id, in its (now possibly
+	// different) group's queue: a retry moved to the retry group. dedup
+	// names this requeue: the same dedup twice (within the idempotency
+	// window) stores it once.
+	Requeue(ctx context.Context, inv *Invocation, dedup string) error
 	// Tenants lists the tenants that have (or had, within the retention)
 	// invocations in group: the fair scheduler's round.
 	Tenants(ctx context.Context, group string) ([]string, error)

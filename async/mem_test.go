@@ -23,7 +23,7 @@ type memEngine struct {
 func newMemEngine(groups ...string) *memEngine {
 	e := &memEngine{invs: map[string]*Invocation{}, keys: map[string]string{}, status: map[string]Status{},
 		ready: map[string]map[string][]*memDelivery{}, dead: make(chan Status, 100)}
-	for _, g := range append(groups, DefaultGroup) {
+	for _, g := range append(groups, DefaultGroup, RetryGroup, TimerGroup) {
 		e.ready[g] = map[string][]*memDelivery{}
 	}
 	return e
@@ -47,6 +47,21 @@ func (e *memEngine) Enqueue(ctx context.Context, inv *Invocation) (string, bool,
 	}
 	e.ready[c.Group][c.Tenant] = append(e.ready[c.Group][c.Tenant], &memDelivery{e: e, inv: &c})
 	return c.ID, false, nil
+}
+
+func (e *memEngine) Requeue(ctx context.Context, inv *Invocation, dedup string) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if _, ok := e.keys[dedup]; ok {
+		return nil
+	}
+	e.keys[dedup] = inv.ID
+	c := *inv
+	if e.ready[c.Group] == nil {
+		e.ready[c.Group] = map[string][]*memDelivery{}
+	}
+	e.ready[c.Group][c.Tenant] = append(e.ready[c.Group][c.Tenant], &memDelivery{e: e, inv: &c})
+	return nil
 }
 
 func (e *memEngine) Tenants(ctx context.Context, group string) ([]string, error) {

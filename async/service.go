@@ -167,6 +167,16 @@ func (s *Service) Submit(ctx context.Context, inv *Invocation) (id string, exist
 	if inv.Submitted.IsZero() {
 		inv.Submitted = s.clk.Now()
 	}
+	if !inv.NotBefore.IsZero() {
+		if inv.NotBefore.Sub(inv.Submitted) > s.cfg.MaxDelay {
+			return "", false, ErrBadDelay
+		}
+		if inv.NotBefore.After(inv.Submitted) {
+			inv.Group = TimerGroup
+		} else {
+			inv.NotBefore = time.Time{}
+		}
+	}
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.SubmitTimeout)
 	defer cancel()
 	start := time.Now()
@@ -251,9 +261,24 @@ func (s *Service) run(group string, d Delivery) {
 		// redelivered only after AckWait without progress, so wait that long
 		_ = d.Retry(s.cfg.AckWait)
 		return
+	case st.State == Retrying && st.Group == RetryGroup && group != RetryGroup:
+		// the delivery its retry was moved from, not acknowledged (a crash
+		// in between): move it again (the engine stores it once) and ack
+		if s.moveToRetry(ctx, inv, st) {
+			_ = d.Ack()
+		} else {
+			_ = d.Retry(time.Second)
+		}
+		return
 	case st.State == Retrying && now.Before(st.NextAttempt):
 		_ = d.Retry(st.NextAttempt.Sub(now)) // delivered early (a restart): wait for its time
 		s.scheds[group].wakeAfter(st.NextAttempt.Sub(now))
+		return
+	case now.Before(inv.NotBefore):
+		// a delayed submission, or a retry, fetched before its time: it
+		// becomes visible again then, and this process looks at once
+		_ = d.Retry(inv.NotBefore.Sub(now))
+		s.scheds[group].wakeAfter(inv.NotBefore.Sub(now))
 		return
 	}
 	st.Attempts++
@@ -293,14 +318,22 @@ func (s *Service) run(group string, d Delivery) {
 			s.callback(inv, st)
 		}
 	case Retrying:
-		st.NextAttempt = end.Add(dec.Wait)
+		// the next attempt runs in the retry group (its own workers), so
+		// that a storm of retries never holds the workers of first
+		// attempts: the status says so first, then the retry is stored
+		// there, then this delivery is acknowledged
+		st.NextAttempt, st.Group = end.Add(dec.Wait), RetryGroup
 		if err := s.eng.SetStatus(ctx, st); err != nil {
 			s.log.Warn("async: status write failed", "id", inv.ID, "err", err)
 		}
 		s.onSt(st)
 		s.m.retries.WithLabelValues(group).Inc()
-		_ = d.Retry(dec.Wait)
-		s.scheds[group].wakeAfter(dec.Wait)
+		if s.moveToRetry(ctx, inv, st) {
+			_ = d.Ack()
+		} else {
+			_ = d.Retry(dec.Wait) // it stays here; its redelivery moves it
+		}
+		s.scheds[RetryGroup].wakeAfter(dec.Wait)
 	case Failed:
 		if err := s.eng.DeadLetter(ctx, inv, st); err != nil {
 			s.log.Warn("async: dead letter failed; delivering again later", "id", inv.ID, "err", err)
@@ -312,6 +345,18 @@ func (s *Service) run(group string, d Delivery) {
 			s.callback(inv, st)
 		}
 	}
+}
+
+// moveToRetry stores inv in the retry group, due at st.NextAttempt,
+// deduplicated by its attempt number.
+func (s *Service) moveToRetry(ctx context.Context, inv *Invocation, st Status) bool {
+	c := *inv
+	c.Group, c.NotBefore = RetryGroup, st.NextAttempt
+	if err := s.eng.Requeue(ctx, &c, "retry:"+inv.ID+":"+strconv.Itoa(st.Attempts)); err != nil {
+		s.log.Warn("async: retry not moved to the retry group; it waits in its group", "id", inv.ID, "err", err)
+		return false
+	}
+	return true
 }
 
 // finish records a final status, then acknowledges.

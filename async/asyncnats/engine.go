@@ -1,6 +1,7 @@
 package asyncnats
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -247,6 +248,26 @@ func (e *Engine) enqueue(ctx context.Context, inv *async.Invocation, dedup bool)
 	return id, ack.Duplicate, nil
 }
 
+// Requeue implements async.Engine: one message under inv's own id, on
+// its group's subject, deduplicated by dedup.
+func (e *Engine) Requeue(ctx context.Context, inv *async.Invocation, dedup string) error {
+	m := meta{Invocation: *inv}
+	m.Body = nil
+	if _, nonce, err := async.ParseID(inv.ID); err == nil {
+		m.Nonce = nonce
+	}
+	hdr, err := json.Marshal(m)
+	if err != nil {
+		return err
+	}
+	msg := &nats.Msg{Subject: subject(inv.Tenant, inv.Group), Data: inv.Body, Header: nats.Header{}}
+	msg.Header.Set(invHeader, string(hdr))
+	if _, err := e.js.PublishMsg(ctx, msg, jetstream.WithMsgID(dedup), jetstream.WithExpectStream(StreamName)); err != nil {
+		return fmt.Errorf("asyncnats: requeue: %w: %w", async.ErrUnavailable, err)
+	}
+	return nil
+}
+
 // decode rebuilds an invocation from a stored message.
 func decode(seq uint64, h nats.Header, data []byte) (*async.Invocation, error) {
 	var m meta
@@ -254,7 +275,7 @@ func decode(seq uint64, h nats.Header, data []byte) (*async.Invocation, error) {
 		return nil, fmt.Errorf("asyncnats: message %d: %w", seq, err)
 	}
 	inv := m.Invocation
-	inv.ID = async.FormatID(seq, m.Nonce)
+	inv.ID = cmp.Or(inv.ID, async.FormatID(seq, m.Nonce)) // a requeued retry keeps its id
 	inv.Body = data
 	return &inv, nil
 }
@@ -286,6 +307,8 @@ func (e *Engine) Lookup(ctx context.Context, id string) (*async.Invocation, erro
 	}
 	return nil, async.ErrNotFound
 }
+
+var errRequeued = errors.New("asyncnats: requeued copy")
 
 func statusKey(id string) string { return strings.ReplaceAll(id, "-", "_") }
 
@@ -333,6 +356,9 @@ func (e *Engine) List(ctx context.Context, tenant string, cursor uint64, limit i
 			return nil, 0, fmt.Errorf("asyncnats: %w: %w", async.ErrUnavailable, err)
 		}
 		invs, err := decodeAll(raw.Sequence, raw.Header, raw.Data)
+		if strings.HasSuffix(raw.Subject, "."+async.RetryGroup) {
+			err = errRequeued // a retry's copy: listed as its submission
+		}
 		if err == nil {
 			out = append(out, invs...) // a pack is listed whole: a page may exceed limit by its size
 		}
@@ -392,7 +418,7 @@ func (e *Engine) consumer(ctx context.Context, group, tenant string) (jetstream.
 	c, err := e.stream.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
 		Durable: "veer-" + group + "-" + hex.EncodeToString(h[:8]), FilterSubject: subject(tenant, group),
 		AckPolicy: jetstream.AckExplicitPolicy, AckWait: e.cfg.AckWait, MaxDeliver: -1,
-		MaxAckPending: max(4*conc, 64), DeliverPolicy: jetstream.DeliverAllPolicy,
+		MaxAckPending: maxAckPending(group, conc), DeliverPolicy: jetstream.DeliverAllPolicy,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("asyncnats: consumer of group %s: %w: %w", group, async.ErrUnavailable, err)
@@ -402,6 +428,20 @@ func (e *Engine) consumer(ctx context.Context, group, tenant string) (jetstream.
 	e.mu.Unlock()
 	return c, nil
 }
+
+// maxAckPending bounds a tenant consumer's delivered, unacknowledged
+// messages. The retry and timer groups hold their waiting invocations as
+// delivered messages (each fetched once and delivered again when due), so
+// theirs is large: beyond it a tenant's later-stored invocations wait for
+// its earlier ones to finish (late, never early).
+func maxAckPending(group string, conc int) int {
+	if group == async.RetryGroup || group == async.TimerGroup {
+		return delayedAckPending
+	}
+	return max(4*conc, 64)
+}
+
+const delayedAckPending = 20000
 
 // FetchTenant implements async.Engine.
 func (e *Engine) FetchTenant(ctx context.Context, group, tenant string, n int) ([]async.Delivery, error) {
