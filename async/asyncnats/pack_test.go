@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/veerhq/veer/async"
 )
@@ -72,8 +73,8 @@ func TestPackedSubmissions(t *testing.T) {
 	s.Start()
 	waitDone(t, b, n)
 	st := sts.wait(t, ids[7], async.Succeeded)
-	if st.Attempts != 2 {
-		t.Fatalf("the flaky member: %+v, want 2 attempts", st)
+	if st.Attempts != 2 || st.Group != async.RetryGroup {
+		t.Fatalf("the flaky member: %+v, want 2 attempts, the second in the retry group", st)
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -85,5 +86,37 @@ func TestPackedSubmissions(t *testing.T) {
 		if b.seen[id] != want {
 			t.Errorf("%s ran %d times, want %d", id, b.seen[id], want)
 		}
+	}
+}
+
+// TestDelayedOverJetStream: a submission delayed 3 s (the timer group)
+// and a packed one beside it: the delayed one's first attempt starts no
+// earlier than its NotBefore (server and service on the wall clock), the
+// other runs at once, and a status read meanwhile says queued.
+func TestDelayedOverJetStream(t *testing.T) {
+	cfg := async.Config{Batch: true}
+	e := openEmbedded(t, t.TempDir(), cfg)
+	b := newBackend(t)
+	sts := newStates()
+	s := newService(t, e, cfg, b.dispatcher(), sts)
+	defer s.Close()
+	s.Start()
+	at := time.Now().Add(3 * time.Second)
+	late := &async.Invocation{Tenant: "t", Method: "POST", Host: "h", Path: "/late", NotBefore: at}
+	lid, _, err := s.Submit(context.Background(), late)
+	if err != nil || late.Group != async.TimerGroup {
+		t.Fatalf("delayed submit: %v, group %s", err, late.Group)
+	}
+	nid, _, err := s.Submit(context.Background(), &async.Invocation{Tenant: "t", Method: "POST", Host: "h", Path: "/now"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sts.wait(t, nid, async.Succeeded)
+	if st, err := s.Status(context.Background(), "t", lid); err != nil || st.State != async.Queued || time.Now().After(at) {
+		t.Fatalf("delayed, before its time: %+v, %v (checked at %v, due %v)", st, err, time.Now(), at)
+	}
+	st := sts.wait(t, lid, async.Succeeded)
+	if st.FirstAttempt.Before(at) {
+		t.Fatalf("first attempt at %v, before its NotBefore %v", st.FirstAttempt, at)
 	}
 }

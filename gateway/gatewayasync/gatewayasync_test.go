@@ -275,6 +275,12 @@ func TestAsyncBadInput(t *testing.T) {
 	if resp, _ := do(t, "POST", w.url+"/jobs/x", "x", "X-Tenant", "t", async.CallbackHeader, "ftp://x"); resp.StatusCode != 400 {
 		t.Fatalf("bad callback: %d, want 400", resp.StatusCode)
 	}
+	for _, h := range [][]string{{async.DelayHeader, "soon"}, {async.DelayHeader, "-1s"}, {async.DelayHeader, "25h"},
+		{async.NotBeforeHeader, "tomorrow"}, {async.DelayHeader, "1s", async.NotBeforeHeader, "2030-01-01T00:00:00Z"}} {
+		if resp, body := do(t, "POST", w.url+"/jobs/x", "x", append([]string{"X-Tenant", "t"}, h...)...); resp.StatusCode != 400 {
+			t.Fatalf("delay %q: %d %s, want 400", h, resp.StatusCode, body)
+		}
+	}
 	_, body := do(t, "GET", w.url+"/v1/invocations", "", tenant...)
 	if !strings.Contains(body, `"invocations":[]`) {
 		t.Fatalf("something was stored: %s", body)
