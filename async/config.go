@@ -28,11 +28,11 @@ const (
 	DefaultRetryConcurrency = 8
 	DefaultTimerConcurrency = 8
 	DefaultMaxDelay         = 24 * time.Hour
-	DefaultConcurrency       = 16
-	DefaultRetryAfter        = 2 * time.Second
-	DefaultCallbackAttempts  = 3
-	DefaultPollInterval      = 100 * time.Millisecond
-	DefaultMetricTenants     = 10
+	DefaultConcurrency      = 16
+	DefaultRetryAfter       = 2 * time.Second
+	DefaultCallbackAttempts = 3
+	DefaultPollInterval     = 100 * time.Millisecond
+	DefaultMetricTenants    = 10
 	// MaxMetricTenants bounds Config.MetricTenants.
 	MaxMetricTenants = 100
 	// MaxKeyLength bounds an Idempotency-Key.
