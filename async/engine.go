@@ -50,6 +50,12 @@ type Engine interface {
 	// Purge drops the queued invocations of a group, a tenant, or a
 	// tenant in a group ("" for any): they are forgotten, never run.
 	Purge(ctx context.Context, group, tenant string) error
+	// SetPaused records (true) or lifts (false) a pause of key where every
+	// service on the same store sees it; a restart keeps it.
+	SetPaused(ctx context.Context, key string, paused bool) error
+	// Paused returns the pauses in force; it must be cheap (it is called
+	// at every consumption interval).
+	Paused(ctx context.Context) (map[string]bool, error)
 	// Close releases the engine (and stops an embedded server).
 	Close() error
 }

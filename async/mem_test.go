@@ -18,6 +18,7 @@ type memEngine struct {
 	status map[string]Status
 	ready  map[string]map[string][]*memDelivery // group -> tenant -> due
 	dead   chan Status
+	pauses map[string]bool
 }
 
 func newMemEngine(groups ...string) *memEngine {
@@ -141,6 +142,30 @@ func (e *memEngine) DeadLetter(ctx context.Context, inv *Invocation, st Status) 
 }
 
 func (e *memEngine) Close() error { return nil }
+
+func (e *memEngine) SetPaused(ctx context.Context, key string, paused bool) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.pauses == nil {
+		e.pauses = map[string]bool{}
+	}
+	if paused {
+		e.pauses[key] = true
+	} else {
+		delete(e.pauses, key)
+	}
+	return nil
+}
+
+func (e *memEngine) Paused(ctx context.Context) (map[string]bool, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := map[string]bool{}
+	for k := range e.pauses {
+		out[k] = true
+	}
+	return out, nil
+}
 
 type memDelivery struct {
 	e   *memEngine

@@ -74,7 +74,8 @@ type Service struct {
 	group  map[string]string // dedicated tenant -> group
 	scheds map[string]*scheduler
 	pmu    sync.RWMutex
-	pauses map[string]bool // "g:" + group or "t:" + tenant
+	pauses map[string]bool // "g:" + group or "t:" + tenant, as the engine last said
+	pgen   uint64          // pause writes by this process
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -128,6 +129,8 @@ func (s *Service) Config() Config { return s.cfg }
 
 // Start runs every group's scheduler and workers until Close.
 func (s *Service) Start() {
+	s.refreshPauses(s.ctx) // a restart honours the pauses before its first fetch
+	s.wg.Go(s.watchPauses)
 	for _, sc := range s.scheds {
 		s.wg.Go(func() { sc.run(s.ctx, &s.wg) })
 	}

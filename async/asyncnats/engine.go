@@ -66,6 +66,10 @@ type Engine struct {
 	wg    sync.WaitGroup
 	rmu   sync.Mutex
 	ready func(group string)
+
+	ctl     jetstream.KeyValue // shared operator state (pauses)
+	pauseMu sync.Mutex
+	pauses  map[string]bool
 }
 
 var _ async.Engine = (*Engine)(nil)
@@ -82,7 +86,7 @@ func Open(cfg async.Config, opts Options) (*Engine, error) {
 	}
 	c := cfg.WithDefaults()
 	e := &Engine{cfg: c, log: obs.LoggerOr(opts.Logger), cons: map[string]jetstream.Consumer{}, left: map[string][]async.Delivery{},
-		packs: map[*packMsg]bool{}, stop: make(chan struct{})}
+		packs: map[*packMsg]bool{}, stop: make(chan struct{}), pauses: map[string]bool{}}
 	name := opts.Name
 	if name == "" {
 		name = "veer-async"
@@ -119,6 +123,13 @@ func Open(cfg async.Config, opts Options) (*Engine, error) {
 		return nil, fmt.Errorf("asyncnats: ingest consumer: %w", err)
 	}
 	e.wg.Go(e.keepPacks)
+	ready := make(chan struct{})
+	e.wg.Go(func() { e.watchPauses(ready) })
+	select {
+	case <-ready:
+	case <-time.After(10 * time.Second):
+		e.log.Warn("asyncnats: the shared pauses were not read within 10s; they apply once read")
+	}
 	return e, nil
 }
 
@@ -173,6 +184,11 @@ func (e *Engine) setup() error {
 		Storage: jetstream.FileStorage, Description: "veer async invocation status"})
 	if err != nil {
 		return fmt.Errorf("asyncnats: bucket %s: %w: %w", StatusKV, async.ErrUnavailable, err)
+	}
+	e.ctl, err = js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: ControlKV,
+		Storage: jetstream.FileStorage, Description: "veer async operator state (pauses)"})
+	if err != nil {
+		return fmt.Errorf("asyncnats: bucket %s: %w: %w", ControlKV, async.ErrUnavailable, err)
 	}
 	return nil
 }
