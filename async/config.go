@@ -86,11 +86,14 @@ type Config struct {
 	TenantRate float64 `yaml:"tenant_rate" json:"tenant_rate"`
 	// TenantBurst: the bucket's size; default 1.
 	TenantBurst int `yaml:"tenant_burst" json:"tenant_burst"`
-	// Batch packs concurrent submissions of one tenant and group that
-	// carry no Idempotency-Key into one stored message, so that they share
-	// one synced write (group commit); each is acknowledged (202) only
-	// after that write. Default false: one message per submission.
-	Batch bool `yaml:"batch" json:"batch"`
+	// Batch packs the concurrent submissions that carry no
+	// Idempotency-Key, of any tenants and groups, into one stored message,
+	// so that they share one synced write (group commit); each is
+	// acknowledged (202) only after that write, and the engine then moves
+	// each to its own tenant's queue before it is consumed, so fairness is
+	// as without packing. Default true (unset); false: one synced message
+	// per submission. Keyed submissions are never packed.
+	Batch *bool `yaml:"batch" json:"batch"`
 	// MaxDelay bounds a delayed submission (Veer-Delay, Veer-Not-Before):
 	// later is 400; default 24h. With the retry schedule's 6h it must fit
 	// in Retention.
@@ -208,6 +211,9 @@ func (c Config) withDefaults() Config {
 	c.Groups = groups
 	return c
 }
+
+// Batched reports whether submissions are packed (Batch, default true).
+func (c Config) Batched() bool { return c.Batch == nil || *c.Batch }
 
 // WithDefaults returns c with its zero fields set to their defaults: what
 // an engine adapter reads.

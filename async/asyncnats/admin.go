@@ -47,8 +47,41 @@ func (e *Engine) Depth(ctx context.Context, group string) (uint64, time.Time, er
 	if err := lister.Err(); err != nil {
 		return 0, time.Time{}, fmt.Errorf("asyncnats: %w: %w", async.ErrUnavailable, err)
 	}
+	// packed submissions not distributed yet (the distributor keeps this
+	// short): the group's members of the first maxDepthScan waiting
+	// ingest packs
+	ci, err := e.stream.Consumer(ctx, ingestConsumer)
+	if err != nil {
+		return 0, time.Time{}, fmt.Errorf("asyncnats: %w: %w", async.ErrUnavailable, err)
+	}
+	info, err := ci.Info(ctx)
+	if err != nil {
+		return 0, time.Time{}, fmt.Errorf("asyncnats: %w: %w", async.ErrUnavailable, err)
+	}
+	seq := info.AckFloor.Stream + 1
+	for range min(info.NumPending+uint64(info.NumAckPending), maxDepthScan) {
+		raw, err := e.stream.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(ingestSubject))
+		if err != nil {
+			break
+		}
+		seq = raw.Sequence + 1
+		invs, err := decodeAll(raw.Sequence, raw.Header, raw.Data)
+		if err != nil {
+			continue
+		}
+		for _, inv := range invs {
+			if inv.Group == group {
+				n++
+				if oldest.IsZero() || raw.Time.Before(oldest) {
+					oldest = raw.Time
+				}
+			}
+		}
+	}
 	return n, oldest, nil
 }
+
+const maxDepthScan = 64
 
 // deadRecord is a dead letter's data.
 type deadRecord struct {

@@ -234,7 +234,7 @@ func (e *Engine) Enqueue(ctx context.Context, inv *async.Invocation) (string, bo
 }
 
 func (e *Engine) enqueue(ctx context.Context, inv *async.Invocation, dedup bool) (string, bool, error) {
-	if e.cfg.Batch && (inv.Key == "" || !dedup) {
+	if e.cfg.Batched() && (inv.Key == "" || !dedup) {
 		id, err := e.enqueuePacked(ctx, inv)
 		return id, false, err
 	}
@@ -324,8 +324,6 @@ func (e *Engine) Lookup(ctx context.Context, id string) (*async.Invocation, erro
 	return nil, async.ErrNotFound
 }
 
-var errRequeued = errors.New("asyncnats: requeued copy")
-
 func statusKey(id string) string { return strings.ReplaceAll(id, "-", "_") }
 
 // Status implements async.Engine.
@@ -357,31 +355,75 @@ func (e *Engine) SetStatus(ctx context.Context, st async.Status) error {
 	return nil
 }
 
-// List implements async.Engine: the stream's next message on the tenant's
-// subjects, page by page.
+// List implements async.Engine: the tenant's submissions in stream
+// order, page by page: the messages on its subjects and the members of the
+// ingest packs (packed submissions, listed as soon as they are
+// acknowledged, before and after their distribution), each invocation
+// once, by the message that gave it its id (a distributed pack's or a
+// retry's copy is skipped). A pack is listed whole, so a page may exceed
+// limit by its size; a page stops after maxListScan messages (fewer than
+// limit, a next cursor) so that a tenant with few submissions among many
+// packs of others is answered in bounded time.
 func (e *Engine) List(ctx context.Context, tenant string, cursor uint64, limit int) ([]*async.Invocation, uint64, error) {
-	subj := subjectBase + async.TenantToken(tenant) + ".*"
+	own := subjectBase + async.TenantToken(tenant) + ".*"
 	seq := max(cursor, 1)
-	var out []*async.Invocation
-	for len(out) < limit {
-		raw, err := e.stream.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subj))
+	next := func(filter string, from uint64) (*jetstream.RawStreamMsg, error) {
+		raw, err := e.stream.GetMsg(ctx, from, jetstream.WithGetMsgSubject(filter))
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			return out, 0, nil
+			return nil, nil
 		}
 		if err != nil {
-			return nil, 0, fmt.Errorf("asyncnats: %w: %w", async.ErrUnavailable, err)
+			return nil, fmt.Errorf("asyncnats: %w: %w", async.ErrUnavailable, err)
 		}
-		invs, err := decodeAll(raw.Sequence, raw.Header, raw.Data)
-		if strings.HasSuffix(raw.Subject, "."+async.RetryGroup) {
-			err = errRequeued // a retry's copy: listed as its submission
+		return raw, nil
+	}
+	ta, err := next(own, seq)
+	if err != nil {
+		return nil, 0, err
+	}
+	ia, err := next(ingestSubject, seq)
+	if err != nil {
+		return nil, 0, err
+	}
+	marks := map[string]uint64{}
+	var out []*async.Invocation
+	for scanned := 0; len(out) < limit; scanned++ {
+		if scanned == maxListScan {
+			return out, seq, nil
 		}
-		if err == nil {
-			out = append(out, invs...) // a pack is listed whole: a page may exceed limit by its size
+		raw, filter := ta, own
+		if raw == nil || ia != nil && ia.Sequence < raw.Sequence {
+			raw, filter = ia, ingestSubject
+		}
+		if raw == nil {
+			return out, 0, nil
 		}
 		seq = raw.Sequence + 1
+		invs, err := decodeAll(raw.Sequence, raw.Header, raw.Data)
+		if err == nil {
+			for _, inv := range invs {
+				if s, _, _ := async.ParseID(inv.ID); inv.Tenant != tenant || s != raw.Sequence {
+					continue // another tenant's, or a copy
+				}
+				if filter == ingestSubject && e.purgedAt(ctx, marks, inv.Group, tenant) >= raw.Sequence {
+					continue
+				}
+				out = append(out, inv)
+			}
+		}
+		if filter == own {
+			ta, err = next(own, seq)
+		} else {
+			ia, err = next(ingestSubject, seq)
+		}
+		if err != nil {
+			return nil, 0, err
+		}
 	}
 	return out, seq, nil
 }
+
+const maxListScan = 1000
 
 // DeadLetter implements async.Engine.
 func (e *Engine) DeadLetter(ctx context.Context, inv *async.Invocation, st async.Status) error {

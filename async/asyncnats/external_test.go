@@ -81,7 +81,10 @@ func TestExternalUnreachable(t *testing.T) {
 // ack deadline another worker runs it.
 func TestAckDeadlineRedelivers(t *testing.T) {
 	b := newBackend(t)
-	cfg := async.Config{AckWait: time.Second}
+	// unpacked: a packed member fetched here would be kept alive by this
+	// engine's own pack keeper (a real crash stops it too:
+	// TestAsyncCrashGatewayBatch in cmd/veer)
+	cfg := async.Config{AckWait: time.Second, Batch: new(false)}
 	e := openEmbedded(t, t.TempDir(), cfg)
 	sts := newStates()
 	s := newService(t, e, cfg, b.dispatcher(), sts)

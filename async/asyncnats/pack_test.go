@@ -15,7 +15,7 @@ import (
 // listed and run exactly once, and a member whose attempt fails (503)
 // retries alone: its pack's other members do not run again.
 func TestPackedSubmissions(t *testing.T) {
-	cfg := async.Config{Batch: true}
+	cfg := async.Config{Batch: new(true)}
 	e := openEmbedded(t, t.TempDir(), cfg)
 	b := newBackend(t)
 	b.status["/flaky"] = []int{503}
@@ -94,7 +94,7 @@ func TestPackedSubmissions(t *testing.T) {
 // earlier than its NotBefore (server and service on the wall clock), the
 // other runs at once, and a status read meanwhile says queued.
 func TestDelayedOverJetStream(t *testing.T) {
-	cfg := async.Config{Batch: true}
+	cfg := async.Config{Batch: new(true)}
 	e := openEmbedded(t, t.TempDir(), cfg)
 	b := newBackend(t)
 	sts := newStates()
