@@ -48,7 +48,10 @@ func (e *Engine) notifyReady(group string) {
 }
 
 // startDistributor creates the ingest consumer and runs the distributor
-// until Close.
+// until Close. It fetches only what is waiting (no prefetch that a closing
+// engine would hold until the ack deadline): at once when this engine
+// stored an ingest pack (kickDistributor), and every poll interval for
+// the packs of other gateways on the cluster or left by a crash.
 func (e *Engine) startDistributor(ctx context.Context) error {
 	cons, err := e.stream.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
 		Durable: ingestConsumer, FilterSubject: ingestSubject,
@@ -58,39 +61,41 @@ func (e *Engine) startDistributor(ctx context.Context) error {
 	if err != nil {
 		return errors.Join(async.ErrUnavailable, err)
 	}
-	ch := make(chan jetstream.Msg, maxRound)
-	cc, err := cons.Consume(func(m jetstream.Msg) {
-		select {
-		case ch <- m:
-		case <-e.stop:
-		}
-	}, jetstream.PullMaxMessages(maxRound))
-	if err != nil {
-		return errors.Join(async.ErrUnavailable, err)
-	}
 	e.wg.Go(func() {
-		defer cc.Stop()
+		t := time.NewTicker(e.cfg.PollInterval)
+		defer t.Stop()
 		for {
-			var round []jetstream.Msg
 			select {
-			case m := <-ch:
-				round = append(round, m)
+			case <-e.kick:
+			case <-t.C:
 			case <-e.stop:
 				return
 			}
-		drain:
-			for len(round) < maxRound {
-				select {
-				case m := <-ch:
-					round = append(round, m)
-				default:
-					break drain
+			for { // until nothing waits
+				batch, err := cons.FetchNoWait(maxRound)
+				if err != nil {
+					break
 				}
+				var round []jetstream.Msg
+				for m := range batch.Messages() {
+					round = append(round, m)
+				}
+				if len(round) == 0 {
+					break
+				}
+				e.distributeRound(round)
 			}
-			e.distributeRound(round)
 		}
 	})
 	return nil
+}
+
+// kickDistributor makes the distributor look at once.
+func (e *Engine) kickDistributor() {
+	select {
+	case e.kick <- struct{}{}:
+	default:
+	}
 }
 
 // out is one distributed pack to publish.

@@ -66,6 +66,7 @@ type Engine struct {
 	wg    sync.WaitGroup
 	rmu   sync.Mutex
 	ready func(group string)
+	kick  chan struct{} // an ingest pack was stored: distribute now
 
 	ctl     jetstream.KeyValue // shared operator state (pauses)
 	pauseMu sync.Mutex
@@ -86,7 +87,7 @@ func Open(cfg async.Config, opts Options) (*Engine, error) {
 	}
 	c := cfg.WithDefaults()
 	e := &Engine{cfg: c, log: obs.LoggerOr(opts.Logger), cons: map[string]jetstream.Consumer{}, left: map[string][]async.Delivery{},
-		packs: map[*packMsg]bool{}, stop: make(chan struct{}), pauses: map[string]bool{}}
+		packs: map[*packMsg]bool{}, stop: make(chan struct{}), pauses: map[string]bool{}, kick: make(chan struct{}, 1)}
 	name := opts.Name
 	if name == "" {
 		name = "veer-async"

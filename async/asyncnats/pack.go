@@ -134,6 +134,9 @@ func (e *Engine) publishPack(subj string, items []*pending) {
 		}
 		close(p.done)
 	}
+	if err == nil {
+		e.kickDistributor()
+	}
 }
 
 // decodeAll returns the invocations of a stored message: one, or a pack's.
