@@ -58,15 +58,16 @@ type Engine struct {
 	cons   map[string]jetstream.Consumer
 	left   map[string][]async.Delivery // (group, tenant) -> members of a fetched pack not handed out yet
 
-	bmu   sync.Mutex
-	bq    subjQueue // packing: submissions waiting for the next ingest pack
-	pmu   sync.Mutex
-	packs map[*packMsg]bool // delivered packs with unfinished members
-	stop  chan struct{}
-	wg    sync.WaitGroup
-	rmu   sync.Mutex
-	ready func(group string)
-	kick  chan struct{} // an ingest pack was stored: distribute now
+	bmu    sync.Mutex
+	bq     subjQueue // packing: submissions waiting for the next ingest pack
+	pmu    sync.Mutex
+	packs  map[*packMsg]bool // delivered packs with unfinished members
+	stop   chan struct{}
+	wg     sync.WaitGroup
+	rmu    sync.Mutex
+	ready  func(group string)
+	kick   chan struct{} // an ingest pack was stored: distribute now
+	atomic bool          // the stream takes atomic batches (nats-server 2.12+)
 
 	ctl     jetstream.KeyValue // shared operator state (pauses)
 	pauseMu sync.Mutex
@@ -169,11 +170,16 @@ func (e *Engine) setup() error {
 	e.stream, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 		Name: StreamName, Subjects: []string{subjectBase + ">", ingestSubject}, Storage: jetstream.FileStorage,
 		Retention: jetstream.LimitsPolicy, MaxAge: e.cfg.Retention, Duplicates: e.cfg.IdempotencyWindow,
-		Description: "veer async invocations",
+		Description: "veer async invocations", AllowAtomicPublish: true,
 	})
 	if err != nil {
 		return fmt.Errorf("asyncnats: stream %s: %w: %w", StreamName, async.ErrUnavailable, err)
 	}
+	info, err := e.stream.Info(ctx)
+	if err != nil {
+		return fmt.Errorf("asyncnats: stream %s: %w: %w", StreamName, async.ErrUnavailable, err)
+	}
+	e.atomic = info.Config.AllowAtomicPublish // a server before 2.12 ignores it
 	e.dead, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 		Name: DeadStream, Subjects: []string{deadBase + ">"}, Storage: jetstream.FileStorage,
 		Retention: jetstream.LimitsPolicy, MaxAge: e.cfg.Retention, Description: "veer async dead letters",

@@ -27,6 +27,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime/pprof"
+	"strings"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -53,8 +55,16 @@ func main() {
 	n := flag.Int("n", 5000, "submissions per contender per round")
 	c := flag.Int("c", 64, "concurrent submitters")
 	size := flag.Int("size", 1024, "body bytes per submission")
-	tenants := flag.Int("tenants", 8, "tenants the submissions are spread over (a pack holds one tenant's)")
+	tenants := flag.Int("tenants", 8, "tenants the submissions are spread over")
+	only := flag.String("only", "", "run only the contenders whose name contains this")
+	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	flag.Parse()
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		must(err)
+		must(pprof.StartCPUProfile(f))
+		defer pprof.StopCPUProfile()
+	}
 	body := make([]byte, *size)
 	for i := range body {
 		body[i] = byte('a' + i%26)
@@ -101,6 +111,7 @@ func main() {
 	if extURL != "" {
 		cs = append(cs, &contender{name: "external nats-server 2.9 (interval sync, NOT durable per write), batch default", open: mkEngine(async.Config{Engine: "external", URLs: []string{extURL}})})
 	}
+	cs = slices.DeleteFunc(cs, func(c *contender) bool { return !strings.Contains(c.name, *only) })
 	for r := range *rounds {
 		for _, ct := range cs {
 			dir := filepath.Join(root, fmt.Sprintf("%d-%d", r, slices.Index(cs, ct)))
