@@ -279,3 +279,18 @@ func (e *Engine) markPurged(ctx context.Context, group, tenant string, last uint
 	_, err := e.kv.Put(ctx, purgeKey(group, tenant), []byte(strconv.FormatUint(last, 10)))
 	return err
 }
+
+// Undistributed returns how many ingest packs wait for (or are in) their
+// distribution: 0 once every acknowledged packed submission is in its
+// tenant's queue. asyncbench reads it to show that distribution keeps up.
+func (e *Engine) Undistributed(ctx context.Context) (uint64, error) {
+	c, err := e.stream.Consumer(ctx, ingestConsumer)
+	if err != nil {
+		return 0, err
+	}
+	info, err := c.Info(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return info.NumPending + uint64(info.NumAckPending), nil
+}
