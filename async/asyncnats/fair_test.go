@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/veerhq/veer/async"
+	"github.com/veerhq/veer/async/asyncnats/natstest"
 )
 
 // TestFairOverJetStream: over the real engine, a tenant's 200-deep
@@ -18,13 +19,24 @@ import (
 // backlog is submitted by 16 concurrent clients and b's 5 with a's last
 // ones, so that packs mix both tenants: distributed to their tenants'
 // queues, b's still run among the first dozen.
+//
+// Embedded, packs go straight to their tenants' queues in one atomic
+// batch; the ingest packs and their distribution are what Debian's
+// external nats-server 2.9 gets: the "external batch" case.
 func TestFairOverJetStream(t *testing.T) {
-	t.Run("batch", func(t *testing.T) { fairOverJetStream(t, true) })
-	t.Run("unbatched", func(t *testing.T) { fairOverJetStream(t, false) })
+	t.Run("batch", func(t *testing.T) { fairOverJetStream(t, true, false) })
+	t.Run("unbatched", func(t *testing.T) { fairOverJetStream(t, false, false) })
+	t.Run("external batch", func(t *testing.T) { fairOverJetStream(t, true, true) })
 }
 
-func fairOverJetStream(t *testing.T, batch bool) {
-	e := openEmbedded(t, t.TempDir(), async.Config{Batch: new(batch)})
+func fairOverJetStream(t *testing.T, batch, external bool) {
+	var e *Engine
+	if external {
+		srv := natstest.Start(t, t.TempDir())
+		e = openExternal(t, srv.URL(), async.Config{Batch: new(batch)})
+	} else {
+		e = openEmbedded(t, t.TempDir(), async.Config{Batch: new(batch)})
+	}
 	var mu sync.Mutex
 	var order []string
 	done := make(chan struct{})
@@ -61,6 +73,15 @@ func fairOverJetStream(t *testing.T, batch bool) {
 			})
 		}
 		wg.Wait()
+		info, err := e.stream.Info(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.State.Msgs >= 205 {
+			t.Fatalf("%d messages for 205 submissions: nothing packed", info.State.Msgs)
+		}
+	}
+	if batch && external {
 		mixed := false
 		for seq := uint64(1); ; seq++ {
 			raw, err := e.stream.GetMsg(context.Background(), seq, jetstream.WithGetMsgSubject(ingestSubject))
@@ -78,7 +99,8 @@ func fairOverJetStream(t *testing.T, batch bool) {
 		if !mixed {
 			t.Fatal("no ingest pack holds both tenants' submissions")
 		}
-	} else {
+	}
+	if !batch {
 		for range 200 {
 			submit("a")
 		}

@@ -8,15 +8,37 @@ import (
 	"time"
 
 	"github.com/veerhq/veer/async"
+	"github.com/veerhq/veer/async/asyncnats/natstest"
 )
 
 // TestPackedSubmissions: with batch on, concurrent submissions share
 // stored messages (fewer messages than submissions), every id is found,
 // listed and run exactly once, and a member whose attempt fails (503)
 // retries alone: its pack's other members do not run again.
+//
+// Embedded (nats-server 2.15) a flush is one atomic batch of per-tenant
+// packs; on Debian's external 2.9 (no atomic batches) an ingest pack
+// spanning the tenants, distributed afterwards: both are run.
 func TestPackedSubmissions(t *testing.T) {
+	t.Run("embedded", func(t *testing.T) {
+		e := openEmbedded(t, t.TempDir(), async.Config{Batch: new(true)})
+		if !e.atomic {
+			t.Fatal("the embedded server takes no atomic batches")
+		}
+		packedSubmissions(t, e)
+	})
+	t.Run("external", func(t *testing.T) {
+		srv := natstest.Start(t, t.TempDir())
+		e := openExternal(t, srv.URL(), async.Config{Batch: new(true)})
+		if e.atomic {
+			t.Fatal("Debian's nats-server 2.9 takes atomic batches? (then this no longer tests the ingest path)")
+		}
+		packedSubmissions(t, e)
+	})
+}
+
+func packedSubmissions(t *testing.T, e *Engine) {
 	cfg := async.Config{Batch: new(true)}
-	e := openEmbedded(t, t.TempDir(), cfg)
 	b := newBackend(t)
 	b.status["/flaky"] = []int{503}
 	sts := newStates()
