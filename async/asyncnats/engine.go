@@ -39,6 +39,10 @@ type Options struct {
 	Logger *slog.Logger
 	// Name of the NATS client connection; default "veer-async".
 	Name string
+	// NoAtomic makes the distributor publish a round's per-tenant packs
+	// one by one even where the server takes atomic batches: what a
+	// server before 2.12 gets. For measurements and tests.
+	NoAtomic bool
 }
 
 // Engine is async.Engine on JetStream: one stream (VEER_ASYNC, a subject
@@ -118,6 +122,7 @@ func Open(cfg async.Config, opts Options) (*Engine, error) {
 		e.shutdown()
 		return nil, err
 	}
+	e.atomic = e.atomic && !opts.NoAtomic
 	dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := e.startDistributor(dctx); err != nil {

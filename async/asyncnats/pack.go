@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -109,9 +108,6 @@ func (e *Engine) flush(subj string, q *subjQueue) {
 }
 
 func (e *Engine) publishPack(subj string, items []*pending) {
-	if e.atomic && e.publishDirect(items) {
-		return
-	}
 	pack := make([]packItem, len(items))
 	for i, p := range items {
 		m := meta{Invocation: *p.inv, Nonce: p.nonce}
@@ -232,79 +228,4 @@ func (e *Engine) keepPacks() {
 			return
 		}
 	}
-}
-
-// publishDirect stores items as one pack per (tenant, group) subject,
-// all of them in one atomic batch (one synced write: the server coalesces
-// the batch's syncs), so that they land in their tenants' queues without
-// an ingest pack and its distribution. It answers the items and returns
-// true, or returns false (nothing stored, nothing answered) for the
-// ingest path to take them: more subjects than a batch holds, or a batch
-// the server refused.
-func (e *Engine) publishDirect(items []*pending) bool {
-	type group struct {
-		subj  string
-		items []*pending
-	}
-	var order []*group
-	bySubj := map[string]*group{}
-	for _, p := range items {
-		s := subject(p.inv.Tenant, p.inv.Group)
-		g := bySubj[s]
-		if g == nil {
-			g = &group{subj: s}
-			bySubj[s] = g
-			order = append(order, g)
-		}
-		g.items = append(g.items, p)
-	}
-	if len(order) > maxAtomicBatch {
-		return false
-	}
-	msgs := make([]*nats.Msg, len(order))
-	for i, g := range order {
-		pack := make([]packItem, len(g.items))
-		for j, p := range g.items {
-			m := meta{Invocation: *p.inv, Nonce: p.nonce}
-			m.Body, m.ID = nil, ""
-			pack[j] = packItem{Meta: m, Body: p.inv.Body}
-		}
-		data, err := json.Marshal(pack)
-		if err != nil {
-			return false
-		}
-		msgs[i] = &nats.Msg{Subject: g.subj, Data: data, Header: nats.Header{packHeader: {"1"}}}
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), e.cfg.SubmitTimeout)
-	defer cancel()
-	var last uint64
-	var err error
-	if len(msgs) == 1 {
-		var ack *jetstream.PubAck
-		if ack, err = e.js.PublishMsg(ctx, msgs[0], jetstream.WithExpectStream(StreamName)); err == nil {
-			last = ack.Sequence
-		}
-	} else {
-		last, err = e.publishAtomic(ctx, msgs)
-	}
-	if err != nil {
-		if errors.Is(err, errAtomic) {
-			e.log.Warn("asyncnats: atomic pack publish refused; using an ingest pack", "err", err)
-			return false
-		}
-		err = fmt.Errorf("asyncnats: publish: %w: %w", async.ErrUnavailable, err)
-	}
-	// an atomic batch's messages have consecutive sequences, ending at last
-	first := last + 1 - uint64(len(msgs))
-	for i, g := range order {
-		for _, p := range g.items {
-			if err != nil {
-				p.err = err
-			} else {
-				p.seq = first + uint64(i)
-			}
-			close(p.done)
-		}
-	}
-	return true
 }
