@@ -183,20 +183,6 @@ func (e *Engine) distributeRound(round []jetstream.Msg) {
 // failed ones again each second until all are acknowledged or the engine
 // closes (false).
 func (e *Engine) publishAll(outs []*out) bool {
-	if e.atomic && len(outs) > 1 && len(outs) <= maxAtomicBatch {
-		msgs := make([]*nats.Msg, len(outs))
-		for i, o := range outs {
-			msgs[i] = &nats.Msg{Subject: o.subj, Data: o.data, Header: nats.Header{packHeader: {"1"}}}
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), e.cfg.SubmitTimeout)
-		_, err := e.publishAtomic(ctx, msgs)
-		cancel()
-		if err == nil {
-			return true
-		}
-		// nothing of the batch was stored: publish them one by one
-		e.log.Warn("asyncnats: atomic distribution failed; publishing its packs one by one", "err", err)
-	}
 	for {
 		var wg sync.WaitGroup
 		failed := false

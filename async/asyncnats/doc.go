@@ -19,8 +19,7 @@
 // one acknowledgement that answers each of them); their ids name that
 // message. A distributor (in every engine, over one durable consumer)
 // moves each round of such ingest packs to one pack per (tenant, group)
-// subject, written as one atomic batch where the server supports it (2.12+:
-// synced once) and one publish each otherwise, and acknowledges the ingest
+// subject (published together, each acknowledged) and acknowledges the ingest
 // packs only after those writes: consumption stays per tenant in the
 // store. A crash in between distributes a pack twice; a worker that finds
 // its invocation running elsewhere waits for it, one that finds it

@@ -39,10 +39,6 @@ type Options struct {
 	Logger *slog.Logger
 	// Name of the NATS client connection; default "veer-async".
 	Name string
-	// NoAtomic makes the distributor publish a round's per-tenant packs
-	// one by one even where the server takes atomic batches: what a
-	// server before 2.12 gets. For measurements and tests.
-	NoAtomic bool
 }
 
 // Engine is async.Engine on JetStream: one stream (VEER_ASYNC, a subject
@@ -62,16 +58,15 @@ type Engine struct {
 	cons   map[string]jetstream.Consumer
 	left   map[string][]async.Delivery // (group, tenant) -> members of a fetched pack not handed out yet
 
-	bmu    sync.Mutex
-	bq     subjQueue // packing: submissions waiting for the next ingest pack
-	pmu    sync.Mutex
-	packs  map[*packMsg]bool // delivered packs with unfinished members
-	stop   chan struct{}
-	wg     sync.WaitGroup
-	rmu    sync.Mutex
-	ready  func(group string)
-	kick   chan struct{} // an ingest pack was stored: distribute now
-	atomic bool          // the stream takes atomic batches (nats-server 2.12+)
+	bmu   sync.Mutex
+	bq    subjQueue // packing: submissions waiting for the next ingest pack
+	pmu   sync.Mutex
+	packs map[*packMsg]bool // delivered packs with unfinished members
+	stop  chan struct{}
+	wg    sync.WaitGroup
+	rmu   sync.Mutex
+	ready func(group string)
+	kick  chan struct{} // an ingest pack was stored: distribute now
 
 	ctl     jetstream.KeyValue // shared operator state (pauses)
 	pauseMu sync.Mutex
@@ -122,7 +117,6 @@ func Open(cfg async.Config, opts Options) (*Engine, error) {
 		e.shutdown()
 		return nil, err
 	}
-	e.atomic = e.atomic && !opts.NoAtomic
 	dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := e.startDistributor(dctx); err != nil {
@@ -175,16 +169,11 @@ func (e *Engine) setup() error {
 	e.stream, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 		Name: StreamName, Subjects: []string{subjectBase + ">", ingestSubject}, Storage: jetstream.FileStorage,
 		Retention: jetstream.LimitsPolicy, MaxAge: e.cfg.Retention, Duplicates: e.cfg.IdempotencyWindow,
-		Description: "veer async invocations", AllowAtomicPublish: true,
+		Description: "veer async invocations",
 	})
 	if err != nil {
 		return fmt.Errorf("asyncnats: stream %s: %w: %w", StreamName, async.ErrUnavailable, err)
 	}
-	info, err := e.stream.Info(ctx)
-	if err != nil {
-		return fmt.Errorf("asyncnats: stream %s: %w: %w", StreamName, async.ErrUnavailable, err)
-	}
-	e.atomic = info.Config.AllowAtomicPublish // a server before 2.12 ignores it
 	e.dead, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 		Name: DeadStream, Subjects: []string{deadBase + ">"}, Storage: jetstream.FileStorage,
 		Retention: jetstream.LimitsPolicy, MaxAge: e.cfg.Retention, Description: "veer async dead letters",

@@ -20,8 +20,7 @@ import (
 // ones, so that packs mix both tenants: distributed to their tenants'
 // queues, b's still run among the first dozen.
 //
-// "external batch": the same on Debian's nats-server 2.9, whose
-// distributor publishes one pack at a time (no atomic batches).
+// "external batch": the same on Debian's nats-server 2.9.
 func TestFairOverJetStream(t *testing.T) {
 	t.Run("batch", func(t *testing.T) { fairOverJetStream(t, true, false) })
 	t.Run("unbatched", func(t *testing.T) { fairOverJetStream(t, false, false) })

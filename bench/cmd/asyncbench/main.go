@@ -82,13 +82,13 @@ func main() {
 	fmt.Printf("fsync cost: %s per O_SYNC %d B write (%.0f/s; dd bs=%d oflag=dsync), in %s\n\n", fc, *size, float64(time.Second)/float64(fc), *size, os.TempDir())
 	quiet := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 	var lagOf *contender // the contender whose round runs (set before each)
-	mkEngine := func(cfg async.Config, noAtomic ...bool) func(dir string) (func(int) error, func(), error) {
+	mkEngine := func(cfg async.Config) func(dir string) (func(int) error, func(), error) {
 		return func(dir string) (func(int) error, func(), error) {
 			if cfg.Engine == "" {
 				cfg.Dir = dir
 			}
 			cfg.SubmitTimeout = time.Minute // measure how long the ack takes, not whether it beats 5 s
-			e, err := asyncnats.Open(cfg, asyncnats.Options{Logger: quiet, NoAtomic: len(noAtomic) > 0 && noAtomic[0]})
+			e, err := asyncnats.Open(cfg, asyncnats.Options{Logger: quiet})
 			if err != nil {
 				return nil, nil, err
 			}
@@ -124,7 +124,6 @@ func main() {
 	cs := []*contender{
 		{name: "embedded, batch: false (sync always, a message per submission)", open: mkEngine(async.Config{Batch: new(false)})},
 		{name: "embedded, batch: true (default: sync always, packed across tenants)", open: mkEngine(async.Config{})},
-		{name: "embedded, batch: true, distributed without atomic batches (what a server < 2.12 gets)", open: mkEngine(async.Config{}, true)},
 		{name: "fsync per submission", open: fileFsync(body)},
 		{name: "group commit", open: fileGroup(body)},
 	}
