@@ -2,7 +2,6 @@ package asyncnats
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"strconv"
 	"sync"
@@ -121,8 +120,8 @@ func (e *Engine) distributeRound(round []jetstream.Msg) {
 			_ = m.Term()
 			continue
 		}
-		var pack []packItem
-		if err := json.Unmarshal(m.Data(), &pack); err != nil {
+		pack, err := decodePack(m.Headers(), m.Data())
+		if err != nil {
 			e.log.Warn("asyncnats: undecodable ingest pack dropped", "seq", md.Sequence.Stream, "err", err)
 			_ = m.Term()
 			continue
@@ -152,7 +151,7 @@ func (e *Engine) distributeRound(round []jetstream.Msg) {
 				size += len(items[n].Body) + 512
 				n++
 			}
-			data, err := json.Marshal(items[:n])
+			data, err := encodePack(items[:n])
 			if err == nil {
 				outs = append(outs, &out{subj: s, group: group[s], data: data})
 			}
@@ -192,7 +191,7 @@ func (e *Engine) publishAll(outs []*out) bool {
 				continue
 			}
 			msg := &nats.Msg{Subject: o.subj, Data: o.data, Header: nats.Header{}}
-			msg.Header.Set(packHeader, "1")
+			msg.Header.Set(packHeader, packBinary)
 			f, err := e.js.PublishMsgAsync(msg, jetstream.WithExpectStream(StreamName))
 			if err != nil {
 				failed = true

@@ -3,7 +3,6 @@ package asyncnats
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"fmt"
 	"sync"
 	"time"
@@ -114,11 +113,11 @@ func (e *Engine) publishPack(subj string, items []*pending) {
 		m.Body, m.ID = nil, ""
 		pack[i] = packItem{Meta: m, Body: p.inv.Body}
 	}
-	data, err := json.Marshal(pack)
+	data, err := encodePack(pack)
 	var ack *jetstream.PubAck
 	if err == nil {
 		msg := &nats.Msg{Subject: subj, Data: data, Header: nats.Header{}}
-		msg.Header.Set(packHeader, "1")
+		msg.Header.Set(packHeader, packBinary)
 		ctx, cancel := context.WithTimeout(context.Background(), e.cfg.SubmitTimeout)
 		ack, err = e.js.PublishMsg(ctx, msg, jetstream.WithExpectStream(StreamName))
 		cancel()
@@ -148,8 +147,8 @@ func decodeAll(seq uint64, h nats.Header, data []byte) ([]*async.Invocation, err
 		}
 		return []*async.Invocation{inv}, nil
 	}
-	var pack []packItem
-	if err := json.Unmarshal(data, &pack); err != nil {
+	pack, err := decodePack(h, data)
+	if err != nil {
 		return nil, fmt.Errorf("asyncnats: pack %d: %w", seq, err)
 	}
 	out := make([]*async.Invocation, len(pack))

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/veerhq/veer/async"
 	"github.com/veerhq/veer/async/asyncnats/natstest"
 )
@@ -130,5 +132,46 @@ func TestDelayedOverJetStream(t *testing.T) {
 	st := sts.wait(t, lid, async.Succeeded)
 	if st.FirstAttempt.Before(at) {
 		t.Fatalf("first attempt at %v, before its NotBefore %v", st.FirstAttempt, at)
+	}
+}
+
+// FuzzDecodePack: any bytes under either pack encoding decode or fail
+// with an error, never panic; what encodePack writes decodes to itself.
+func FuzzDecodePack(f *testing.F) {
+	good, _ := encodePack([]packItem{{Meta: meta{Invocation: async.Invocation{Tenant: "t", Method: "POST", Path: "/"}, Nonce: "0123456789abcdef"}, Body: []byte("x")}, {ID: "5-0123456789abcdef"}})
+	f.Add(good, true)
+	f.Add([]byte(`[{"m":{"tenant":"t","nonce":"0123456789abcdef"},"b":"eA=="}]`), false)
+	f.Add([]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01}, true)
+	f.Fuzz(func(t *testing.T, data []byte, binary bool) {
+		h := nats.Header{packHeader: {packJSON}}
+		if binary {
+			h.Set(packHeader, packBinary)
+		}
+		items, err := decodePack(h, data)
+		if err != nil {
+			return
+		}
+		again, err := encodePack(items)
+		if err != nil {
+			t.Fatal(err)
+		}
+		back, err := decodePack(nats.Header{packHeader: {packBinary}}, again)
+		if err != nil || len(back) != len(items) {
+			t.Fatalf("re-encoded pack: %d items, %v; want %d", len(back), err, len(items))
+		}
+		for i := range back {
+			if back[i].ID != items[i].ID || string(back[i].Body) != string(items[i].Body) || back[i].Meta.Nonce != items[i].Meta.Nonce {
+				t.Fatalf("item %d: %+v, want %+v", i, back[i], items[i])
+			}
+		}
+	})
+}
+
+// TestDecodeOldPacks: a JSON pack (what earlier versions stored) is still
+// read, so an upgrade runs the invocations queued before it.
+func TestDecodeOldPacks(t *testing.T) {
+	invs, err := decodeAll(7, nats.Header{packHeader: {packJSON}}, []byte(`[{"m":{"tenant":"t","method":"POST","path":"/a","nonce":"0123456789abcdef"},"b":"eA=="}]`))
+	if err != nil || len(invs) != 1 || invs[0].ID != "7-0123456789abcdef" || string(invs[0].Body) != "x" || invs[0].Path != "/a" {
+		t.Fatalf("decodeAll = %+v, %v", invs, err)
 	}
 }
