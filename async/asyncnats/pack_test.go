@@ -2,6 +2,7 @@ package asyncnats
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"sync"
 	"testing"
@@ -173,5 +174,34 @@ func TestDecodeOldPacks(t *testing.T) {
 	invs, err := decodeAll(7, nats.Header{packHeader: {packJSON}}, []byte(`[{"m":{"tenant":"t","method":"POST","path":"/a","nonce":"0123456789abcdef"},"b":"eA=="}]`))
 	if err != nil || len(invs) != 1 || invs[0].ID != "7-0123456789abcdef" || string(invs[0].Body) != "x" || invs[0].Path != "/a" {
 		t.Fatalf("decodeAll = %+v, %v", invs, err)
+	}
+}
+
+// BenchmarkPackCodec: encoding and decoding one pack of 64 submissions of
+// 1 KiB (what a flush of 64 concurrent submitters carries), in the JSON
+// form of earlier versions and the binary form.
+func BenchmarkPackCodec(b *testing.B) {
+	body := make([]byte, 1024)
+	items := make([]packItem, 64)
+	for i := range items {
+		items[i] = packItem{Meta: meta{Invocation: async.Invocation{Tenant: fmt.Sprintf("t%d", i%8), Group: "general", Method: "POST", Host: "h", Path: "/job",
+			Header: map[string][]string{"Content-Type": {"application/json"}}, Submitted: time.Now()}, Nonce: "0123456789abcdef"}, Body: body}
+	}
+	for _, form := range []string{packJSON, packBinary} {
+		b.Run(map[string]string{packJSON: "json", packBinary: "binary"}[form], func(b *testing.B) {
+			h := nats.Header{packHeader: {form}}
+			for b.Loop() {
+				var data []byte
+				if form == packJSON {
+					data, _ = json.Marshal(items)
+				} else {
+					data, _ = encodePack(items)
+				}
+				if _, err := decodePack(h, data); err != nil {
+					b.Fatal(err)
+				}
+				b.SetBytes(int64(len(data)))
+			}
+		})
 	}
 }
