@@ -83,6 +83,15 @@ func (e *Engine) startDistributor(ctx context.Context) error {
 					break
 				}
 				e.distributeRound(round)
+				if e.distEvery > 0 {
+					// let more ingest packs gather: fewer, larger per-tenant
+					// packs, fewer synced writes beside the submissions'
+					select {
+					case <-time.After(e.distEvery):
+					case <-e.stop:
+						return
+					}
+				}
 			}
 		}
 	})

@@ -82,13 +82,13 @@ func main() {
 	fmt.Printf("fsync cost: %s per O_SYNC %d B write (%.0f/s; dd bs=%d oflag=dsync), in %s\n\n", fc, *size, float64(time.Second)/float64(fc), *size, os.TempDir())
 	quiet := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 	var lagOf *contender // the contender whose round runs (set before each)
-	mkEngine := func(cfg async.Config) func(dir string) (func(int) error, func(), error) {
+	mkEngine := func(cfg async.Config, every ...time.Duration) func(dir string) (func(int) error, func(), error) {
 		return func(dir string) (func(int) error, func(), error) {
 			if cfg.Engine == "" {
 				cfg.Dir = dir
 			}
 			cfg.SubmitTimeout = time.Minute // measure how long the ack takes, not whether it beats 5 s
-			e, err := asyncnats.Open(cfg, asyncnats.Options{Logger: quiet})
+			e, err := asyncnats.Open(cfg, asyncnats.Options{Logger: quiet, DistributeEvery: append(every, 0)[0]})
 			if err != nil {
 				return nil, nil, err
 			}
@@ -124,6 +124,7 @@ func main() {
 	cs := []*contender{
 		{name: "embedded, batch: false (sync always, a message per submission)", open: mkEngine(async.Config{Batch: new(false)})},
 		{name: "embedded, batch: true (default: sync always, packed across tenants)", open: mkEngine(async.Config{})},
+		{name: "embedded, batch: true, distributor without its 5 ms pause between rounds", open: mkEngine(async.Config{}, -1)},
 		{name: "fsync per submission", open: fileFsync(body)},
 		{name: "group commit", open: fileGroup(body)},
 	}
