@@ -161,9 +161,14 @@ func (e *Engine) distributeRound(round []jetstream.Msg) {
 				n++
 			}
 			data, err := encodePack(items[:n])
-			if err == nil {
-				outs = append(outs, &out{subj: s, group: group[s], data: data})
+			if err != nil { // nothing is acknowledged: the round comes again
+				e.log.Warn("asyncnats: distributed pack not encoded; trying again", "err", err)
+				for _, m := range took {
+					_ = m.NakWithDelay(time.Second)
+				}
+				return
 			}
+			outs = append(outs, &out{subj: s, group: group[s], data: data})
 			items = items[n:]
 		}
 	}
@@ -203,7 +208,9 @@ func (e *Engine) publishAll(outs []*out) bool {
 			msg.Header.Set(packHeader, packBinary)
 			f, err := e.js.PublishMsgAsync(msg, jetstream.WithExpectStream(StreamName))
 			if err != nil {
+				mu.Lock()
 				failed = true
+				mu.Unlock()
 				continue
 			}
 			wg.Go(func() {
