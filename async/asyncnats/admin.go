@@ -17,39 +17,12 @@ import (
 // the group's tenant consumers, and the stream time of the oldest
 // unacknowledged message among them.
 func (e *Engine) Depth(ctx context.Context, group string) (uint64, time.Time, error) {
-	tenants, err := e.Tenants(ctx, group)
-	if err != nil {
-		return 0, time.Time{}, err
-	}
-	for _, t := range tenants { // a tenant no worker has fetched for yet (paused, new) has no consumer
-		if _, err := e.consumer(ctx, group, t); err != nil {
-			return 0, time.Time{}, err
-		}
-	}
-	prefix := "veer-" + group + "-"
-	var n uint64
-	var oldest time.Time
-	lister := e.stream.ListConsumers(ctx)
-	for ci := range lister.Info() {
-		if !strings.HasPrefix(ci.Name, prefix) {
-			continue
-		}
-		waiting := ci.NumPending + uint64(ci.NumAckPending)
-		if waiting == 0 {
-			continue
-		}
-		n += waiting
-		raw, err := e.stream.GetMsg(ctx, ci.AckFloor.Stream+1, jetstream.WithGetMsgSubject(ci.Config.FilterSubject))
-		if err == nil && (oldest.IsZero() || raw.Time.Before(oldest)) {
-			oldest = raw.Time
-		}
-	}
-	if err := lister.Err(); err != nil {
-		return 0, time.Time{}, fmt.Errorf("asyncnats: %w: %w", async.ErrUnavailable, err)
-	}
 	// packed submissions not distributed yet (the distributor keeps this
 	// short): the group's members of the first maxDepthScan waiting
-	// ingest packs
+	// ingest packs. Read before the tenant queues, so that one moved
+	// between the two reads counts twice for a moment, never zero times.
+	var n uint64
+	var oldest time.Time
 	ci, err := e.stream.Consumer(ctx, ingestConsumer)
 	if err != nil {
 		return 0, time.Time{}, fmt.Errorf("asyncnats: %w: %w", async.ErrUnavailable, err)
@@ -78,6 +51,34 @@ func (e *Engine) Depth(ctx context.Context, group string) (uint64, time.Time, er
 			}
 		}
 	}
+	tenants, err := e.Tenants(ctx, group)
+	if err != nil {
+		return 0, time.Time{}, err
+	}
+	for _, t := range tenants { // a tenant no worker has fetched for yet (paused, new) has no consumer
+		if _, err := e.consumer(ctx, group, t); err != nil {
+			return 0, time.Time{}, err
+		}
+	}
+	prefix := "veer-" + group + "-"
+	lister := e.stream.ListConsumers(ctx)
+	for ci := range lister.Info() {
+		if !strings.HasPrefix(ci.Name, prefix) {
+			continue
+		}
+		waiting := ci.NumPending + uint64(ci.NumAckPending)
+		if waiting == 0 {
+			continue
+		}
+		n += waiting
+		raw, err := e.stream.GetMsg(ctx, ci.AckFloor.Stream+1, jetstream.WithGetMsgSubject(ci.Config.FilterSubject))
+		if err == nil && (oldest.IsZero() || raw.Time.Before(oldest)) {
+			oldest = raw.Time
+		}
+	}
+	if err := lister.Err(); err != nil {
+		return 0, time.Time{}, fmt.Errorf("asyncnats: %w: %w", async.ErrUnavailable, err)
+	}
 	return n, oldest, nil
 }
 
@@ -92,6 +93,13 @@ type deadRecord struct {
 // Replay implements async.Engine.
 func (e *Engine) Replay(ctx context.Context, group string, max int) ([]string, error) {
 	var ids []string
+	// the dead letters there are now: a replayed one that fails again at
+	// once is dead-lettered anew while this runs, and is not replayed again
+	info, err := e.dead.Info(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("asyncnats: %w: %w", async.ErrUnavailable, err)
+	}
+	last := info.State.LastSeq
 	seq := uint64(1)
 	for len(ids) < max {
 		raw, err := e.dead.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(deadBase+group))
@@ -100,6 +108,9 @@ func (e *Engine) Replay(ctx context.Context, group string, max int) ([]string, e
 		}
 		if err != nil {
 			return ids, fmt.Errorf("asyncnats: %w: %w", async.ErrUnavailable, err)
+		}
+		if raw.Sequence > last {
+			break
 		}
 		seq = raw.Sequence + 1
 		var rec deadRecord
