@@ -73,9 +73,11 @@ type Config struct {
 	AckWait time.Duration `yaml:"ack_wait" json:"ack_wait"`
 	// AttemptTimeout bounds one upstream attempt; default 60s.
 	AttemptTimeout time.Duration `yaml:"attempt_timeout" json:"attempt_timeout"`
-	// Groups: isolated consumer groups, each with its own workers. A
-	// group "general" with DefaultConcurrency workers is added when not
-	// listed; it takes every tenant no other group names.
+	// Groups: isolated consumer groups, each with its own workers. Added
+	// when not listed: "general" (DefaultConcurrency workers; every tenant
+	// no other group names), "retry" (DefaultRetryConcurrency; every
+	// attempt after the first) and "timer" (DefaultTimerConcurrency;
+	// delayed submissions). The retry and timer groups take no tenants.
 	Groups []Group `yaml:"groups" json:"groups"`
 	// PollInterval is the consumption interval: how often an idle group
 	// looks for due invocations (a local submission wakes it at once) and
