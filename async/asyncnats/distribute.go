@@ -178,8 +178,11 @@ func (e *Engine) distributeRound(round []jetstream.Msg) {
 		}
 		return
 	}
+	// acknowledged and confirmed one by one (a round holds a few): an
+	// acknowledgement still in the client's buffer when the process dies
+	// would distribute its pack again
 	for _, m := range took {
-		if err := m.Ack(); err != nil {
+		if err := m.DoubleAck(ctx); err != nil {
 			e.log.Warn("asyncnats: ingest pack not acknowledged (it will be distributed again)", "err", err)
 		}
 	}
