@@ -413,13 +413,17 @@ func TestAsyncAdmin(t *testing.T) {
 // TestAsyncConfigErrors: a bad async section names file:line: field.
 func TestAsyncConfigErrors(t *testing.T) {
 	for y, want := range map[string]string{
-		"async:\n  engine: kafka\n":            "test.yaml:2: async.engine",
-		"async:\n  engine: external\n":         "async.urls",
-		"async:\n  tenant_key: cookie\n":       "test.yaml:2: async.tenant_key",
-		"async:\n  groups: [{name: 'a b'}]\n":  "async.groups[0].name",
-		"async:\n  retention: 1h\n":            "test.yaml:2: async.retention",
-		"async:\n  max_body: -1\n":             "test.yaml:2: async.max_body",
-		"async:\n  idempotency_window: 100h\n": "async.idempotency_window",
+		"async:\n  engine: kafka\n":                         "test.yaml:2: async.engine",
+		"async:\n  engine: external\n":                      "async.urls",
+		"async:\n  tenant_key: cookie\n":                    "test.yaml:2: async.tenant_key",
+		"async:\n  groups: [{name: 'a b'}]\n":               "async.groups[0].name",
+		"async:\n  retention: 1h\n":                         "test.yaml:2: async.retention",
+		"async:\n  max_body: -1\n":                          "test.yaml:2: async.max_body",
+		"async:\n  idempotency_window: 100h\n":              "async.idempotency_window",
+		"async:\n  metric_tenants: 101\n":                   "test.yaml:2: async.metric_tenants",
+		"async:\n  max_delay: 70h\n":                        "test.yaml:2: async.max_delay",
+		"async:\n  batch: maybe\n":                          "test.yaml:2",
+		"async:\n  groups: [{name: retry, tenants: [a]}]\n": "async.groups[0].tenants",
 	} {
 		base := "routes: [{name: r, async: true, clusters: [{name: c}]}]\nclusters: [{name: c, backends: [{address: '127.0.0.1:1'}]}]\n"
 		var cfg gateway.Config
