@@ -40,7 +40,7 @@ func (s *Service) Stats(ctx context.Context) ([]GroupStats, error) {
 // AdminHandler serves the queue's operations under /admin/async/ (the
 // caller puts it behind the admin token):
 //
-//	POST /admin/async/pause?group=G | ?tenant=T    stop starting their invocations (this process)
+//	POST /admin/async/pause?group=G | ?tenant=T    stop starting their invocations (every gateway on the store)
 //	POST /admin/async/resume?group=G | ?tenant=T
 //	POST /admin/async/replay?group=G[&max=N]        dead letters submitted again (default 100)
 //	POST /admin/async/purge?group=G&tenant=T        queued invocations dropped (either may be empty, not both)
@@ -79,8 +79,12 @@ func (s *Service) AdminHandler() http.Handler {
 				http.Error(w, "async: pause a group or a tenant, not both", http.StatusBadRequest)
 				return
 			}
-			s.setPaused(group, tenant, pause)
-			audit(r, action, group, tenant, nil)
+			err := s.setPaused(r.Context(), group, tenant, pause)
+			audit(r, action, group, tenant, err)
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusServiceUnavailable)
+				return
+			}
 			writeJSON(w, map[string]any{"action": action, "group": group, "tenant": tenant})
 		})
 	}

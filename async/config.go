@@ -19,10 +19,22 @@ const (
 	DefaultAckWait           = 30 * time.Second
 	DefaultAttemptTimeout    = 60 * time.Second
 	DefaultGroup             = "general"
-	DefaultConcurrency       = 16
-	DefaultRetryAfter        = 2 * time.Second
-	DefaultCallbackAttempts  = 3
-	DefaultPollInterval      = 100 * time.Millisecond
+	// RetryGroup runs every attempt after the first (added when not
+	// listed, with DefaultRetryConcurrency workers).
+	RetryGroup = "retry"
+	// TimerGroup runs delayed submissions (Veer-Delay, Veer-Not-Before)
+	// when they come due (added when not listed, DefaultTimerConcurrency).
+	TimerGroup              = "timer"
+	DefaultRetryConcurrency = 8
+	DefaultTimerConcurrency = 8
+	DefaultMaxDelay         = 24 * time.Hour
+	DefaultConcurrency      = 16
+	DefaultRetryAfter       = 2 * time.Second
+	DefaultCallbackAttempts = 3
+	DefaultPollInterval     = 100 * time.Millisecond
+	DefaultMetricTenants    = 10
+	// MaxMetricTenants bounds Config.MetricTenants.
+	MaxMetricTenants = 100
 	// MaxKeyLength bounds an Idempotency-Key.
 	MaxKeyLength = 255
 	// MaxTenantLength bounds a tenant name.
@@ -61,9 +73,11 @@ type Config struct {
 	AckWait time.Duration `yaml:"ack_wait" json:"ack_wait"`
 	// AttemptTimeout bounds one upstream attempt; default 60s.
 	AttemptTimeout time.Duration `yaml:"attempt_timeout" json:"attempt_timeout"`
-	// Groups: isolated consumer groups, each with its own workers. A
-	// group "general" with DefaultConcurrency workers is added when not
-	// listed; it takes every tenant no other group names.
+	// Groups: isolated consumer groups, each with its own workers. Added
+	// when not listed: "general" (DefaultConcurrency workers; every tenant
+	// no other group names), "retry" (DefaultRetryConcurrency; every
+	// attempt after the first) and "timer" (DefaultTimerConcurrency;
+	// delayed submissions). The retry and timer groups take no tenants.
 	Groups []Group `yaml:"groups" json:"groups"`
 	// PollInterval is the consumption interval: how often an idle group
 	// looks for due invocations (a local submission wakes it at once) and
@@ -74,11 +88,22 @@ type Config struct {
 	TenantRate float64 `yaml:"tenant_rate" json:"tenant_rate"`
 	// TenantBurst: the bucket's size; default 1.
 	TenantBurst int `yaml:"tenant_burst" json:"tenant_burst"`
-	// Batch packs concurrent submissions of one tenant and group that
-	// carry no Idempotency-Key into one stored message, so that they share
-	// one synced write (group commit); each is acknowledged (202) only
-	// after that write. Default false: one message per submission.
-	Batch bool `yaml:"batch" json:"batch"`
+	// Batch packs the concurrent submissions that carry no
+	// Idempotency-Key, of any tenants and groups, into one stored message,
+	// so that they share one synced write (group commit); each is
+	// acknowledged (202) only after that write, and the engine then moves
+	// each to its own tenant's queue before it is consumed, so fairness is
+	// as without packing. Default true (unset); false: one synced message
+	// per submission. Keyed submissions are never packed.
+	Batch *bool `yaml:"batch" json:"batch"`
+	// MaxDelay bounds a delayed submission (Veer-Delay, Veer-Not-Before):
+	// later is 400; default 24h. With the retry schedule's 6h it must fit
+	// in Retention.
+	MaxDelay time.Duration `yaml:"max_delay" json:"max_delay"`
+	// MetricTenants: the busiest tenants (by recent submissions) that get
+	// their own tenant label on veer_async_tenant_* metrics; every other
+	// tenant is "other". Default 10, at most 100.
+	MetricTenants int `yaml:"metric_tenants" json:"metric_tenants"`
 	// CallbackAttempts: attempts to deliver the result to a submission's
 	// callback URL (Veer-Callback header); default 3.
 	CallbackAttempts int `yaml:"callback_attempts" json:"callback_attempts"`
@@ -117,13 +142,20 @@ func (c *Config) Validate() error {
 		config.NotNegative("poll_interval", c.PollInterval),
 		config.NotNegative("tenant_rate", c.TenantRate),
 		config.NotNegative("tenant_burst", c.TenantBurst),
+		config.NotNegative("metric_tenants", c.MetricTenants),
+		config.NotNegative("max_delay", c.MaxDelay),
 	)
+	if c.MetricTenants > MaxMetricTenants {
+		errs = append(errs, config.Field("metric_tenants", "at most %d (a metric label must stay bounded), got %d", MaxMetricTenants, c.MetricTenants))
+	}
 	d := c.withDefaults()
 	if d.IdempotencyWindow > d.Retention {
 		errs = append(errs, config.Field("idempotency_window", "must not exceed retention (%s)", d.Retention))
 	}
 	if d.Retention < 6*time.Hour {
 		errs = append(errs, config.Field("retention", "must cover the 6h retry schedule"))
+	} else if d.MaxDelay+6*time.Hour > d.Retention {
+		errs = append(errs, config.Field("max_delay", "with the 6h retry schedule must fit in retention (%s)", d.Retention))
 	}
 	seen := map[string]bool{}
 	owner := map[string]string{}
@@ -140,6 +172,9 @@ func (c *Config) Validate() error {
 		seen[g.Name] = true
 		if g.Concurrency < 0 {
 			f("concurrency", "must not be negative")
+		}
+		if (g.Name == RetryGroup || g.Name == TimerGroup) && len(g.Tenants) > 0 {
+			f("tenants", "the %s group takes no dedicated tenants (it runs every tenant's %s)", g.Name, map[string]string{RetryGroup: "retries", TimerGroup: "delayed submissions"}[g.Name])
 		}
 		for _, t := range g.Tenants {
 			if o, ok := owner[t]; ok {
@@ -161,19 +196,26 @@ func (c Config) withDefaults() Config {
 	c.AttemptTimeout = cmp.Or(c.AttemptTimeout, DefaultAttemptTimeout)
 	c.CallbackAttempts = cmp.Or(c.CallbackAttempts, DefaultCallbackAttempts)
 	c.PollInterval = cmp.Or(c.PollInterval, DefaultPollInterval)
-	groups := make([]Group, 0, len(c.Groups)+1)
-	general := false
+	c.MetricTenants = cmp.Or(c.MetricTenants, DefaultMetricTenants)
+	c.MaxDelay = cmp.Or(c.MaxDelay, DefaultMaxDelay)
+	groups := make([]Group, 0, len(c.Groups)+3)
+	has := map[string]bool{}
 	for _, g := range c.Groups {
 		g.Concurrency = cmp.Or(g.Concurrency, DefaultConcurrency)
-		general = general || g.Name == DefaultGroup
+		has[g.Name] = true
 		groups = append(groups, g)
 	}
-	if !general {
-		groups = append(groups, Group{Name: DefaultGroup, Concurrency: DefaultConcurrency})
+	for _, g := range []Group{{Name: DefaultGroup, Concurrency: DefaultConcurrency}, {Name: RetryGroup, Concurrency: DefaultRetryConcurrency}, {Name: TimerGroup, Concurrency: DefaultTimerConcurrency}} {
+		if !has[g.Name] {
+			groups = append(groups, g)
+		}
 	}
 	c.Groups = groups
 	return c
 }
+
+// Batched reports whether submissions are packed (Batch, default true).
+func (c Config) Batched() bool { return c.Batch == nil || *c.Batch }
 
 // WithDefaults returns c with its zero fields set to their defaults: what
 // an engine adapter reads.

@@ -25,12 +25,24 @@
 //     once; network errors, timeouts, 5xx, 429 and 503 retry after
 //     Backoff(n), or the upstream's Retry-After when longer, while the next
 //     attempt starts within 6 h of the first.
-//   - Each group (Config.Groups: e.g. timer, dedicated, general, retry)
-//     has its own workers and scheduler; a scheduler takes turns over the
-//     group's tenants, one invocation each (deficit round robin with a
-//     quantum of one), skipping a tenant over Config.TenantRate or paused,
-//     so a tenant's backlog never stands in front of another tenant and a
-//     group whose upstream hangs holds only its own workers.
+//   - Each group (Config.Groups: general, dedicated ones, and always
+//     "retry" and "timer") has its own workers and scheduler; a scheduler
+//     takes turns over the group's tenants, one invocation each (deficit
+//     round robin with a quantum of one), skipping a tenant over
+//     Config.TenantRate or paused, so a tenant's backlog never stands in
+//     front of another tenant and a group whose upstream hangs holds only
+//     its own workers. Every attempt after the first runs in the retry
+//     group (Engine.Requeue moves it there, due at its next attempt), so a
+//     storm of retries never holds the workers of first attempts; a
+//     delayed submission (Invocation.NotBefore, from Veer-Delay or
+//     Veer-Not-Before, at most Config.MaxDelay ahead) runs in the timer
+//     group, never before its time on the service's clock.
+//   - Pause and Resume are recorded in the engine, so every service on the
+//     same store honours them (within one consumption interval) and a
+//     restart keeps them.
+//   - Metrics carry a tenant label only on veer_async_tenant_*: the top
+//     Config.MetricTenants tenants by recent submissions, every other as
+//     "other" (at most N+1 values however many tenants submit).
 //   - ServeStatus answers GET /v1/invocations/{id} (queued, running,
 //     retrying with next_attempt, succeeded with upstream_status, failed
 //     with reason) for the id's own tenant only (another tenant's id is

@@ -16,6 +16,11 @@ type Engine interface {
 	// nothing. An error wraps ErrUnavailable and means nothing was
 	// acknowledged.
 	Enqueue(ctx context.Context, inv *Invocation) (id string, existing bool, err error)
+	// Requeue stores inv again, under its own id, in its (now possibly
+	// different) group's queue: a retry moved to the retry group. dedup
+	// names this requeue: the same dedup twice (within the idempotency
+	// window) stores it once.
+	Requeue(ctx context.Context, inv *Invocation, dedup string) error
 	// Tenants lists the tenants that have (or had, within the retention)
 	// invocations in group: the fair scheduler's round.
 	Tenants(ctx context.Context, group string) ([]string, error)
@@ -45,6 +50,12 @@ type Engine interface {
 	// Purge drops the queued invocations of a group, a tenant, or a
 	// tenant in a group ("" for any): they are forgotten, never run.
 	Purge(ctx context.Context, group, tenant string) error
+	// SetPaused records (true) or lifts (false) a pause of key where every
+	// service on the same store sees it; a restart keeps it.
+	SetPaused(ctx context.Context, key string, paused bool) error
+	// Paused returns the pauses in force; it must be cheap (it is called
+	// at every consumption interval).
+	Paused(ctx context.Context) (map[string]bool, error)
 	// Close releases the engine (and stops an embedded server).
 	Close() error
 }

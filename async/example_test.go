@@ -47,3 +47,22 @@ func ExampleParseKey() {
 	// "order-7" -> "order-7" <nil>
 	// "two words" -> "" async: malformed Idempotency-Key
 }
+
+// ParseDelay reads Veer-Delay (a duration or whole seconds) or
+// Veer-Not-Before (RFC 3339): the time before which a submission must not
+// run; a malformed or too distant one is the handler's 400.
+func ExampleParseDelay() {
+	now := time.Date(2026, 12, 2, 6, 0, 0, 0, time.UTC)
+	for _, h := range []http.Header{
+		{async.DelayHeader: {"30s"}},
+		{async.NotBeforeHeader: {"2026-12-02T07:00:00Z"}},
+		{async.DelayHeader: {"48h"}},
+	} {
+		at, err := async.ParseDelay(h, now, 24*time.Hour)
+		fmt.Println(at.Format(time.TimeOnly), err)
+	}
+	// Output:
+	// 06:00:30 <nil>
+	// 07:00:00 <nil>
+	// 00:00:00 async: malformed delay: Veer-Delay "48h" is beyond the 24h0m0s maximum
+}

@@ -213,7 +213,7 @@ func TestPauseResume(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		l := newRunLog()
 		s := newSvc(t, Config{}, newMemEngine(), l.dispatcher(0))
-		s.Pause("", "p")
+		must(t, s.Pause(context.Background(), "", "p"))
 		l.submitTo(t, s, "p")
 		l.submitTo(t, s, "q")
 		time.Sleep(time.Minute)
@@ -221,15 +221,15 @@ func TestPauseResume(t *testing.T) {
 		if len(l.delays("p")) != 0 || len(l.delays("q")) != 1 {
 			t.Fatalf("paused: p ran %d, q %d", len(l.delays("p")), len(l.delays("q")))
 		}
-		s.Resume("", "p")
-		s.Pause(DefaultGroup, "")
+		must(t, s.Resume(context.Background(), "", "p"))
+		must(t, s.Pause(context.Background(), DefaultGroup, ""))
 		l.submitTo(t, s, "q")
 		time.Sleep(time.Minute)
 		synctest.Wait()
 		if len(l.delays("p")) != 0 || len(l.delays("q")) != 1 {
 			t.Fatalf("group paused: p ran %d, q %d", len(l.delays("p")), len(l.delays("q")))
 		}
-		s.Resume(DefaultGroup, "")
+		must(t, s.Resume(context.Background(), DefaultGroup, ""))
 		time.Sleep(time.Second)
 		synctest.Wait()
 		if len(l.delays("p")) != 1 || len(l.delays("q")) != 2 {
@@ -239,4 +239,11 @@ func TestPauseResume(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
 }

@@ -1,9 +1,11 @@
 package async
 
 import (
+	"errors"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 )
 
 func FuzzParseKey(f *testing.F) {
@@ -68,6 +70,35 @@ func FuzzTenantToken(f *testing.F) {
 		}
 		if back, ok := ParseTenantToken(tok); !ok || back != tenant {
 			t.Fatalf("round trip %q -> %q -> %q", tenant, tok, back)
+		}
+	})
+}
+
+// FuzzParseDelay: any header values give a time within [now, now+max] or
+// zero, or ErrBadDelay; never a panic.
+func FuzzParseDelay(f *testing.F) {
+	for _, s := range []string{"30s", "90", "-1s", "2026-12-02T06:10:00Z", "", "1h1m", "99999999999"} {
+		f.Add(s, "")
+		f.Add("", s)
+	}
+	now := time.Date(2026, 12, 2, 6, 0, 0, 0, time.UTC)
+	f.Fuzz(func(t *testing.T, delay, notBefore string) {
+		h := http.Header{}
+		if delay != "" {
+			h.Set(DelayHeader, delay)
+		}
+		if notBefore != "" {
+			h.Set(NotBeforeHeader, notBefore)
+		}
+		at, err := ParseDelay(h, now, time.Hour)
+		if err != nil {
+			if !errors.Is(err, ErrBadDelay) {
+				t.Fatalf("error %v is not ErrBadDelay", err)
+			}
+			return
+		}
+		if !at.IsZero() && (!at.After(now) || at.Sub(now) > time.Hour) {
+			t.Fatalf("%q %q: %v outside (now, now+1h]", delay, notBefore, at)
 		}
 	})
 }

@@ -3,11 +3,13 @@ package async
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/veerhq/veer/outcome"
 )
@@ -31,6 +33,64 @@ func PrefersAsync(h http.Header) bool {
 		}
 	}
 	return false
+}
+
+// Delay headers of a submission: run no earlier than a duration from now
+// (Veer-Delay: 30s, a Go duration or whole seconds) or than a time
+// (Veer-Not-Before: an RFC 3339 time).
+const (
+	DelayHeader     = "Veer-Delay"
+	NotBeforeHeader = "Veer-Not-Before"
+)
+
+// ParseDelay reads a submission's delay headers: the time before which it
+// must not run, zero for none (or a Veer-Not-Before already past). Both
+// headers, either twice, a malformed or negative value, or a time more
+// than max after now are ErrBadDelay.
+func ParseDelay(h http.Header, now time.Time, max time.Duration) (time.Time, error) {
+	ds, ts := h.Values(DelayHeader), h.Values(NotBeforeHeader)
+	switch {
+	case len(ds)+len(ts) == 0:
+		return time.Time{}, nil
+	case len(ds)+len(ts) > 1:
+		return time.Time{}, fmt.Errorf("%w: send one %s or one %s", ErrBadDelay, DelayHeader, NotBeforeHeader)
+	}
+	var at time.Time
+	if len(ds) == 1 {
+		v := strings.TrimSpace(ds[0])
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			n, nerr := strconv.ParseUint(v, 10, 32)
+			if nerr != nil {
+				return time.Time{}, fmt.Errorf("%w: %s %q: want a duration (30s, 5m) or whole seconds", ErrBadDelay, DelayHeader, v)
+			}
+			d = time.Duration(n) * time.Second
+		}
+		if d < 0 {
+			return time.Time{}, fmt.Errorf("%w: %s %q is negative", ErrBadDelay, DelayHeader, v)
+		}
+		if d > max {
+			return time.Time{}, fmt.Errorf("%w: %s %q is beyond the %s maximum", ErrBadDelay, DelayHeader, v, max)
+		}
+		if d == 0 {
+			return time.Time{}, nil
+		}
+		at = now.Add(d)
+	} else {
+		v := strings.TrimSpace(ts[0])
+		t, err := time.Parse(time.RFC3339Nano, v)
+		if err != nil {
+			return time.Time{}, fmt.Errorf("%w: %s %q: want an RFC 3339 time", ErrBadDelay, NotBeforeHeader, v)
+		}
+		if t.Sub(now) > max {
+			return time.Time{}, fmt.Errorf("%w: %s %q is more than %s ahead", ErrBadDelay, NotBeforeHeader, v, max)
+		}
+		if !t.After(now) {
+			return time.Time{}, nil
+		}
+		at = t
+	}
+	return at, nil
 }
 
 // submitReply is the body of a 202.
@@ -62,6 +122,11 @@ func (s *Service) ServeSubmit(w http.ResponseWriter, r *http.Request, tenant, ro
 			return
 		}
 	}
+	notBefore, err := ParseDelay(r.Header, s.clk.Now(), s.cfg.MaxDelay)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
 	if r.ContentLength > s.cfg.MaxBody {
 		http.Error(w, ErrTooLarge.Error(), http.StatusRequestEntityTooLarge)
 		return
@@ -84,15 +149,18 @@ func (s *Service) ServeSubmit(w http.ResponseWriter, r *http.Request, tenant, ro
 		}
 	}
 	h := r.Header.Clone()
-	for _, k := range []string{"Prefer", KeyHeader, CallbackHeader, IDHeader, AttemptHeader, "Connection", "Keep-Alive", "Te", "Trailer", "Transfer-Encoding", "Upgrade", "Proxy-Connection", "Content-Length"} {
+	for _, k := range []string{"Prefer", KeyHeader, CallbackHeader, IDHeader, AttemptHeader, DelayHeader, NotBeforeHeader, "Connection", "Keep-Alive", "Te", "Trailer", "Transfer-Encoding", "Upgrade", "Proxy-Connection", "Content-Length"} {
 		h.Del(k)
 	}
 	inv := &Invocation{Tenant: tenant, Route: route, Method: r.Method, Host: r.Host, Path: r.URL.RequestURI(),
-		Header: h, Body: body, Key: key, Callback: cb}
+		Header: h, Body: body, Key: key, Callback: cb, NotBefore: notBefore}
 	id, existing, err := s.Submit(r.Context(), inv)
 	switch {
 	case errors.Is(err, ErrTooLarge):
 		http.Error(w, err.Error(), http.StatusRequestEntityTooLarge)
+		return
+	case errors.Is(err, ErrBadDelay):
+		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	case err != nil:
 		s.log.Warn("async: submission not stored", "err", err)

@@ -47,6 +47,9 @@ type Invocation struct {
 	// Callback receives the result when set (Veer-Callback header).
 	Callback  string    `json:"callback,omitempty"`
 	Submitted time.Time `json:"submitted"`
+	// NotBefore: no attempt starts before it (a delayed submission in the
+	// timer group; a retry in the retry group: its next attempt).
+	NotBefore time.Time `json:"not_before,omitzero"`
 }
 
 // Status is what GET /v1/invocations/{id} answers.
@@ -85,6 +88,9 @@ var (
 	ErrBadID = errors.New("async: malformed invocation id")
 	// ErrTooLarge: a body above Config.MaxBody.
 	ErrTooLarge = errors.New("async: body too large")
+	// ErrBadDelay: a malformed or out-of-range Veer-Delay or
+	// Veer-Not-Before.
+	ErrBadDelay = errors.New("async: malformed delay")
 	// ErrClosed: the service is closed.
 	ErrClosed = errors.New("async: closed")
 )

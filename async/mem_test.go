@@ -18,12 +18,13 @@ type memEngine struct {
 	status map[string]Status
 	ready  map[string]map[string][]*memDelivery // group -> tenant -> due
 	dead   chan Status
+	pauses map[string]bool
 }
 
 func newMemEngine(groups ...string) *memEngine {
 	e := &memEngine{invs: map[string]*Invocation{}, keys: map[string]string{}, status: map[string]Status{},
 		ready: map[string]map[string][]*memDelivery{}, dead: make(chan Status, 100)}
-	for _, g := range append(groups, DefaultGroup) {
+	for _, g := range append(groups, DefaultGroup, RetryGroup, TimerGroup) {
 		e.ready[g] = map[string][]*memDelivery{}
 	}
 	return e
@@ -47,6 +48,21 @@ func (e *memEngine) Enqueue(ctx context.Context, inv *Invocation) (string, bool,
 	}
 	e.ready[c.Group][c.Tenant] = append(e.ready[c.Group][c.Tenant], &memDelivery{e: e, inv: &c})
 	return c.ID, false, nil
+}
+
+func (e *memEngine) Requeue(ctx context.Context, inv *Invocation, dedup string) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if _, ok := e.keys[dedup]; ok {
+		return nil
+	}
+	e.keys[dedup] = inv.ID
+	c := *inv
+	if e.ready[c.Group] == nil {
+		e.ready[c.Group] = map[string][]*memDelivery{}
+	}
+	e.ready[c.Group][c.Tenant] = append(e.ready[c.Group][c.Tenant], &memDelivery{e: e, inv: &c})
+	return nil
 }
 
 func (e *memEngine) Tenants(ctx context.Context, group string) ([]string, error) {
@@ -126,6 +142,30 @@ func (e *memEngine) DeadLetter(ctx context.Context, inv *Invocation, st Status) 
 }
 
 func (e *memEngine) Close() error { return nil }
+
+func (e *memEngine) SetPaused(ctx context.Context, key string, paused bool) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.pauses == nil {
+		e.pauses = map[string]bool{}
+	}
+	if paused {
+		e.pauses[key] = true
+	} else {
+		delete(e.pauses, key)
+	}
+	return nil
+}
+
+func (e *memEngine) Paused(ctx context.Context) (map[string]bool, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := map[string]bool{}
+	for k := range e.pauses {
+		out[k] = true
+	}
+	return out, nil
+}
 
 type memDelivery struct {
 	e   *memEngine

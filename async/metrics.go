@@ -18,9 +18,14 @@ type metrics struct {
 	queueDelay     *prometheus.HistogramVec
 	e2e            *prometheus.HistogramVec
 	callbackFailed prometheus.Counter
+	// by tenant: the top Config.MetricTenants tenants by submissions, the
+	// rest as "other"
+	tenantSubmits *prometheus.CounterVec
+	tenantE2E     *prometheus.HistogramVec
+	top           *topTenants
 }
 
-func newMetrics(reg prometheus.Registerer) *metrics {
+func newMetrics(reg prometheus.Registerer, topN int) *metrics {
 	lat := []float64{.0005, .001, .002, .005, .01, .02, .05, .1, .25, 1, 5}
 	long := prometheus.ExponentialBuckets(0.001, 4, 12)
 	m := &metrics{
@@ -41,6 +46,11 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		callbackFailed: prometheus.NewCounter(prometheus.CounterOpts{Name: "veer_async_callback_failures_total",
 			Help: "Callbacks given up after their bounded retries."}),
 	}
+	m.tenantSubmits = obs.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Name: "veer_async_tenant_submissions_total",
+		Help: "Accepted submissions of the busiest tenants (top N by recent submissions; the rest as tenant=\"other\")."}, []string{"tenant"}))
+	m.tenantE2E = obs.Register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "veer_async_tenant_end_to_end_seconds",
+		Help: "From submission to success, for the busiest tenants (top N; the rest as tenant=\"other\").", Buckets: long}, []string{"tenant"}))
+	m.top = newTopTenants(topN, m.tenantSubmits, m.tenantE2E)
 	m.submits = obs.Register(reg, m.submits)
 	m.submitLatency = obs.Register(reg, m.submitLatency)
 	m.attempts = obs.Register(reg, m.attempts)
@@ -52,7 +62,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	return m
 }
 
-func (m *metrics) submitted(err error, existing bool, d time.Duration) {
+func (m *metrics) submitted(tenant string, err error, existing bool, d time.Duration) {
 	switch {
 	case err != nil && errors.Is(err, ErrUnavailable):
 		m.submits.WithLabelValues("unavailable").Inc()
@@ -63,5 +73,6 @@ func (m *metrics) submitted(err error, existing bool, d time.Duration) {
 	default:
 		m.submits.WithLabelValues("accepted").Inc()
 		m.submitLatency.Observe(d.Seconds())
+		m.top.observe(tenant, func(l string) { m.tenantSubmits.WithLabelValues(l).Inc() })
 	}
 }

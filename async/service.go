@@ -74,7 +74,8 @@ type Service struct {
 	group  map[string]string // dedicated tenant -> group
 	scheds map[string]*scheduler
 	pmu    sync.RWMutex
-	pauses map[string]bool // "g:" + group or "t:" + tenant
+	pauses map[string]bool // "g:" + group or "t:" + tenant, as the engine last said
+	pgen   uint64          // pause writes by this process
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -95,7 +96,7 @@ func New(cfg Config, eng Engine, d Dispatcher, opts Options) (*Service, error) {
 		reg = prometheus.DefaultRegisterer
 	}
 	s := &Service{cfg: c, eng: eng, d: d, clk: clock.Or(opts.Clock), log: obs.LoggerOr(opts.Logger),
-		m: newMetrics(reg), cb: opts.Callback, onSt: opts.OnStatus, group: map[string]string{}}
+		m: newMetrics(reg, c.MetricTenants), cb: opts.Callback, onSt: opts.OnStatus, group: map[string]string{}}
 	if s.onSt == nil {
 		s.onSt = func(Status) {}
 	}
@@ -109,6 +110,13 @@ func New(cfg Config, eng Engine, d Dispatcher, opts Options) (*Service, error) {
 		}
 		s.scheds[g.Name] = newScheduler(s, g)
 	}
+	if r, ok := eng.(interface{ OnReady(func(group string)) }); ok {
+		r.OnReady(func(group string) {
+			if sc := s.scheds[group]; sc != nil {
+				sc.notify()
+			}
+		})
+	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	if err := reg.Register(newDepthCollector(s)); err != nil {
 		s.log.Warn("async: depth metrics not registered", "err", err)
@@ -121,6 +129,8 @@ func (s *Service) Config() Config { return s.cfg }
 
 // Start runs every group's scheduler and workers until Close.
 func (s *Service) Start() {
+	s.refreshPauses(s.ctx) // a restart honours the pauses before its first fetch
+	s.wg.Go(s.watchPauses)
 	for _, sc := range s.scheds {
 		s.wg.Go(func() { sc.run(s.ctx, &s.wg) })
 	}
@@ -160,11 +170,21 @@ func (s *Service) Submit(ctx context.Context, inv *Invocation) (id string, exist
 	if inv.Submitted.IsZero() {
 		inv.Submitted = s.clk.Now()
 	}
+	if !inv.NotBefore.IsZero() {
+		if inv.NotBefore.Sub(inv.Submitted) > s.cfg.MaxDelay {
+			return "", false, ErrBadDelay
+		}
+		if inv.NotBefore.After(inv.Submitted) {
+			inv.Group = TimerGroup
+		} else {
+			inv.NotBefore = time.Time{}
+		}
+	}
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.SubmitTimeout)
 	defer cancel()
 	start := time.Now()
 	id, existing, err = s.eng.Enqueue(ctx, inv)
-	s.m.submitted(err, existing, time.Since(start))
+	s.m.submitted(inv.Tenant, err, existing, time.Since(start))
 	if err == nil && !existing {
 		s.scheds[inv.Group].notify()
 	}
@@ -238,9 +258,30 @@ func (s *Service) run(group string, d Delivery) {
 	case st.State.Final():
 		_ = d.Ack()
 		return
+	case st.State == Running && now.Sub(st.Updated) < s.cfg.AckWait:
+		// a second copy of an invocation that runs elsewhere right now (a
+		// pack distributed twice after a crash): an abandoned attempt is
+		// redelivered only after AckWait without progress, so wait that long
+		_ = d.Retry(s.cfg.AckWait)
+		return
+	case st.State == Retrying && st.Group == RetryGroup && group != RetryGroup:
+		// the delivery its retry was moved from, not acknowledged (a crash
+		// in between): move it again (the engine stores it once) and ack
+		if s.moveToRetry(ctx, inv, st) {
+			_ = d.Ack()
+		} else {
+			_ = d.Retry(time.Second)
+		}
+		return
 	case st.State == Retrying && now.Before(st.NextAttempt):
 		_ = d.Retry(st.NextAttempt.Sub(now)) // delivered early (a restart): wait for its time
 		s.scheds[group].wakeAfter(st.NextAttempt.Sub(now))
+		return
+	case now.Before(inv.NotBefore):
+		// a delayed submission, or a retry, fetched before its time: it
+		// becomes visible again then, and this process looks at once
+		_ = d.Retry(inv.NotBefore.Sub(now))
+		s.scheds[group].wakeAfter(inv.NotBefore.Sub(now))
 		return
 	}
 	st.Attempts++
@@ -257,7 +298,14 @@ func (s *Service) run(group string, d Delivery) {
 	s.onSt(st)
 	o := s.attempt(ctx, d, inv, st.Attempts)
 	if ctx.Err() != nil {
-		_ = d.Retry(0) // shutting down: not the invocation's fault; another worker takes it
+		// shutting down: not the invocation's fault; another worker takes
+		// it at once (the status says so, so it is not taken for a copy
+		// running elsewhere)
+		st.State, st.NextAttempt, st.Reason, st.Updated = Retrying, s.clk.Now(), "interrupted: gateway shutting down", s.clk.Now()
+		sctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_ = s.eng.SetStatus(sctx, st)
+		cancel()
+		_ = d.Retry(0)
 		return
 	}
 	end := s.clk.Now()
@@ -269,17 +317,26 @@ func (s *Service) run(group string, d Delivery) {
 		if s.finish(ctx, d, st) {
 			s.m.done.WithLabelValues(group, string(Succeeded)).Inc()
 			s.m.e2e.WithLabelValues(group).Observe(end.Sub(inv.Submitted).Seconds())
+			s.m.top.use(inv.Tenant, func(l string) { s.m.tenantE2E.WithLabelValues(l).Observe(end.Sub(inv.Submitted).Seconds()) })
 			s.callback(inv, st)
 		}
 	case Retrying:
-		st.NextAttempt = end.Add(dec.Wait)
+		// the next attempt runs in the retry group (its own workers), so
+		// that a storm of retries never holds the workers of first
+		// attempts: the status says so first, then the retry is stored
+		// there, then this delivery is acknowledged
+		st.NextAttempt, st.Group = end.Add(dec.Wait), RetryGroup
 		if err := s.eng.SetStatus(ctx, st); err != nil {
 			s.log.Warn("async: status write failed", "id", inv.ID, "err", err)
 		}
 		s.onSt(st)
 		s.m.retries.WithLabelValues(group).Inc()
-		_ = d.Retry(dec.Wait)
-		s.scheds[group].wakeAfter(dec.Wait)
+		if s.moveToRetry(ctx, inv, st) {
+			_ = d.Ack()
+		} else {
+			_ = d.Retry(dec.Wait) // it stays here; its redelivery moves it
+		}
+		s.scheds[RetryGroup].wakeAfter(dec.Wait)
 	case Failed:
 		if err := s.eng.DeadLetter(ctx, inv, st); err != nil {
 			s.log.Warn("async: dead letter failed; delivering again later", "id", inv.ID, "err", err)
@@ -291,6 +348,18 @@ func (s *Service) run(group string, d Delivery) {
 			s.callback(inv, st)
 		}
 	}
+}
+
+// moveToRetry stores inv in the retry group, due at st.NextAttempt,
+// deduplicated by its attempt number.
+func (s *Service) moveToRetry(ctx context.Context, inv *Invocation, st Status) bool {
+	c := *inv
+	c.Group, c.NotBefore = RetryGroup, st.NextAttempt
+	if err := s.eng.Requeue(ctx, &c, "retry:"+inv.ID+":"+strconv.Itoa(st.Attempts)); err != nil {
+		s.log.Warn("async: retry not moved to the retry group; it waits in its group", "id", inv.ID, "err", err)
+		return false
+	}
+	return true
 }
 
 // finish records a final status, then acknowledges.

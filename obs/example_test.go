@@ -15,7 +15,7 @@ func ExampleLint() {
 		fmt.Println(err)
 	}
 	// Output:
-	// metric "veer_shed_dropped": name must end in a unit or kind (_total, _seconds, _bytes, _ratio, _info, _count, _state, _requests, _limit, _inflight, _entries, _keys, _sessions, _timestamp_seconds)
+	// metric "veer_shed_dropped": name must end in a unit or kind (_total, _seconds, _bytes, _ratio, _info, _count, _state, _requests, _limit, _inflight, _entries, _keys, _sessions, _invocations, _timestamp_seconds)
 }
 
 // ExampleNameOr: a component given no name labels its metrics "default".

@@ -17,6 +17,40 @@ import (
 // the group's tenant consumers, and the stream time of the oldest
 // unacknowledged message among them.
 func (e *Engine) Depth(ctx context.Context, group string) (uint64, time.Time, error) {
+	// packed submissions not distributed yet (the distributor keeps this
+	// short): the group's members of the first maxDepthScan waiting
+	// ingest packs. Read before the tenant queues, so that one moved
+	// between the two reads counts twice for a moment, never zero times.
+	var n uint64
+	var oldest time.Time
+	ci, err := e.stream.Consumer(ctx, ingestConsumer)
+	if err != nil {
+		return 0, time.Time{}, fmt.Errorf("asyncnats: %w: %w", async.ErrUnavailable, err)
+	}
+	info, err := ci.Info(ctx)
+	if err != nil {
+		return 0, time.Time{}, fmt.Errorf("asyncnats: %w: %w", async.ErrUnavailable, err)
+	}
+	seq := info.AckFloor.Stream + 1
+	for range min(info.NumPending+uint64(info.NumAckPending), maxDepthScan) {
+		raw, err := e.stream.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(ingestSubject))
+		if err != nil {
+			break
+		}
+		seq = raw.Sequence + 1
+		invs, err := decodeAll(raw.Sequence, raw.Header, raw.Data)
+		if err != nil {
+			continue
+		}
+		for _, inv := range invs {
+			if inv.Group == group {
+				n++
+				if oldest.IsZero() || raw.Time.Before(oldest) {
+					oldest = raw.Time
+				}
+			}
+		}
+	}
 	tenants, err := e.Tenants(ctx, group)
 	if err != nil {
 		return 0, time.Time{}, err
@@ -27,8 +61,6 @@ func (e *Engine) Depth(ctx context.Context, group string) (uint64, time.Time, er
 		}
 	}
 	prefix := "veer-" + group + "-"
-	var n uint64
-	var oldest time.Time
 	lister := e.stream.ListConsumers(ctx)
 	for ci := range lister.Info() {
 		if !strings.HasPrefix(ci.Name, prefix) {
@@ -50,6 +82,8 @@ func (e *Engine) Depth(ctx context.Context, group string) (uint64, time.Time, er
 	return n, oldest, nil
 }
 
+const maxDepthScan = 64
+
 // deadRecord is a dead letter's data.
 type deadRecord struct {
 	Invocation *async.Invocation `json:"invocation"`
@@ -59,6 +93,13 @@ type deadRecord struct {
 // Replay implements async.Engine.
 func (e *Engine) Replay(ctx context.Context, group string, max int) ([]string, error) {
 	var ids []string
+	// the dead letters there are now: a replayed one that fails again at
+	// once is dead-lettered anew while this runs, and is not replayed again
+	info, err := e.dead.Info(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("asyncnats: %w: %w", async.ErrUnavailable, err)
+	}
+	last := info.State.LastSeq
 	seq := uint64(1)
 	for len(ids) < max {
 		raw, err := e.dead.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(deadBase+group))
@@ -67,6 +108,9 @@ func (e *Engine) Replay(ctx context.Context, group string, max int) ([]string, e
 		}
 		if err != nil {
 			return ids, fmt.Errorf("asyncnats: %w: %w", async.ErrUnavailable, err)
+		}
+		if raw.Sequence > last {
+			break
 		}
 		seq = raw.Sequence + 1
 		var rec deadRecord
@@ -99,6 +143,24 @@ func (e *Engine) Purge(ctx context.Context, group, tenant string) error {
 	}
 	if group != "" {
 		grp = group
+	}
+	info, err := e.stream.Info(ctx)
+	if err != nil {
+		return fmt.Errorf("asyncnats: purge: %w: %w", async.ErrUnavailable, err)
+	}
+	// the marks first: packed submissions up to here are no longer
+	// distributed nor found, whichever side of the purge they are on
+	groups := []string{group}
+	if group == "" {
+		groups = groups[:0]
+		for _, g := range e.cfg.Groups {
+			groups = append(groups, g.Name)
+		}
+	}
+	for _, g := range groups {
+		if err := e.markPurged(ctx, g, tenant, info.State.LastSeq); err != nil {
+			return fmt.Errorf("asyncnats: purge: %w: %w", async.ErrUnavailable, err)
+		}
 	}
 	if err := e.stream.Purge(ctx, jetstream.WithPurgeSubject(subjectBase+tok+"."+grp)); err != nil {
 		return fmt.Errorf("asyncnats: purge: %w: %w", async.ErrUnavailable, err)

@@ -13,6 +13,22 @@
 // so a duplicate's acknowledgement (which carries the original's sequence)
 // rebuilds the original's id without a read.
 //
+// Packing (Config.Batch, on by default): the unkeyed submissions that
+// arrive while a publish is in flight, of any tenants and groups, are
+// published together as one message on veer.async.in (one synced write,
+// one acknowledgement that answers each of them); their ids name that
+// message. A distributor (in every engine, over one durable consumer)
+// moves each round of such ingest packs to one pack per (tenant, group)
+// subject (published together, each acknowledged) and acknowledges the ingest
+// packs only after those writes: consumption stays per tenant in the
+// store. A crash in between distributes a pack twice; a worker that finds
+// its invocation running elsewhere waits for it, one that finds it
+// finished skips it. A purge leaves a mark (the last sequence it covered)
+// so that packed members up to it are neither distributed nor found. Retries
+// are requeued on the tenant's "retry" subject under their own id;
+// pauses live in bucket VEER_ASYNC_CONTROL (no TTL), watched by every
+// engine.
+//
 // Contract: Enqueue returns once the server acknowledged the publish. The
 // embedded server syncs every write before acknowledging (SyncAlways, the
 // Go form of jetstream { sync_interval: always }). An external server's

@@ -81,7 +81,10 @@ func TestExternalUnreachable(t *testing.T) {
 // ack deadline another worker runs it.
 func TestAckDeadlineRedelivers(t *testing.T) {
 	b := newBackend(t)
-	cfg := async.Config{AckWait: time.Second}
+	// unpacked: a packed member fetched here would be kept alive by this
+	// engine's own pack keeper (a real crash stops it too:
+	// TestAsyncCrashGatewayBatch in cmd/veer)
+	cfg := async.Config{AckWait: time.Second, Batch: new(false)}
 	e := openEmbedded(t, t.TempDir(), cfg)
 	sts := newStates()
 	s := newService(t, e, cfg, b.dispatcher(), sts)
@@ -258,5 +261,71 @@ func TestListPaging(t *testing.T) {
 	other, _, err := s.List(context.Background(), "b.c d", 0, 100)
 	if err != nil || len(other) != 7 {
 		t.Fatalf("other tenant: %d, %v", len(other), err)
+	}
+}
+
+// TestPauseShared: two gateways' engines on one external nats-server. A
+// group paused on one is paused on the other (its admin stats say so, and
+// an invocation submitted there waits), an engine opened afterwards (a
+// restart) starts with the pause, and a resume on the second gateway lets
+// the invocation run, only after it.
+func TestPauseShared(t *testing.T) {
+	srv := natstest.Start(t, t.TempDir())
+	cfg := async.Config{Groups: []async.Group{{Name: async.DefaultGroup, Concurrency: 1}}}
+	eA, eB := openExternal(t, srv.URL(), cfg), openExternal(t, srv.URL(), cfg)
+	b := newBackend(t)
+	sts := newStates()
+	sA := newService(t, eA, cfg, b.dispatcher(), sts) // either gateway may run it
+	sB := newService(t, eB, cfg, b.dispatcher(), sts)
+	defer sA.Close()
+	defer sB.Close()
+	sA.Start()
+	sB.Start()
+	ctx := context.Background()
+	if err := sA.Pause(ctx, async.DefaultGroup, ""); err != nil {
+		t.Fatal(err)
+	}
+	pausedOn := func(s *async.Service) bool {
+		st, err := s.Stats(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, g := range st {
+			if g.Group == async.DefaultGroup {
+				return g.Paused
+			}
+		}
+		return false
+	}
+	deadline := time.After(10 * time.Second)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for !pausedOn(sB) {
+		select {
+		case <-tick.C:
+		case <-deadline:
+			t.Fatal("the pause made on gateway A never reached gateway B")
+		}
+	}
+	eC := openExternal(t, srv.URL(), cfg)
+	if m, _ := eC.Paused(ctx); !m["g:"+async.DefaultGroup] {
+		t.Fatalf("an engine opened after the pause sees %v", m)
+	}
+	_ = eC.Close()
+	id, _, err := sB.Submit(ctx, &async.Invocation{Tenant: "t", Method: "POST", Host: "h", Path: "/p"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond) // five consumption intervals in which B must not start it
+	if st, err := sB.Status(ctx, "t", id); err != nil || st.State != async.Queued {
+		t.Fatalf("paused on A, submitted on B: %+v, %v; want queued", st, err)
+	}
+	resumed := time.Now()
+	if err := sB.Resume(ctx, async.DefaultGroup, ""); err != nil {
+		t.Fatal(err)
+	}
+	st := sts.wait(t, id, async.Succeeded)
+	if st.FirstAttempt.Before(resumed) {
+		t.Fatalf("ran at %v, before the resume at %v", st.FirstAttempt, resumed)
 	}
 }

@@ -1,8 +1,8 @@
 package asyncnats
 
 import (
+	"cmp"
 	"context"
-	"encoding/json"
 	"fmt"
 	"sync"
 	"time"
@@ -13,23 +13,35 @@ import (
 	"github.com/veerhq/veer/async"
 )
 
-// Packing (Config.Batch): the submissions of one subject (tenant, group)
-// that arrive while a publish to it is in flight are published together as
-// one message when it returns: one synced write, one acknowledgement,
-// after which each of them is answered. A pack is delivered as one
+// Packing (Config.Batch): the unkeyed submissions of any tenants and
+// groups that arrive while a publish is in flight are published together
+// as one message to the ingest subject when it returns: one synced write,
+// one acknowledgement, after which each of them is answered (202). Their
+// ids name that message's sequence, so Lookup finds them there.
+//
+// The distributor (distribute.go) then moves each ingest pack's members to
+// their own (tenant, group) subjects, one pack per subject per round, and
+// acknowledges the ingest packs only after those writes: consumption stays
+// per tenant in the store (one tenant's backlog never stands in front of
+// another's), as without packing. A per-tenant pack is delivered as one
 // message and split into a delivery per invocation; the message is
 // acknowledged when every member is, and delivered again (after the
 // shortest wait asked) when a member asked for a retry: the members that
 // finished are then skipped by their final status.
 const (
-	packHeader   = "Veer-Pack"
-	maxPackItems = 256
-	maxPackBytes = 4 << 20
+	packHeader    = "Veer-Pack"
+	maxPackItems  = 256
+	maxPackBytes  = 4 << 20
+	ingestSubject = "veer.async.in"
 )
 
 type packItem struct {
 	Meta meta   `json:"m"`
 	Body []byte `json:"b,omitempty"`
+	// ID is set in a distributed pack: the id the member was given when
+	// its ingest pack was stored (a distributed pack's own sequence is
+	// not part of it).
+	ID string `json:"i,omitempty"`
 }
 
 type pending struct {
@@ -45,17 +57,13 @@ type subjQueue struct {
 	flushing bool
 }
 
-// enqueuePacked adds inv to its subject's next pack and waits for that
+// enqueuePacked adds inv to the next ingest pack and waits for that
 // pack's acknowledgement.
 func (e *Engine) enqueuePacked(ctx context.Context, inv *async.Invocation) (string, error) {
 	p := &pending{inv: inv, nonce: async.Nonce(inv.Tenant, ""), done: make(chan struct{})}
-	subj := subject(inv.Tenant, inv.Group)
+	subj := ingestSubject
 	e.bmu.Lock()
-	q := e.bq[subj]
-	if q == nil {
-		q = &subjQueue{}
-		e.bq[subj] = q
-	}
+	q := &e.bq
 	q.items = append(q.items, p)
 	lead := !q.flushing
 	q.flushing = true
@@ -105,11 +113,11 @@ func (e *Engine) publishPack(subj string, items []*pending) {
 		m.Body, m.ID = nil, ""
 		pack[i] = packItem{Meta: m, Body: p.inv.Body}
 	}
-	data, err := json.Marshal(pack)
+	data, err := encodePack(pack)
 	var ack *jetstream.PubAck
 	if err == nil {
 		msg := &nats.Msg{Subject: subj, Data: data, Header: nats.Header{}}
-		msg.Header.Set(packHeader, "1")
+		msg.Header.Set(packHeader, packBinary)
 		ctx, cancel := context.WithTimeout(context.Background(), e.cfg.SubmitTimeout)
 		ack, err = e.js.PublishMsg(ctx, msg, jetstream.WithExpectStream(StreamName))
 		cancel()
@@ -125,6 +133,9 @@ func (e *Engine) publishPack(subj string, items []*pending) {
 		}
 		close(p.done)
 	}
+	if err == nil {
+		e.kickDistributor()
+	}
 }
 
 // decodeAll returns the invocations of a stored message: one, or a pack's.
@@ -136,14 +147,14 @@ func decodeAll(seq uint64, h nats.Header, data []byte) ([]*async.Invocation, err
 		}
 		return []*async.Invocation{inv}, nil
 	}
-	var pack []packItem
-	if err := json.Unmarshal(data, &pack); err != nil {
+	pack, err := decodePack(h, data)
+	if err != nil {
 		return nil, fmt.Errorf("asyncnats: pack %d: %w", seq, err)
 	}
 	out := make([]*async.Invocation, len(pack))
 	for i, it := range pack {
 		inv := it.Meta.Invocation
-		inv.ID = async.FormatID(seq, it.Meta.Nonce)
+		inv.ID = cmp.Or(it.ID, async.FormatID(seq, it.Meta.Nonce))
 		inv.Body = it.Body
 		out[i] = &inv
 	}

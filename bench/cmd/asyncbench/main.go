@@ -3,7 +3,9 @@
 // in one run, alternating the contenders (A B C D A B C D …) over rounds:
 //
 //	embedded   asyncnats' in-process nats-server, every write synced (what a 202 waits for)
-//	batch      the same with batch: true: concurrent submissions of a tenant packed into one write
+//	batch      the same with batch: true (the default): concurrent submissions of any tenants packed
+//	           into one write, then distributed to their tenants' queues (the last column: how long
+//	           after the round's last acknowledgement that was done)
 //	external   a nats-server -js process on loopback (Debian's 2.9, whose store
 //	           syncs on an interval: NOT durable per write; shown for its cost)
 //	fsync      the floor: append the 1 KiB record to a file and fsync, per submission
@@ -27,7 +29,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime/pprof"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -46,6 +50,9 @@ type contender struct {
 	name   string
 	open   func(dir string) (submit func(i int) error, close func(), err error)
 	rounds []result
+	// lags: for an engine, how long after a round's last acknowledgement
+	// its last packed submission was in its tenant's queue (distributed)
+	lags []time.Duration
 }
 
 func main() {
@@ -53,8 +60,16 @@ func main() {
 	n := flag.Int("n", 5000, "submissions per contender per round")
 	c := flag.Int("c", 64, "concurrent submitters")
 	size := flag.Int("size", 1024, "body bytes per submission")
-	tenants := flag.Int("tenants", 8, "tenants the submissions are spread over (a pack holds one tenant's)")
+	tenants := flag.Int("tenants", 8, "tenants the submissions are spread over")
+	only := flag.String("only", "", "run only the contenders whose name contains this")
+	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	flag.Parse()
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		must(err)
+		must(pprof.StartCPUProfile(f))
+		defer pprof.StopCPUProfile()
+	}
 	body := make([]byte, *size)
 	for i := range body {
 		body[i] = byte('a' + i%26)
@@ -66,13 +81,14 @@ func main() {
 	fc := fsyncCost(root, *size)
 	fmt.Printf("fsync cost: %s per O_SYNC %d B write (%.0f/s; dd bs=%d oflag=dsync), in %s\n\n", fc, *size, float64(time.Second)/float64(fc), *size, os.TempDir())
 	quiet := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
-	mkEngine := func(cfg async.Config) func(dir string) (func(int) error, func(), error) {
+	var lagOf *contender // the contender whose round runs (set before each)
+	mkEngine := func(cfg async.Config, every ...time.Duration) func(dir string) (func(int) error, func(), error) {
 		return func(dir string) (func(int) error, func(), error) {
 			if cfg.Engine == "" {
 				cfg.Dir = dir
 			}
 			cfg.SubmitTimeout = time.Minute // measure how long the ack takes, not whether it beats 5 s
-			e, err := asyncnats.Open(cfg, asyncnats.Options{Logger: quiet})
+			e, err := asyncnats.Open(cfg, asyncnats.Options{Logger: quiet, DistributeEvery: append(every, 0)[0]})
 			if err != nil {
 				return nil, nil, err
 			}
@@ -81,7 +97,20 @@ func main() {
 				_, _, err := e.Enqueue(context.Background(), inv)
 				return err
 			}
-			return submit, func() { _ = e.Close() }, nil
+			return submit, func() {
+				// the round ended with its last ack: wait until distribution
+				// (packed submissions moved to their tenants' queues) is done
+				t := time.Now()
+				for {
+					n, err := e.Undistributed(context.Background())
+					if err != nil || n == 0 {
+						break
+					}
+					time.Sleep(time.Millisecond)
+				}
+				lagOf.lags = append(lagOf.lags, time.Since(t))
+				_ = e.Close()
+			}, nil
 		}
 	}
 	var ext *exec.Cmd
@@ -93,18 +122,21 @@ func main() {
 		fmt.Println("nats-server not found (scripts/test-deps.sh): no external contender")
 	}
 	cs := []*contender{
-		{name: "embedded (sync always)", open: mkEngine(async.Config{})},
-		{name: "embedded, batch: true (sync always, packed)", open: mkEngine(async.Config{Batch: true})},
+		{name: "embedded, batch: false (sync always, a message per submission)", open: mkEngine(async.Config{Batch: new(false)})},
+		{name: "embedded, batch: true (default: sync always, packed across tenants)", open: mkEngine(async.Config{})},
+		{name: "embedded, batch: true, distributor without its 5 ms pause between rounds", open: mkEngine(async.Config{}, -1)},
 		{name: "fsync per submission", open: fileFsync(body)},
 		{name: "group commit", open: fileGroup(body)},
 	}
 	if extURL != "" {
-		cs = append(cs, &contender{name: "external nats-server 2.9 (interval sync)", open: mkEngine(async.Config{Engine: "external", URLs: []string{extURL}})})
+		cs = append(cs, &contender{name: "external nats-server 2.9 (interval sync, NOT durable per write), batch default", open: mkEngine(async.Config{Engine: "external", URLs: []string{extURL}})})
 	}
+	cs = slices.DeleteFunc(cs, func(c *contender) bool { return !strings.Contains(c.name, *only) })
 	for r := range *rounds {
 		for _, ct := range cs {
 			dir := filepath.Join(root, fmt.Sprintf("%d-%d", r, slices.Index(cs, ct)))
 			must(os.MkdirAll(dir, 0o755))
+			lagOf = ct
 			submit, closeFn, err := ct.open(dir)
 			must(err)
 			ct.rounds = append(ct.rounds, load(submit, *n, *c))
@@ -112,8 +144,8 @@ func main() {
 		}
 	}
 	fmt.Printf("%d rounds × %d submissions of %d B over %d tenants, %d concurrent submitters, closed loop; median [min, max]\n\n", *rounds, *n, *size, *tenants, *c)
-	fmt.Println("| contender | acknowledged submissions/s | p99 to acknowledgement |")
-	fmt.Println("|---|---|---|")
+	fmt.Println("| contender | acknowledged submissions/s | p99 to acknowledgement | all distributed, after the last ack |")
+	fmt.Println("|---|---|---|---|")
 	for _, ct := range cs {
 		rates := make([]float64, 0, len(ct.rounds))
 		p99s := make([]time.Duration, 0, len(ct.rounds))
@@ -123,8 +155,13 @@ func main() {
 		}
 		slices.Sort(rates)
 		slices.Sort(p99s)
-		fmt.Printf("| %s | %.0f [%.0f, %.0f] | %s [%s, %s] |\n", ct.name, rates[len(rates)/2], rates[0], rates[len(rates)-1],
-			p99s[len(p99s)/2].Round(10*time.Microsecond), p99s[0].Round(10*time.Microsecond), p99s[len(p99s)-1].Round(10*time.Microsecond))
+		lag := "-"
+		if len(ct.lags) > 0 {
+			slices.Sort(ct.lags)
+			lag = fmt.Sprintf("%s [%s, %s]", ct.lags[len(ct.lags)/2].Round(10*time.Microsecond), ct.lags[0].Round(10*time.Microsecond), ct.lags[len(ct.lags)-1].Round(10*time.Microsecond))
+		}
+		fmt.Printf("| %s | %.0f [%.0f, %.0f] | %s [%s, %s] | %s |\n", ct.name, rates[len(rates)/2], rates[0], rates[len(rates)-1],
+			p99s[len(p99s)/2].Round(10*time.Microsecond), p99s[0].Round(10*time.Microsecond), p99s[len(p99s)-1].Round(10*time.Microsecond), lag)
 	}
 }
 
