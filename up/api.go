@@ -48,6 +48,8 @@ func (s *System) serveAPI() error {
 	})
 	mux.HandleFunc("POST /v1/devices", s.handleAddDevices)
 	mux.HandleFunc("POST /v1/fault/overload", s.handleOverload)
+	mux.HandleFunc("POST /v1/fault/async", s.handleAsyncBurst)
+	mux.HandleFunc("GET /v1/async", func(w http.ResponseWriter, _ *http.Request) { writeJSONResponse(w, s.Async()) })
 	mux.HandleFunc("GET /debug/pprof/", pprof.Index) // heap, goroutine, ... of the veer up process
 	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
 	s.api = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}

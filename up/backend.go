@@ -1,14 +1,19 @@
 package up
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"runtime"
+	"strconv"
 	"sync"
 	"time"
+
+	"github.com/veerhq/veer/async"
 )
 
 // Paths the demo backends serve. /api/trips is the critical core flow,
@@ -18,6 +23,12 @@ import (
 const (
 	PathTrips     = "/api/trips"
 	PathFeed      = "/api/feed"
+	// PathReports is the async route: the gateways answer 202 and run each
+	// invocation later against the backends.
+	PathReports = "/api/reports"
+	// PathRuns is the backends' record of the async invocations they ran
+	// (GET ?after=SEQ, a Runs), for async-kill's count by id.
+	PathRuns = "/_demo/runs"
 	BackendHealth = "/healthz"
 	HeaderCluster = "Veer-Demo-Cluster"
 	headerBackend = "Veer-Demo-Backend"
@@ -26,8 +37,18 @@ const (
 // BackendHandler is a demo backend of cluster: real CPU (a spin) and a
 // dependency wait per request, its cluster in a response header.
 func BackendHandler(cluster, name string, cfg BackendConfig) http.Handler {
+	return newBackend(cluster, name, cfg).mux
+}
+
+type backend struct {
+	mux  *http.ServeMux
+	runs *runLog
+}
+
+func newBackend(cluster, name string, cfg BackendConfig) *backend {
 	cfg = Config{Backend: cfg}.withDefaults().Backend
 	mux := http.NewServeMux()
+	be := &backend{mux: mux, runs: newRunLog(maxRuns)}
 	ok := func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) }
 	mux.HandleFunc(BackendHealth, ok)
 	work := func(cpu, wait time.Duration, slots chan struct{}) http.HandlerFunc {
@@ -56,7 +77,46 @@ func BackendHandler(cluster, name string, cfg BackendConfig) http.Handler {
 	}
 	mux.HandleFunc(PathTrips, work(cfg.CPU, cfg.Latency, nil))
 	mux.HandleFunc(PathFeed, work(2*cfg.CPU, 2*cfg.Latency, make(chan struct{}, cfg.FeedSlots)))
-	return mux
+	// an async invocation: a report takes its time; it is recorded as
+	// run (by invocation id and idempotency key) when it is done
+	report := work(cfg.CPU, cfg.Report, nil)
+	mux.HandleFunc(PathReports, func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, io.LimitReader(r.Body, 1<<20))
+		rec := &statusRecorder{ResponseWriter: w}
+		report(rec, r)
+		if rec.status == http.StatusOK {
+			be.runs.add(r.Header.Get(async.IDHeader), r.Header.Get(async.KeyHeader))
+		}
+	})
+	mux.HandleFunc("GET "+PathRuns, func(w http.ResponseWriter, r *http.Request) {
+		after, err := strconv.ParseUint(cmp.Or(r.URL.Query().Get("after"), "0"), 10, 64)
+		if err != nil {
+			http.Error(w, "after: a sequence number", http.StatusBadRequest)
+			return
+		}
+		writeJSONResponse(w, be.runs.since(after))
+	})
+	return be
+}
+
+// statusRecorder notes whether a handler wrote its answer.
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (s *statusRecorder) WriteHeader(code int) {
+	if s.status == 0 {
+		s.status = code
+	}
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *statusRecorder) Write(b []byte) (int, error) {
+	if s.status == 0 {
+		s.status = http.StatusOK
+	}
+	return s.ResponseWriter.Write(b)
 }
 
 // spin burns d of CPU time on this goroutine's thread (wall time as a
@@ -90,7 +150,7 @@ func ServeBackends(ctx context.Context, cluster string, addrs []string, cfg Back
 			}
 			return err
 		}
-		hs := &http.Server{Handler: BackendHandler(cluster, fmt.Sprintf("%s-%d", cluster, i+1), cfg), ReadHeaderTimeout: 5 * time.Second}
+		hs := &http.Server{Handler: newBackend(cluster, fmt.Sprintf("%s-%d", cluster, i+1), cfg).mux, ReadHeaderTimeout: 5 * time.Second}
 		servers = append(servers, hs)
 		wg.Add(1)
 		go func() {

@@ -29,6 +29,7 @@ func newUpCmd() *cobra.Command {
 		devices          int
 		duration, every  time.Duration
 		logLevel         string
+		natsURL          string
 	)
 	cmd := &cobra.Command{
 		Use:   "up",
@@ -58,6 +59,9 @@ breaks it on purpose.`,
 			if devices > 0 {
 				cfg.Devices = devices
 			}
+			if natsURL != "" {
+				cfg.Async.NATS = natsURL
+			}
 			log, err := obs.NewLogger(cmd.ErrOrStderr(), "text", logLevel)
 			if err != nil {
 				return err
@@ -78,6 +82,7 @@ breaks it on purpose.`,
 	f.DurationVar(&duration, "duration", 0, "stop after this long (default: until Ctrl-C)")
 	f.DurationVar(&every, "every", 5*time.Second, "interval of the plain view when stdout is not a terminal")
 	f.StringVar(&logLevel, "log-level", "warn", "log level: debug, info, warn, error")
+	f.StringVar(&natsURL, "nats", "", "the async queue's NATS: local (veer up starts nats-server -js) or nats://HOST:PORT[,...] of an external cluster; default embedded JetStream in each gateway's data dir")
 	cmd.AddCommand(newUpBackendCmd())
 	return cmd
 }
@@ -124,6 +129,9 @@ func runUp(ctx context.Context, out io.Writer, cfg up.Config, opts up.Options, e
 		b := st.Backends[name]
 		fmt.Fprintf(out, "veer up: backend cluster %s %s (pid %d)\n", name, strings.Join(b.Addrs, ","), b.Pid)
 	}
+	if st.NATS != "" {
+		fmt.Fprintf(out, "veer up: nats-server %s (pid %d, store %s)\n", st.NATS, st.NATSPid, filepath.Join(st.DataDir, "nats"))
+	}
 	fmt.Fprintf(out, "veer up: %d devices sending; API http://%s/v1/stats; Ctrl-C stops\n", sys.Stats().Devices, st.API)
 	if opts.DataDir == "" {
 		if err := os.WriteFile(upPointer(), []byte(st.DataDir+"\n"), 0o600); err == nil {
@@ -162,5 +170,6 @@ func newUpBackendCmd() *cobra.Command {
 	cmd.Flags().DurationVar(&bc.CPU, "cpu", 0, "CPU per /api/trips request")
 	cmd.Flags().DurationVar(&bc.Latency, "latency", 0, "dependency wait per /api/trips request")
 	cmd.Flags().IntVar(&bc.FeedSlots, "feed-slots", 0, "concurrent /api/feed requests per backend")
+	cmd.Flags().DurationVar(&bc.Report, "report", 0, "dependency wait per /api/reports invocation (the async route)")
 	return cmd
 }
