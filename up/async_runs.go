@@ -32,9 +32,9 @@ type runLog struct {
 	boot  string
 	limit int
 	mu    sync.Mutex
-	buf  []Run
-	next int    // ring position of the next run
-	last uint64 // the last run's sequence number
+	buf   []Run
+	next  int    // ring position of the next run
+	last  uint64 // the last run's sequence number
 }
 
 func newRunLog(n int) *runLog {

@@ -21,14 +21,14 @@ import (
 // clients' canaries ask the gateway's own outcome.HealthPath, which the
 // gateway answers itself (issue 27), so the backends need not.
 const (
-	PathTrips     = "/api/trips"
-	PathFeed      = "/api/feed"
+	PathTrips = "/api/trips"
+	PathFeed  = "/api/feed"
 	// PathReports is the async route: the gateways answer 202 and run each
 	// invocation later against the backends.
 	PathReports = "/api/reports"
 	// PathRuns is the backends' record of the async invocations they ran
 	// (GET ?after=SEQ, a Runs), for async-kill's count by id.
-	PathRuns = "/_demo/runs"
+	PathRuns      = "/_demo/runs"
 	BackendHealth = "/healthz"
 	HeaderCluster = "Veer-Demo-Cluster"
 	headerBackend = "Veer-Demo-Backend"
