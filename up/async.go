@@ -347,8 +347,11 @@ type AsyncBurstResult struct {
 	Submitted int     `json:"submitted"`
 	Accepted  int     `json:"accepted"`
 	Resends   int     `json:"resends"`
-	// GaveUp submissions got no 202 by their deadline.
-	GaveUp int `json:"gave_up"`
+	// GaveUp submissions got no 202 by their deadline (GaveUpKeys).
+	GaveUp     int      `json:"gave_up"`
+	GaveUpKeys []string `json:"gave_up_keys,omitempty"`
+	// Nonce is in every key of the burst: "chaos-NONCE-N".
+	Nonce string `json:"nonce"`
 	// IDs maps each accepted submission's key to its invocation id.
 	IDs map[string]string `json:"ids"`
 }
@@ -366,10 +369,10 @@ func (s *System) AsyncBurst(ctx context.Context, site string, rate float64, d, d
 		return AsyncBurstResult{}, err
 	}
 	defer c.close()
-	res := AsyncBurstResult{Site: site, Rate: rate, IDs: map[string]string{}}
+	nonce := newNonce()
+	res := AsyncBurstResult{Site: site, Rate: rate, IDs: map[string]string{}, Nonce: nonce}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
-	nonce := newNonce()
 	end := time.Now().Add(d)
 	sctx, cancel := context.WithDeadline(ctx, end.Add(deadline))
 	defer cancel()
@@ -385,6 +388,7 @@ func (s *System) AsyncBurst(ctx context.Context, site string, rate float64, d, d
 			res.Resends += resends
 			if err != nil {
 				res.GaveUp++
+				res.GaveUpKeys = append(res.GaveUpKeys, key)
 				return
 			}
 			res.Accepted++

@@ -115,6 +115,8 @@ func Scenarios() []Scenario {
 			Promise: "site a's clients fail over to BACKUP, >= 99% success after detection, back to primary once it returns", run: runGatewayKill},
 		{Name: "site-down", Seed: "003/004", Fault: "control's site_down playbook for site a through the admin API, new sessions launched, then SIGKILL of site a's gateway",
 			Promise: "new sessions get site b; existing sessions keep site a while it serves, then fail over with >= 99% success after detection", run: runSiteDown},
+		{Name: "async-kill", Seed: "003", Fault: "SIGKILL of site a's gateway mid-burst of keyed submissions to the async route (restarted by veer up)",
+			Promise: "every submission that got a 202 runs at least once at the backends (counted by invocation id), more than once only under its own Idempotency-Key: lost = 0", run: runAsyncKill},
 	}
 }
 

@@ -1,0 +1,171 @@
+package up
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/veerhq/veer/async"
+	"github.com/veerhq/veer/config"
+)
+
+func TestAsyncConfigValidate(t *testing.T) {
+	cases := []struct {
+		cfg   AsyncConfig
+		field string
+	}{
+		{AsyncConfig{Rate: -1}, "async.rate"},
+		{AsyncConfig{Workers: -1}, "async.workers"},
+		{AsyncConfig{NATS: "http://x:4222"}, "async.nats"},
+		{AsyncConfig{NATS: "local", Ephemeral: true}, "async.ephemeral"},
+	}
+	for _, c := range cases {
+		cfg := Config{Async: c.cfg}
+		err := cfg.Validate()
+		if f := config.Fields(err); len(f) != 1 || f[0] != c.field {
+			t.Errorf("%+v: fields %v (%v), want [%s]", c.cfg, f, err, c.field)
+		}
+	}
+	for _, ok := range []AsyncConfig{{}, {NATS: "local"}, {NATS: "nats://10.0.0.1:4222, nats://10.0.0.2:4222"}, {Ephemeral: true}} {
+		cfg := Config{Async: ok}
+		if err := cfg.Validate(); err != nil {
+			t.Errorf("%+v: %v", ok, err)
+		}
+	}
+	if got := (AsyncConfig{NATS: "nats://a:1, nats://b:2,"}).natsURLs(); !slices.Equal(got, []string{"nats://a:1", "nats://b:2"}) {
+		t.Errorf("natsURLs %v", got)
+	}
+	if got := (AsyncConfig{NATS: NATSLocal}).natsURLs(); got != nil {
+		t.Errorf("local: natsURLs %v", got)
+	}
+}
+
+func TestRunLogRing(t *testing.T) {
+	l := newRunLog(3)
+	if r := l.since(0); r.Last != 0 || len(r.Runs) != 0 || r.Truncated || r.Boot == "" {
+		t.Fatalf("empty: %+v", r)
+	}
+	for i := 1; i <= 5; i++ {
+		l.add(fmt.Sprintf("id%d", i), fmt.Sprintf("k%d", i))
+	}
+	ids := func(r Runs) (out []string) {
+		for _, x := range r.Runs {
+			out = append(out, x.ID)
+		}
+		return out
+	}
+	steps := []struct {
+		after     uint64
+		want      []string
+		truncated bool
+	}{
+		{0, []string{"id3", "id4", "id5"}, true}, // 1 and 2 forgotten
+		{1, []string{"id3", "id4", "id5"}, true},
+		{2, []string{"id3", "id4", "id5"}, false},
+		{3, []string{"id4", "id5"}, false},
+		{5, nil, false},
+		{99, nil, false},
+	}
+	for _, s := range steps {
+		r := l.since(s.after)
+		if got := ids(r); !slices.Equal(got, s.want) || r.Truncated != s.truncated || r.Last != 5 {
+			t.Errorf("after %d: %v truncated %v last %d, want %v truncated %v", s.after, got, r.Truncated, r.Last, s.want, s.truncated)
+		}
+	}
+	if r := l.since(3); r.Runs[0].Seq != 4 || r.Runs[0].Key != "k4" {
+		t.Errorf("run 4: %+v", r.Runs[0])
+	}
+}
+
+func TestTallyAsync(t *testing.T) {
+	res := AsyncBurstResult{Nonce: "n1", Accepted: 3,
+		IDs:        map[string]string{"chaos-n1-0": "i0", "chaos-n1-1": "i1", "chaos-n1-2": "i2"},
+		GaveUpKeys: []string{"chaos-n1-3"}}
+	run := func(id, key string) Run { return Run{ID: id, Key: key} }
+	cases := []struct {
+		name                  string
+		runs                  []Run
+		ran, twice, lost, bad int
+		gaveUpRan             int
+	}{
+		{"all ran once", []Run{run("i0", "chaos-n1-0"), run("i1", "chaos-n1-1"), run("i2", "chaos-n1-2")}, 3, 0, 0, 0, 0},
+		{"one lost", []Run{run("i0", "chaos-n1-0"), run("i2", "chaos-n1-2")}, 2, 0, 1, 0, 0},
+		{"one ran twice under its key", []Run{run("i0", "chaos-n1-0"), run("i0", "chaos-n1-0"), run("i1", "chaos-n1-1"), run("i2", "chaos-n1-2")}, 3, 1, 0, 0, 0},
+		{"an id under another key", []Run{run("i0", "chaos-n1-1"), run("i1", "chaos-n1-1"), run("i2", "chaos-n1-2")}, 3, 0, 0, 1, 0},
+		{"a second id for a key", []Run{run("i0", "chaos-n1-0"), run("x9", "chaos-n1-0"), run("i1", "chaos-n1-1"), run("i2", "chaos-n1-2")}, 3, 0, 0, 1, 0},
+		{"a submission without a 202 ran", []Run{run("i0", "chaos-n1-0"), run("i1", "chaos-n1-1"), run("i2", "chaos-n1-2"), run("i3", "chaos-n1-3")}, 3, 0, 0, 0, 1},
+		{"other submitters' runs ignored", []Run{run("i0", "chaos-n1-0"), run("i1", "chaos-n1-1"), run("i2", "chaos-n1-2"), run("s1", "up-a-x-1"), run("c1", "chaos-n2-0")}, 3, 0, 0, 0, 0},
+	}
+	for _, c := range cases {
+		got := tallyAsync(res, c.runs)
+		if got.ran != c.ran || got.twice != c.twice || got.lost != c.lost || len(got.violations) != c.bad || got.gaveUpRan != c.gaveUpRan {
+			t.Errorf("%s: ran %d twice %d lost %d violations %v gave-up ran %d; want %d %d %d %d %d",
+				c.name, got.ran, got.twice, got.lost, got.violations, got.gaveUpRan, c.ran, c.twice, c.lost, c.bad, c.gaveUpRan)
+		}
+	}
+}
+
+// A demo backend runs a report and records it by invocation id and key;
+// GET PathRuns answers the runs after a sequence number.
+func TestBackendRecordsReports(t *testing.T) {
+	srv := httptest.NewServer(BackendHandler("a1", "a1-1", BackendConfig{CPU: time.Microsecond, Report: time.Millisecond}))
+	defer srv.Close()
+	for i := range 2 {
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+PathReports, strings.NewReader(`{}`))
+		req.Header.Set(async.IDHeader, fmt.Sprintf("inv-%d", i))
+		req.Header.Set(async.KeyHeader, fmt.Sprintf("key-%d", i))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || resp.Header.Get(HeaderCluster) != "a1" {
+			t.Fatalf("report: %s, cluster %q", resp.Status, resp.Header.Get(HeaderCluster))
+		}
+	}
+	get := func(q string) (int, Runs) {
+		resp, err := http.Get(srv.URL + PathRuns + q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var r Runs
+		_ = json.NewDecoder(resp.Body).Decode(&r)
+		return resp.StatusCode, r
+	}
+	code, r := get("?after=1")
+	if code != http.StatusOK || r.Last != 2 || len(r.Runs) != 1 || r.Runs[0] != (Run{Seq: 2, ID: "inv-1", Key: "key-1"}) {
+		t.Fatalf("after=1: %d %+v", code, r)
+	}
+	if code, r = get(""); code != http.StatusOK || len(r.Runs) != 2 {
+		t.Fatalf("all: %d %+v", code, r)
+	}
+	for _, q := range []string{"?after=x", "?after=-1"} {
+		if code, _ := get(q); code != http.StatusBadRequest {
+			t.Errorf("%s: %d, want 400", q, code)
+		}
+	}
+}
+
+// POST /v1/fault/async's parser: any query gets 400 or 503 from a system
+// not running, never a panic or a burst.
+func FuzzAsyncBurstQuery(f *testing.F) {
+	for _, q := range []string{"site=a&rate=40&duration=3s", "rate=NaN&duration=1s", "rate=1e309&duration=-1s", "site=c&rate=1&duration=1s", "rate=5&duration=1s&deadline=x", "rate=5&duration=1s&deadline=11m"} {
+		f.Add(q)
+	}
+	f.Fuzz(func(t *testing.T, q string) {
+		s := &System{}
+		w := httptest.NewRecorder()
+		r := httptest.NewRequest(http.MethodPost, "/v1/fault/async", nil)
+		r.URL.RawQuery = q
+		s.handleAsyncBurst(w, r)
+		if w.Code != http.StatusBadRequest && w.Code != http.StatusServiceUnavailable {
+			t.Fatalf("%q: status %d", q, w.Code)
+		}
+	})
+}
