@@ -5,12 +5,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io"
+	"math"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"runtime"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/veerhq/veer/async"
@@ -28,7 +32,13 @@ const (
 	PathReports = "/api/reports"
 	// PathRuns is the backends' record of the async invocations they ran
 	// (GET ?after=SEQ, a Runs), for async-kill's count by id.
-	PathRuns      = "/_demo/runs"
+	PathRuns = "/_demo/runs"
+	// PathProfile is the release route (bad-release, good-release): a
+	// rollout moves its tenants from cluster a1 to a2.
+	PathProfile = "/api/profile"
+	// PathFault is a backend's switch for a bad version of PathProfile:
+	// POST ?errors=SHARE&slow=FACTOR (0 and 1: healthy).
+	PathFault     = "/_demo/fault"
 	BackendHealth = "/healthz"
 	HeaderCluster = "Veer-Demo-Cluster"
 	headerBackend = "Veer-Demo-Backend"
@@ -43,6 +53,9 @@ func BackendHandler(cluster, name string, cfg BackendConfig) http.Handler {
 type backend struct {
 	mux  *http.ServeMux
 	runs *runLog
+	// the profile service's version: a share of 500s and a slowdown
+	errBits  atomic.Uint64 // math.Float64bits of the error share
+	slowBits atomic.Uint64 // math.Float64bits of the latency factor
 }
 
 func newBackend(cluster, name string, cfg BackendConfig) *backend {
@@ -88,6 +101,29 @@ func newBackend(cluster, name string, cfg BackendConfig) *backend {
 			be.runs.add(r.Header.Get(async.IDHeader), r.Header.Get(async.KeyHeader))
 		}
 	})
+	// the release route: like /api/trips, unless told to be a bad version
+	mux.HandleFunc(PathProfile, func(w http.ResponseWriter, r *http.Request) {
+		if failed(r.Header.Get(headerRequest), math.Float64frombits(be.errBits.Load())) {
+			spin(cfg.CPU)
+			w.Header().Set(HeaderCluster, cluster)
+			http.Error(w, "bad version", http.StatusInternalServerError)
+			return
+		}
+		f := max(1, math.Float64frombits(be.slowBits.Load()))
+		work(time.Duration(f*float64(cfg.CPU)), time.Duration(f*float64(cfg.Latency)), nil)(w, r)
+	})
+	mux.HandleFunc("POST "+PathFault, func(w http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query()
+		e, err1 := strconv.ParseFloat(cmp.Or(q.Get("errors"), "0"), 64)
+		f, err2 := strconv.ParseFloat(cmp.Or(q.Get("slow"), "1"), 64)
+		if err1 != nil || err2 != nil || !(e >= 0 && e <= 1) || !(f >= 1 && f <= 100) {
+			http.Error(w, "errors: a share in [0, 1]; slow: a factor in [1, 100]", http.StatusBadRequest)
+			return
+		}
+		be.errBits.Store(math.Float64bits(e))
+		be.slowBits.Store(math.Float64bits(f))
+		w.WriteHeader(http.StatusNoContent)
+	})
 	mux.HandleFunc("GET "+PathRuns, func(w http.ResponseWriter, r *http.Request) {
 		after, err := strconv.ParseUint(cmp.Or(r.URL.Query().Get("after"), "0"), 10, 64)
 		if err != nil {
@@ -97,6 +133,25 @@ func newBackend(cluster, name string, cfg BackendConfig) *backend {
 		writeJSONResponse(w, be.runs.since(after))
 	})
 	return be
+}
+
+// headerRequest numbers a request of the release load: a bad version
+// fails the same requests on every backend (a bug, not a flaky machine),
+// so that the gateway's retry on the cluster's other backend fails too.
+const headerRequest = "Veer-Demo-Request"
+
+// failed says whether a bad version with the share fails the request:
+// by a hash of its number when it has one, else at random.
+func failed(n string, share float64) bool {
+	if share <= 0 {
+		return false
+	}
+	if n == "" {
+		return rand.Float64() < share
+	}
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(n))
+	return float64(h.Sum64()%10000) < share*10000
 }
 
 // statusRecorder notes whether a handler wrote its answer.

@@ -31,6 +31,10 @@ type ChaosConfig struct {
 	// fault (the gateways' retry budgets fill over 10 s); default
 	// DefaultWarmUp.
 	WarmUp time.Duration `yaml:"warm_up" json:"warm_up"`
+	// ReleaseJudgeOff: the release scenarios pause each rollout as soon
+	// as it starts, so that control's analysis never judges it (their
+	// FAIL-when-off).
+	ReleaseJudgeOff bool `yaml:"release_judge_off" json:"release_judge_off"`
 }
 
 // Defaults of ChaosConfig.
@@ -63,6 +67,8 @@ type Scenario struct {
 	Fault   string
 	Promise string
 	run     func(ctx context.Context, c *Chaos, r *Result) error
+	// needs says why the running system cannot play it ("" when it can).
+	needs func(State) string
 }
 
 // Result is a scenario's verdict with the measured figure.
@@ -80,6 +86,9 @@ type Result struct {
 	// share in the promise was met). Tests on a loaded machine accept it:
 	// latency is a benchmark's figure, not a unit test's (BENCHMARKING.md).
 	LatencyOnly bool `json:"latency_only,omitempty"`
+	// Skipped says why the system cannot play the scenario (e.g. the
+	// release scenarios without the control store on etcd): no verdict.
+	Skipped string `json:"skipped,omitempty"`
 }
 
 func (r *Result) measure(format string, args ...any) {
@@ -87,6 +96,9 @@ func (r *Result) measure(format string, args ...any) {
 }
 
 func (r Result) String() string {
+	if r.Skipped != "" {
+		return fmt.Sprintf("SKIP %s (seed %s): %s\n", r.Name, r.Seed, r.Skipped)
+	}
 	v := "FAIL"
 	if r.Pass {
 		v = "PASS"
@@ -117,6 +129,10 @@ func Scenarios() []Scenario {
 			Promise: "new sessions get site b; existing sessions keep site a while it serves, then fail over with >= 99% success after detection", run: runSiteDown},
 		{Name: "async-kill", Seed: "003", Fault: "SIGKILL of site a's gateway mid-burst of keyed submissions to the async route (restarted by veer up)",
 			Promise: "every submission that got a 202 runs at least once at the backends (counted by invocation id), more than once only under its own Idempotency-Key: lost = 0", run: runAsyncKill},
+		{Name: "bad-release", Seed: "003", Fault: "a rollout of route profile from cluster a1 to a2 while a2 answers 5% of its requests with 500",
+			Promise: "the analysis aborts it within 30 s with at most 50 requests failed by B; every tenant back on a1 at both gateways", run: runBadRelease, needs: needsEtcd},
+		{Name: "good-release", Seed: "003", Fault: "a blue-green rollout of route profile from cluster a1 to a healthy a2",
+			Promise: "promoted (done) within its hold with 0 failed requests; every tenant on a2 at both gateways", run: runGoodRelease, needs: needsEtcd},
 	}
 }
 
@@ -177,6 +193,17 @@ func (c *Chaos) state(ctx context.Context) (State, error) {
 // from judging is a FAIL with Err set.
 func (c *Chaos) Run(ctx context.Context, sc Scenario) Result {
 	r := Result{Name: sc.Name, Seed: sc.Seed, Promise: sc.Promise, Mechanism: sc.Fault}
+	if sc.needs != nil {
+		st, err := c.state(ctx)
+		if err != nil {
+			r.Err = err.Error()
+			return r
+		}
+		if why := sc.needs(st); why != "" {
+			r.Skipped = why
+			return r
+		}
+	}
 	if err := c.settle(ctx); err != nil {
 		r.Err = "not steady before the fault: " + err.Error()
 		return r

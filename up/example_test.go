@@ -19,6 +19,8 @@ func ExampleScenarios() {
 	// gateway-kill 000
 	// site-down 003/004
 	// async-kill 003
+	// bad-release 003
+	// good-release 003
 }
 
 // A result prints its verdict with the measured figures beside the promise.

@@ -25,6 +25,7 @@ import (
 	"github.com/veerhq/veer/internal/localca"
 	"github.com/veerhq/veer/obs"
 	"github.com/veerhq/veer/store"
+	"github.com/veerhq/veer/store/storeetcd"
 )
 
 // The loopback addresses of the two sites' gateways: one port, two IPs, so
@@ -44,6 +45,10 @@ type Options struct {
 	Exe string
 	// ChildEnv is added to the children's environment (tests).
 	ChildEnv []string
+	// ControlEtcd: etcd client URLs for the control plane's store instead
+	// of the embedded one; the gateways follow it (the release scenarios
+	// need that). Tests set it.
+	ControlEtcd []string
 	// Logger; default a text logger on os.Stderr at warn level.
 	Logger *slog.Logger
 }
@@ -79,6 +84,9 @@ type State struct {
 	// pid.
 	NATS    string `json:"nats,omitempty"`
 	NATSPid int    `json:"nats_pid,omitempty"`
+	// ControlStore is the etcd endpoints of the control plane's store,
+	// which the gateways follow (release documents); empty: embedded.
+	ControlStore []string `json:"control_store,omitempty"`
 	// AsyncEphemeral: the gateways' queue store does not survive a
 	// restart (async.ephemeral, a FAIL-when-off setting).
 	AsyncEphemeral bool `json:"async_ephemeral,omitempty"`
@@ -121,7 +129,8 @@ type System struct {
 
 	natsChild *child // async.nats local
 	natsURL   string
-	async     asyncStats // the steady async submitter's counts
+	async     asyncStats  // the steady async submitter's counts
+	relLoad   releaseLoad // the release scenarios' load
 }
 
 // New validates cfg; Start runs the system.
@@ -230,7 +239,8 @@ func (s *System) Start(ctx context.Context) (err error) {
 	zone := s.cfg.Zone
 	dom := func(n string) string { return n + "." + zone }
 	s.state = State{PID: os.Getpid(), DataDir: s.dir, Temp: s.temp, Gateways: map[string]Proc{}, Backends: map[string]Proc{},
-		Domains: map[string]string{dom("a"): "a", dom("b"): "b"}, AsyncEphemeral: s.cfg.Async.Ephemeral}
+		Domains: map[string]string{dom("a"): "a", dom("b"): "b"}, AsyncEphemeral: s.cfg.Async.Ephemeral,
+		ControlStore: s.controlEtcd()}
 	tok := make([]byte, 16)
 	_, _ = rand.Read(tok)
 	s.state.Token = hex.EncodeToString(tok)
@@ -374,7 +384,7 @@ zones:
 		return err
 	}
 	adminAddr := "127.0.0.1:0"
-	s.ctrl, err = control.New(control.Config{DataDir: cdir, Listen: ctrlAddr, AdminListen: adminAddr, CertFile: ccert, KeyFile: ckey},
+	s.ctrl, err = control.New(control.Config{DataDir: cdir, Listen: ctrlAddr, AdminListen: adminAddr, CertFile: ccert, KeyFile: ckey, Etcd: storeetcd.Config{Endpoints: s.controlEtcd()}},
 		control.Options{Logger: s.log, Registerer: s.reg, Documents: map[string]func([]byte) error{dnsstore.KeyZones: dnsstore.ValidateZones}})
 	if err != nil {
 		return fmt.Errorf("control: %w", err)
@@ -477,11 +487,12 @@ func (s *System) gatewayYAML(ip string, port int, admin, dir, cert, key string, 
 		rc = append(rc, "{name: "+c+"}")
 	}
 	list := "[" + strings.Join(rc, ", ") + "]"
-	fmt.Fprintf(&b, "routes:\n  - {name: trips, path_prefix: %s, clusters: %s}\n  - {name: feed, path_prefix: %s, clusters: %s}\n  - {name: reports, path_prefix: %s, async: true, clusters: %s}\n  - {name: default, clusters: %s}\n",
-		PathTrips, list, PathFeed, list, PathReports, list, list)
+	fmt.Fprintf(&b, "routes:\n  - {name: trips, path_prefix: %s, clusters: %s}\n  - {name: feed, path_prefix: %s, clusters: %s}\n  - {name: reports, path_prefix: %s, async: true, clusters: %s}\n  - {name: %s, path_prefix: %s, clusters: [{name: a1}, {name: a2}]}\n  - {name: default, clusters: %s}\n",
+		PathTrips, list, PathFeed, list, PathReports, list, releaseRoute, PathProfile, list)
 	b.WriteString(s.asyncYAML())
+	b.WriteString(s.releaseYAML())
 	b.WriteString("clusters:\n")
-	for _, c := range clusters {
+	for _, c := range withReleaseClusters(clusters) {
 		var bs []string
 		for _, a := range backends[c] {
 			bs = append(bs, fmt.Sprintf("{address: %q}", a))
