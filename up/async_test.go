@@ -169,3 +169,116 @@ func FuzzAsyncBurstQuery(f *testing.F) {
 		}
 	})
 }
+
+// The release scenarios are skipped, with the reason, on a system whose
+// control store the gateways cannot follow; a skip prints as SKIP.
+func TestReleaseScenariosNeedEtcd(t *testing.T) {
+	for _, name := range []string{"bad-release", "good-release"} {
+		sc, ok := Lookup(name)
+		if !ok || sc.needs == nil || !sc.childrenOnly {
+			t.Fatalf("%s: %+v", name, sc)
+		}
+		if why := sc.needs(State{}); !strings.Contains(why, "etcd") {
+			t.Errorf("%s on the embedded store: needs %q", name, why)
+		}
+		if why := sc.needs(State{ControlStore: []string{"http://127.0.0.1:2379"}}); why != "" {
+			t.Errorf("%s on etcd: needs %q", name, why)
+		}
+	}
+	r := Result{Name: "bad-release", Seed: "003", Skipped: "needs etcd"}
+	if got := r.String(); got != "SKIP bad-release (seed 003): needs etcd\n" {
+		t.Errorf("String: %q", got)
+	}
+}
+
+// After a sweep, allOn holds only when every tenant was answered by the
+// cluster at both gateways and nothing came from elsewhere.
+func TestAllOn(t *testing.T) {
+	every := func(cluster string) map[string]ClusterCounts {
+		tn := map[string]int64{}
+		for i := range releaseTenants {
+			tn[releaseTenant(i)] = 1
+		}
+		return map[string]ClusterCounts{cluster: {OK: releaseTenants, Tenants: tn}}
+	}
+	good := ReleaseLoad{Sites: map[string]map[string]ClusterCounts{"a": every("a1"), "b": every("a1")}}
+	if ok, why := allOn(good, "a1"); !ok {
+		t.Errorf("all on a1: %s", why)
+	}
+	if ok, _ := allOn(good, "a2"); ok {
+		t.Error("all on a2 too")
+	}
+	stray := ReleaseLoad{Sites: map[string]map[string]ClusterCounts{"a": every("a1"), "b": every("a1")}}
+	stray.Sites["b"]["a2"] = ClusterCounts{OK: 1, Tenants: map[string]int64{"tenant-003": 1}}
+	if ok, _ := allOn(stray, "a1"); ok {
+		t.Error("an answer from a2 at gateway b passed")
+	}
+	// sub: a later reading minus an earlier one, per tenant too
+	d := good.sub(ReleaseLoad{Sites: map[string]map[string]ClusterCounts{"a": every("a1")}})
+	if n := len(d.Sites["a"]["a1"].Tenants); n != 0 || d.Sites["b"]["a1"].OK != releaseTenants {
+		t.Errorf("sub: %d tenants left at a, %d ok at b", n, d.Sites["b"]["a1"].OK)
+	}
+}
+
+// A bad version fails the same numbered requests on every backend, at
+// about its share, and none when healthy.
+func TestBadVersionDeterministic(t *testing.T) {
+	n := 0
+	for i := range 10000 {
+		k := fmt.Sprint(i)
+		if failed(k, 0.05) != failed(k, 0.05) {
+			t.Fatalf("request %s: not deterministic", k)
+		}
+		if failed(k, 0.05) {
+			n++
+		}
+		if failed(k, 0) {
+			t.Fatalf("request %s failed with share 0", k)
+		}
+	}
+	if n < 400 || n > 600 {
+		t.Errorf("%d of 10000 failed at 5%%", n)
+	}
+}
+
+// The profile service's version switch: bad input 400; errors=1 fails
+// every request with 500; back to healthy with errors=0.
+func TestBackendVersionSwitch(t *testing.T) {
+	srv := httptest.NewServer(BackendHandler("a2", "a2-1", BackendConfig{CPU: time.Microsecond, Latency: time.Millisecond}))
+	defer srv.Close()
+	post := func(q string) int {
+		resp, err := http.Post(srv.URL+PathFault+q, "", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	profile := func() int {
+		req, _ := http.NewRequest(http.MethodGet, srv.URL+PathProfile, nil)
+		req.Header.Set(headerRequest, "7")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for _, q := range []string{"?errors=2", "?errors=-0.1", "?errors=x", "?slow=0.5", "?slow=1000", "?slow=NaN"} {
+		if code := post(q); code != http.StatusBadRequest {
+			t.Errorf("%s: %d, want 400", q, code)
+		}
+	}
+	steps := []struct {
+		q    string
+		want int
+	}{{"?errors=1", 500}, {"?errors=0&slow=2", 200}, {"", 200}}
+	for _, s := range steps {
+		if code := post(s.q); code != http.StatusNoContent {
+			t.Fatalf("%s: %d", s.q, code)
+		}
+		if got := profile(); got != s.want {
+			t.Errorf("after %s: profile %d, want %d", s.q, got, s.want)
+		}
+	}
+}

@@ -616,13 +616,6 @@ func runBadRelease(ctx context.Context, c *Chaos, r *Result) error {
 			back, why = allOn(sw, releaseFrom)
 			r.measure("over %v after: %s", releaseSweep, why)
 		}
-	} else {
-		sw, err := c.sweep(ctx)
-		if err != nil {
-			return err
-		}
-		_, why := allOn(sw, releaseFrom)
-		r.measure("over %v after: %s", releaseSweep, why)
 	}
 	if bReq > 0 {
 		r.Success = 1 - float64(bFailed)/float64(bReq)
