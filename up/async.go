@@ -373,12 +373,15 @@ func (s *System) AsyncBurst(ctx context.Context, site string, rate float64, d, d
 	res := AsyncBurstResult{Site: site, Rate: rate, IDs: map[string]string{}, Nonce: nonce}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
-	end := time.Now().Add(d)
+	start := time.Now()
+	end := start.Add(d)
 	sctx, cancel := context.WithDeadline(ctx, end.Add(deadline))
 	defer cancel()
-	t := time.NewTicker(time.Duration(float64(time.Second) / rate))
-	defer t.Stop()
-	for n := 0; time.Now().Before(end); n++ {
+	// open loop: submission n is due at start + n/rate, sent late (at
+	// once) when the machine fell behind, so that a starved process still
+	// submits rate x d
+	total := int(rate * d.Seconds())
+	for n := range total {
 		key, tenant := fmt.Sprintf("chaos-%s-%d", nonce, n), fmt.Sprintf("tenant-%d", n%asyncTenants)
 		res.Submitted++
 		wg.Go(func() {
@@ -394,8 +397,10 @@ func (s *System) AsyncBurst(ctx context.Context, site string, rate float64, d, d
 			res.Accepted++
 			res.IDs[key] = id
 		})
+		t := time.NewTimer(time.Until(start.Add(time.Duration(float64(n+1) / rate * float64(time.Second)))))
 		select {
 		case <-ctx.Done():
+			t.Stop()
 			wg.Wait()
 			return res, ctx.Err()
 		case <-t.C:
