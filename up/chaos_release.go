@@ -478,14 +478,24 @@ func (c *Chaos) rollout(ctx context.Context, st State, r *Result, blueGreen bool
 		r.measure("judge off: the rollout paused at once (no analysis)")
 	}
 	var cur control.RolloutStatus
+	var lastErr error
+	read := false
 	for {
-		if err := c.controlAdmin(ctx, st, http.MethodGet, "/v1/admin/rollouts/"+releaseRoute, nil, &cur); err != nil {
-			return cur, 0, err
+		// a slow answer (a loaded machine, etcd) is read again at the
+		// next poll; only a bound without one good read is an error
+		var got control.RolloutStatus
+		if err := c.controlAdmin(ctx, st, http.MethodGet, "/v1/admin/rollouts/"+releaseRoute, nil, &got); err != nil {
+			lastErr = err
+		} else {
+			cur, read = got, true
 		}
-		if cur.Rollout.ID == started.Rollout.ID && !cur.Rollout.Active() {
+		if read && cur.Rollout.ID == started.Rollout.ID && !cur.Rollout.Active() {
 			return cur, time.Since(start), nil
 		}
 		if time.Since(start) > within {
+			if !read {
+				return cur, 0, lastErr
+			}
 			return cur, 0, nil
 		}
 		if err := sleepCtx(ctx, pollEvery); err != nil {

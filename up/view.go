@@ -173,7 +173,7 @@ func (s *System) Render(ctx context.Context, cur, prev Snapshot) string {
 		b.WriteString("  async:        ")
 		for _, site := range sortedKeys(as) {
 			a := as[site]
-			fmt.Fprintf(&b, " %s submitted %d, 202 %d, ran %d, failed %d, resends %d;", site, a.Submitted, a.Accepted, a.Succeeded, a.Failed, a.Resends)
+			fmt.Fprintf(&b, " %s submitted %d, 202 %d, succeeded %d, failed %d, resends %d;", site, a.Submitted, a.Accepted, a.Succeeded, a.Failed, a.Resends)
 		}
 		b.WriteString("\n")
 	}
