@@ -448,8 +448,7 @@ func readRuns(ctx context.Context, addr string, after uint64) (Runs, error) {
 	if err != nil {
 		return out, err
 	}
-	cl := &http.Client{Timeout: 3 * time.Second}
-	resp, err := cl.Do(req)
+	resp, err := slowClient.Do(req)
 	if err != nil {
 		return out, err
 	}

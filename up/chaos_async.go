@@ -3,6 +3,7 @@ package up
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -77,15 +78,18 @@ func runsSince(ctx context.Context, marks map[string]runMark) ([]Run, error) {
 			return nil, err
 		}
 		if rr.Boot != m.boot {
-			return nil, fmt.Errorf("backend %s restarted during the scenario: its record of runs is gone", a)
+			return nil, fmt.Errorf("%w: backend %s restarted during the scenario", errRunRecord, a)
 		}
 		if rr.Truncated {
-			return nil, fmt.Errorf("backend %s forgot runs since the scenario began (more than %d)", a, maxRuns)
+			return nil, fmt.Errorf("%w: backend %s forgot runs since the scenario began (more than %d)", errRunRecord, a, maxRuns)
 		}
 		all = append(all, rr.Runs...)
 	}
 	return all, nil
 }
+
+// errRunRecord: a backend's record of runs cannot count the scenario.
+var errRunRecord = errors.New("up: a backend's record of runs is incomplete")
 
 // asyncTally is async-kill's count at the backends, by invocation id.
 type asyncTally struct {
@@ -215,8 +219,17 @@ func runAsyncKill(ctx context.Context, c *Chaos, r *Result) error {
 	deadline := time.Now().Add(c.cfg.Recover)
 	for {
 		runs, err := runsSince(ctx, marks)
-		if err != nil {
+		if errors.Is(err, errRunRecord) {
 			return err
+		}
+		if err != nil { // a slow backend: read again at the next poll
+			if time.Now().After(deadline) {
+				return err
+			}
+			if err := sleepCtx(ctx, 500*time.Millisecond); err != nil {
+				return err
+			}
+			continue
 		}
 		t = tallyAsync(res, runs)
 		if t.lost == 0 {

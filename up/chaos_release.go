@@ -47,9 +47,11 @@ const (
 	releaseAbortWithin = 30 * time.Second
 	releaseMaxFailed   = 50
 	releaseHold        = 30 * time.Second
+	releaseSlow        = time.Second // the plans' slo.slow_threshold
 	// releaseSweep is how long the release load is watched after the end
 	// (every tenant reaches both gateways in 2 s at releaseRate).
-	releaseSweep = 3 * time.Second
+	releaseSweep    = 3 * time.Second
+	releaseSweepMax = 15 * time.Second
 	// MaxReleaseLoad bounds POST /v1/fault/release-load.
 	MaxReleaseRate     = 2000
 	MaxReleaseDuration = 10 * time.Minute
@@ -325,6 +327,11 @@ func (s *System) handleReleaseLoad(w http.ResponseWriter, r *http.Request) {
 
 // --- the chaos side ---
 
+// slowClient is for the calls a loaded machine may answer slowly (control
+// on etcd, the release load's counts, the backends' run records): a
+// scenario reads again rather than fail on one slow answer.
+var slowClient = &http.Client{Timeout: 10 * time.Second}
+
 // controlAdmin calls control's admin API with the operator's token.
 func (c *Chaos) controlAdmin(ctx context.Context, st State, method, path string, body, out any) error {
 	raw, err := os.ReadFile(st.ControlTokenFile)
@@ -343,7 +350,7 @@ func (c *Chaos) controlAdmin(ctx context.Context, st State, method, path string,
 	req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(raw)))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("X-Veer-Reason", "veer chaos")
-	resp, err := c.client.Do(req)
+	resp, err := slowClient.Do(req)
 	if err != nil {
 		return err
 	}
@@ -364,7 +371,19 @@ func (c *Chaos) releaseLoad(ctx context.Context, rate float64, d time.Duration) 
 
 func (c *Chaos) readReleaseLoad(ctx context.Context) (ReleaseLoad, error) {
 	var l ReleaseLoad
-	return l, c.get(ctx, "/v1/release-load", &l)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+c.api+"/v1/release-load", nil)
+	if err != nil {
+		return l, err
+	}
+	resp, err := slowClient.Do(req)
+	if err != nil {
+		return l, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return l, fmt.Errorf("/v1/release-load: %s", resp.Status)
+	}
+	return l, json.NewDecoder(io.LimitReader(resp.Body, 16<<20)).Decode(&l)
 }
 
 // setVersion makes cluster's backends answer PathProfile as a bad version
@@ -445,7 +464,11 @@ func (c *Chaos) gatewaysApply(ctx context.Context, st State, id string, want rel
 // releasePlan is the scenarios' plan: canary tenants then rings, or
 // blue-green.
 func releasePlan(blueGreen bool) map[string]any {
-	p := map[string]any{"route": releaseRoute, "from": releaseFrom, "to": releaseTo, "hold": releaseHold.String()}
+	// slow_threshold: a loaded machine (-race beside other tests) puts a
+	// few percent of healthy answers over the default 500 ms, which the
+	// slow test, against A's floor, would take for a slow B
+	p := map[string]any{"route": releaseRoute, "from": releaseFrom, "to": releaseTo, "hold": releaseHold.String(),
+		"slo": map[string]any{"slow_threshold": releaseSlow.String()}}
 	if blueGreen {
 		p["blue_green"] = true
 		return p
@@ -464,9 +487,29 @@ func releasePlan(blueGreen bool) map[string]any {
 // and when it ended (zero: it did not).
 func (c *Chaos) rollout(ctx context.Context, st State, r *Result, blueGreen bool, within time.Duration) (control.RolloutStatus, time.Duration, error) {
 	var started control.RolloutStatus
-	if err := c.controlAdmin(ctx, st, http.MethodPost, "/v1/admin/rollouts/"+releaseRoute,
-		map[string]any{"action": "start", "plan": releasePlan(blueGreen), "reason": "veer chaos " + r.Name}, &started); err != nil {
-		return started, 0, err
+	reason := fmt.Sprintf("veer chaos %s %d", r.Name, time.Now().UnixNano())
+	for try := 0; ; try++ {
+		err := c.controlAdmin(ctx, st, http.MethodPost, "/v1/admin/rollouts/"+releaseRoute,
+			map[string]any{"action": "start", "plan": releasePlan(blueGreen), "reason": reason}, &started)
+		if err == nil {
+			break
+		}
+		// a store that timed out answers 503 (Retry-After): an operator
+		// tries again; a start that was written before its answer was
+		// lost is found by its reason (the retry's 409)
+		var cur control.RolloutStatus
+		if c.controlAdmin(ctx, st, http.MethodGet, "/v1/admin/rollouts/"+releaseRoute, nil, &cur) == nil &&
+			cur.Rollout.Active() && strings.HasSuffix(cur.Rollout.Reason, reason) {
+			started = cur
+			break
+		}
+		if try == 4 || !strings.Contains(err.Error(), "503") {
+			return started, 0, err
+		}
+		r.measure("start refused (%v); again in 1s", err)
+		if err := sleepCtx(ctx, time.Second); err != nil {
+			return started, 0, err
+		}
 	}
 	start := time.Now()
 	if c.cfg.ReleaseJudgeOff {
@@ -514,20 +557,48 @@ func (c *Chaos) endRollout(ctx context.Context, st State) {
 	_ = c.controlAdmin(ctx, st, http.MethodDelete, "/v1/admin/docs/"+release.KeyPrefix+releaseRoute, nil, nil)
 }
 
-// sweep watches the release load for releaseSweep and returns its counts.
-func (c *Chaos) sweep(ctx context.Context) (ReleaseLoad, error) {
+// sweep watches the release load until every tenant has had an answer
+// at both gateways (releaseSweep at releaseRate) or releaseSweepMax (a
+// starved generator) and returns its counts over that time.
+func (c *Chaos) sweep(ctx context.Context) (ReleaseLoad, time.Duration, error) {
+	start := time.Now()
 	l0, err := c.readReleaseLoad(ctx)
 	if err != nil {
-		return ReleaseLoad{}, err
+		return ReleaseLoad{}, 0, err
 	}
 	if err := sleepCtx(ctx, releaseSweep); err != nil {
-		return ReleaseLoad{}, err
+		return ReleaseLoad{}, 0, err
 	}
-	l1, err := c.readReleaseLoad(ctx)
-	if err != nil {
-		return ReleaseLoad{}, err
+	for {
+		l1, err := c.readReleaseLoad(ctx)
+		if err != nil {
+			return ReleaseLoad{}, 0, err
+		}
+		d := l1.sub(l0)
+		if covered(d) || time.Since(start) > releaseSweepMax {
+			return d, time.Since(start), nil
+		}
+		if err := sleepCtx(ctx, 500*time.Millisecond); err != nil {
+			return ReleaseLoad{}, 0, err
+		}
 	}
-	return l1.sub(l0), nil
+}
+
+// covered: every tenant had an answer (from any cluster, or an error) at
+// both gateways.
+func covered(l ReleaseLoad) bool {
+	for _, site := range []string{"a", "b"} {
+		seen := map[string]bool{}
+		for _, v := range l.Sites[site] {
+			for t := range v.Tenants {
+				seen[t] = true
+			}
+		}
+		if len(seen) < releaseTenants {
+			return false
+		}
+	}
+	return true
 }
 
 // allOn says whether, in a sweep, every tenant was answered by cluster at
@@ -571,8 +642,8 @@ func runBadRelease(ctx context.Context, c *Chaos, r *Result) error {
 	if why := needsEtcd(st); why != "" {
 		return errors.New(why)
 	}
-	r.Mechanism = fmt.Sprintf("cluster a2's backends told to answer %.0f%% of %s with 500 (POST %s; the same requests on both backends, by a hash of the request's number, so that the gateway's retry on a2's other backend fails too); a rollout of route %s from a1 to a2 through control's admin API (POST %s/v1/admin/rollouts/%s: %d canary tenants of %d, then rings 50, 100 %%, hold %v, the default SLO) under %d requests/s over both gateways",
-		100*releaseBadErrors, PathProfile, PathFault, releaseRoute, st.Admin, releaseRoute, releaseCanary, releaseTenants, releaseHold, releaseRate)
+	r.Mechanism = fmt.Sprintf("cluster a2's backends told to answer %.0f%% of %s with 500 (POST %s; the same requests on both backends, by a hash of the request's number, so that the gateway's retry on a2's other backend fails too); a rollout of route %s from a1 to a2 through control's admin API (POST %s/v1/admin/rollouts/%s: %d canary tenants of %d, then rings 50, 100 %%, hold %v, slo.slow_threshold %v, the rest of the SLO at its defaults) under %d requests/s over both gateways",
+		100*releaseBadErrors, PathProfile, PathFault, releaseRoute, st.Admin, releaseRoute, releaseCanary, releaseTenants, releaseHold, releaseSlow, releaseRate)
 	defer c.endRollout(context.WithoutCancel(ctx), st)
 	defer setVersion(context.WithoutCancel(ctx), st, releaseTo, 0, 1) //nolint:errcheck // best effort at the end
 	defer c.releaseLoad(context.WithoutCancel(ctx), 0, 0)             //nolint:errcheck
@@ -618,13 +689,13 @@ func runBadRelease(ctx context.Context, c *Chaos, r *Result) error {
 			r.measure("%v", err)
 		} else {
 			r.measure("both gateways apply the abort %.1fs after control decided", d.Seconds())
-			sw, err := c.sweep(ctx)
+			sw, took, err := c.sweep(ctx)
 			if err != nil {
 				return err
 			}
 			var why string
 			back, why = allOn(sw, releaseFrom)
-			r.measure("over %v after: %s", releaseSweep, why)
+			r.measure("over %.1fs after: %s", took.Seconds(), why)
 		}
 	}
 	if bReq > 0 {
@@ -645,8 +716,8 @@ func runGoodRelease(ctx context.Context, c *Chaos, r *Result) error {
 	if why := needsEtcd(st); why != "" {
 		return errors.New(why)
 	}
-	r.Mechanism = fmt.Sprintf("a blue-green rollout of route %s from a1 to a healthy a2 through control's admin API (hold %v, the default SLO) under %d requests/s over both gateways",
-		releaseRoute, releaseHold, releaseRate)
+	r.Mechanism = fmt.Sprintf("a blue-green rollout of route %s from a1 to a healthy a2 through control's admin API (hold %v, slo.slow_threshold %v, the rest of the SLO at its defaults) under %d requests/s over both gateways",
+		releaseRoute, releaseHold, releaseSlow, releaseRate)
 	defer c.endRollout(context.WithoutCancel(ctx), st)
 	defer c.releaseLoad(context.WithoutCancel(ctx), 0, 0) //nolint:errcheck
 	if err := setVersion(ctx, st, releaseTo, 0, 1); err != nil {
@@ -684,13 +755,13 @@ func runGoodRelease(ctx context.Context, c *Chaos, r *Result) error {
 		if _, err := c.gatewaysApply(ctx, st, cur.Rollout.ID, release.Done, 10*time.Second); err != nil {
 			r.measure("%v", err)
 		} else {
-			sw, err := c.sweep(ctx)
+			sw, took, err := c.sweep(ctx)
 			if err != nil {
 				return err
 			}
 			var why string
 			on, why = allOn(sw, releaseTo)
-			r.measure("over %v after: %s", releaseSweep, why)
+			r.measure("over %.1fs after: %s", took.Seconds(), why)
 		}
 	}
 	if cost.Requests > 0 {
