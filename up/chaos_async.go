@@ -169,12 +169,13 @@ func runAsyncKill(ctx context.Context, c *Chaos, r *Result) error {
 		queue += "; async.ephemeral: the queue's store is wiped at each gateway start"
 	}
 	d := c.cfg.Window
-	r.Mechanism = fmt.Sprintf("a burst of %d submissions/s for %v to site a's %s (async: true), each with its own Idempotency-Key, resent until it gets a 202; SIGKILL of site a's gateway (pid %d, %s) a third of the way in; veer up restarts it after restart_after; queue: %s; runs counted at every backend by invocation id (GET %s)",
+	r.Mechanism = fmt.Sprintf("a burst of %d submissions/s for %v to site a's %s (async: true), each with its own Idempotency-Key, resent until it gets a 202; SIGKILL of site a's gateway (pid %d, %s) once a third of the burst got its 202; veer up restarts it after restart_after; queue: %s; runs counted at every backend by invocation id (GET %s)",
 		asyncKillRate, d, PathReports, pid, strings.Join(gw.Addrs, ","), queue, PathRuns)
 	marks, err := markRuns(ctx, st)
 	if err != nil {
 		return err
 	}
+	accepted0 := readGateway(ctx, gw.Admin).asyncAccepted
 	type burst struct {
 		res AsyncBurstResult
 		err error
@@ -184,33 +185,59 @@ func runAsyncKill(ctx context.Context, c *Chaos, r *Result) error {
 		res, err := c.asyncBurst(ctx, asyncKillRate, d)
 		done <- burst{res, err}
 	}()
-	if err := sleepCtx(ctx, d/3); err != nil {
-		return err
+	// the kill comes once a third of the burst got its 202 (gateway a's
+	// accepted submissions), or at the burst's end on a machine too slow
+	// for that: a backlog must be queued for the kill to threaten it
+	third := float64(asyncKillRate*d.Seconds()) / 3
+	began := time.Now()
+	for {
+		g := readGateway(ctx, gw.Admin)
+		if g.asyncAccepted-accepted0 >= third || time.Since(began) >= d {
+			r.measure("SIGKILL after %.0f of the burst's 202s, %.1fs into it", g.asyncAccepted-accepted0, time.Since(began).Seconds())
+			break
+		}
+		if err := sleepCtx(ctx, 100*time.Millisecond); err != nil {
+			return err
+		}
 	}
 	fmt.Fprintf(c.out, "chaos: async-kill: SIGKILL pid %d mid-burst\n", pid)
 	killed := time.Now()
 	if err := signal(pid, syscall.SIGKILL); err != nil {
 		return err
 	}
+	// the restart is noted while the burst resends
+	var restarted time.Time
 	var b burst
-	select {
-	case b = <-done:
-	case <-ctx.Done():
-		return ctx.Err()
+	tick := time.NewTicker(pollEvery)
+	defer tick.Stop()
+	for got := false; !got; {
+		select {
+		case b = <-done:
+			got = true
+		case <-tick.C:
+			if restarted.IsZero() {
+				if cur, err := c.state(ctx); err == nil && cur.Gateways["a"].Pid != 0 && cur.Gateways["a"].Pid != pid {
+					restarted = time.Now()
+				}
+			}
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
 	if b.err != nil {
 		return b.err
 	}
 	res := b.res
-	var restarted time.Time
-	if err := c.until(ctx, c.cfg.Recover, func(st State, _ Snapshot) bool {
-		p := st.Gateways["a"].Pid
-		return p != 0 && p != pid
-	}); err != nil {
-		return fmt.Errorf("gateway a not restarted: %w", err)
+	if restarted.IsZero() {
+		if err := c.until(ctx, c.cfg.Recover, func(st State, _ Snapshot) bool {
+			p := st.Gateways["a"].Pid
+			return p != 0 && p != pid
+		}); err != nil {
+			return fmt.Errorf("gateway a not restarted: %w", err)
+		}
+		restarted = time.Now()
 	}
-	restarted = time.Now()
-	r.measure("gateway a back %.1fs after the kill", restarted.Sub(killed).Seconds())
+	r.measure("gateway a restarted %.1fs after the kill", restarted.Sub(killed).Seconds())
 
 	// wait until every 202 ran, or nothing more runs: the queue at gateway
 	// a empty, or no progress for asyncStall

@@ -29,6 +29,8 @@ type gatewayView struct {
 	asyncDepth  float64
 	asyncOldest float64
 	asyncDead   float64
+	// asyncAccepted: submissions answered 202 since the gateway started
+	asyncAccepted float64
 }
 
 func readGateway(ctx context.Context, admin string) gatewayView {
@@ -85,6 +87,11 @@ func readGateway(ctx context.Context, admin string) gatewayView {
 	for _, m := range fams["veer_async_depth_invocations"].GetMetric() {
 		v.asyncOn = true
 		v.asyncDepth += val(m)
+	}
+	for _, m := range fams["veer_async_submissions_total"].GetMetric() {
+		if label(m, "result") == "accepted" {
+			v.asyncAccepted += val(m)
+		}
 	}
 	for _, m := range fams["veer_async_oldest_age_seconds"].GetMetric() {
 		v.asyncOldest = max(v.asyncOldest, val(m))

@@ -248,7 +248,7 @@ func TestChaosReleaseScenarios(t *testing.T) {
 	for _, off := range []bool{false, true} {
 		cc.ReleaseJudgeOff = off
 		if off {
-			cc.Detect = 8 * time.Second // nothing will abort: the bound the FAIL is judged on
+			cc.Detect = 6 * time.Second // nothing will abort: the bound the FAIL is judged on
 		}
 		c := up.NewChaos(sys.State().API, cc, testWriter{t})
 		for _, name := range []string{"bad-release", "good-release"} {
