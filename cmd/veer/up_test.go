@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -262,5 +263,35 @@ func TestChaosReleaseScenarios(t *testing.T) {
 				t.Errorf("%s: pass %v with the judge off %v", name, r.Pass, off)
 			}
 		}
+	}
+}
+
+// `veer up --nats local`: veer up runs Debian's nats-server as a child,
+// both gateways' async routes run on it (the steady submitter's
+// invocations succeed at both sites), and SIGINT leaves no nats-server.
+func TestUpNATSLocal(t *testing.T) {
+	tmp := t.TempDir()
+	cmd, lines := upChild(t, tmp, "--devices", "2", "--every", "1s", "--nats", "local")
+	m := waitLine(t, lines, regexp.MustCompile(`^veer up: nats-server nats://127\.0\.0\.1:\d+ \(pid (\d+), store (\S+)\)`), 30*time.Second)
+	pid, err := strconv.Atoi(m[1])
+	if err != nil || pid <= 0 || syscall.Kill(pid, 0) != nil {
+		t.Fatalf("nats-server pid %q not running (%v)", m[1], err)
+	}
+	waitLine(t, lines, regexp.MustCompile(`^  async: +a submitted \d+, 202 \d+, succeeded [1-9]\d*.* b submitted \d+, 202 \d+, succeeded [1-9]`), 30*time.Second)
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	waited := make(chan error, 1)
+	go func() { waited <- cmd.Wait() }()
+	select {
+	case err := <-waited:
+		if err != nil {
+			t.Fatalf("veer up exited with %v after SIGINT", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("veer up still running 30 s after SIGINT")
+	}
+	if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+		t.Errorf("nats-server pid %d still exists after veer up stopped (kill 0: %v)", pid, err)
 	}
 }
