@@ -130,18 +130,25 @@ func runChaos(ctx context.Context, out io.Writer, dataDir string, cfg up.Config,
 		fmt.Fprintf(out, "chaos: no veer up running; started one (data %s) in %.1fs\n", sys.DataDir(), time.Since(start).Seconds())
 	}
 	c := up.NewChaos(api, cc, out)
-	failed := 0
+	failed, skipped := 0, 0
 	for _, sc := range scs {
 		r := c.Run(ctx, sc)
 		fmt.Fprint(out, r.String())
-		if !r.Pass && r.Skipped == "" {
+		switch {
+		case r.Skipped != "":
+			skipped++
+		case !r.Pass:
 			failed++
 		}
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
 	}
-	fmt.Fprintf(out, "chaos: %d of %d passed\n", len(scs)-failed, len(scs))
+	if skipped > 0 {
+		fmt.Fprintf(out, "chaos: %d of %d passed, %d skipped\n", len(scs)-failed-skipped, len(scs), skipped)
+	} else {
+		fmt.Fprintf(out, "chaos: %d of %d passed\n", len(scs)-failed, len(scs))
+	}
 	if failed > 0 {
 		return errScenarioFailed
 	}
