@@ -12,6 +12,7 @@ import (
 
 	"github.com/veerhq/veer/async"
 	"github.com/veerhq/veer/config"
+	"github.com/veerhq/veer/gateway"
 )
 
 func TestAsyncConfigValidate(t *testing.T) {
@@ -175,18 +176,18 @@ func FuzzAsyncBurstQuery(f *testing.F) {
 func TestReleaseScenariosNeedEtcd(t *testing.T) {
 	for _, name := range []string{"bad-release", "good-release"} {
 		sc, ok := Lookup(name)
-		if !ok || sc.needs == nil || !sc.childrenOnly {
+		if !ok || sc.skip == nil || !sc.childrenOnly {
 			t.Fatalf("%s: %+v", name, sc)
 		}
-		if why := sc.needs(State{}); !strings.Contains(why, "etcd") {
+		if why := sc.skip(State{}); !strings.Contains(why, "etcd") {
 			t.Errorf("%s on the embedded store: needs %q", name, why)
 		}
-		if why := sc.needs(State{ControlStore: []string{"http://127.0.0.1:2379"}}); why != "" {
+		if why := sc.skip(State{ControlStore: []string{"http://127.0.0.1:2379"}}); why != "" {
 			t.Errorf("%s on etcd: needs %q", name, why)
 		}
 	}
 	r := Result{Name: "bad-release", Seed: "003", Skipped: "needs etcd"}
-	if got := r.String(); got != "SKIP bad-release (seed 003): needs etcd\n" {
+	if got := r.String(); got != "SKIPPED bad-release (seed 003): needs etcd\n" {
 		t.Errorf("String: %q", got)
 	}
 }
@@ -282,6 +283,43 @@ func TestBackendVersionSwitch(t *testing.T) {
 		}
 		if got := profile(); got != s.want {
 			t.Errorf("after %s: profile %d, want %d", s.q, got, s.want)
+		}
+	}
+}
+
+// The gateway config veer up writes parses and validates as a gateway's:
+// the async route and section, the release route over a1 and a2 at both
+// sites, and control_store (with the store's prefix) when control is on
+// etcd; none without.
+func TestGatewayYAMLParses(t *testing.T) {
+	backends := map[string][]string{"a1": {"127.0.0.1:1", "127.0.0.1:2"}, "a2": {"127.0.0.1:3"}, "b1": {"127.0.0.1:4"}}
+	for _, etcd := range [][]string{nil, {"http://127.0.0.1:2379"}} {
+		for _, nats := range []string{"", "nats://127.0.0.1:4222"} {
+			s := &System{cfg: Config{Async: AsyncConfig{NATS: nats}}.withDefaults(), opts: Options{ControlEtcd: etcd}, state: State{Token: "t"}}
+			y := s.gatewayYAML(siteBIP, 4443, "127.0.0.1:9000", t.TempDir(), "c.pem", "k.pem", []string{"b1"}, backends)
+			var gc gateway.Config
+			if err := config.Parse([]byte(y), "gateway.yaml", &gc); err != nil {
+				t.Fatalf("etcd %v nats %q: %v\n%s", etcd, nats, err, y)
+			}
+			if err := gc.Validate(); err != nil {
+				t.Fatalf("etcd %v nats %q: %v\n%s", etcd, nats, err, y)
+			}
+			if got := slices.Equal(gc.ControlStore.Endpoints, etcd); !got {
+				t.Errorf("control_store %v, want %v", gc.ControlStore.Endpoints, etcd)
+			}
+			if want := map[string]string{"": "embedded", "nats://127.0.0.1:4222": "external"}[nats]; gc.Async.Engine != want {
+				t.Errorf("async.engine %q, want %q", gc.Async.Engine, want)
+			}
+			var async, profile bool
+			for _, r := range gc.Routes {
+				async = async || r.Name == "reports" && r.Async
+				if r.Name == releaseRoute {
+					profile = len(r.Clusters) == 2 && r.Clusters[0].Name == releaseFrom && r.Clusters[1].Name == releaseTo
+				}
+			}
+			if !async || !profile {
+				t.Errorf("reports async %v, profile over a1, a2 %v:\n%s", async, profile, y)
+			}
 		}
 	}
 }

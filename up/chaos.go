@@ -67,8 +67,9 @@ type Scenario struct {
 	Fault   string
 	Promise string
 	run     func(ctx context.Context, c *Chaos, r *Result) error
-	// needs says why the running system cannot play it ("" when it can).
-	needs func(State) string
+	// skip, when set, says why the scenario cannot run against this
+	// system ("" when it can): an engine veer up did not start.
+	skip func(State) string
 	// childrenOnly: the scenario does not depend on the devices' failover
 	// states, so settling waits only for every child process (not for
 	// every device back on its primary after the last scenario's fault).
@@ -90,8 +91,7 @@ type Result struct {
 	// share in the promise was met). Tests on a loaded machine accept it:
 	// latency is a benchmark's figure, not a unit test's (BENCHMARKING.md).
 	LatencyOnly bool `json:"latency_only,omitempty"`
-	// Skipped says why the system cannot play the scenario (e.g. the
-	// release scenarios without the control store on etcd): no verdict.
+	// Skipped says why the scenario did not run (neither PASS nor FAIL).
 	Skipped string `json:"skipped,omitempty"`
 }
 
@@ -100,12 +100,12 @@ func (r *Result) measure(format string, args ...any) {
 }
 
 func (r Result) String() string {
-	if r.Skipped != "" {
-		return fmt.Sprintf("SKIP %s (seed %s): %s\n", r.Name, r.Seed, r.Skipped)
-	}
 	v := "FAIL"
 	if r.Pass {
 		v = "PASS"
+	}
+	if r.Skipped != "" {
+		return fmt.Sprintf("SKIPPED %s (seed %s): %s\n", r.Name, r.Seed, r.Skipped)
 	}
 	s := fmt.Sprintf("%s %s (seed %s)\n  promise:   %s\n  mechanism: %s\n  measured:  %s\n", v, r.Name, r.Seed, r.Promise, r.Mechanism, strings.Join(r.Measured, "; "))
 	if r.Err != "" {
@@ -134,9 +134,9 @@ func Scenarios() []Scenario {
 		{Name: "async-kill", Seed: "003", Fault: "SIGKILL of site a's gateway mid-burst of keyed submissions to the async route (restarted by veer up)",
 			Promise: "every submission that got a 202 runs at least once at the backends (counted by invocation id), more than once only under its own Idempotency-Key: lost = 0", run: runAsyncKill, childrenOnly: true},
 		{Name: "bad-release", Seed: "003", Fault: "a rollout of route profile from cluster a1 to a2 while a2 answers 5% of its requests with 500",
-			Promise: "the analysis aborts it within 30 s with at most 50 requests failed by B; every tenant back on a1 at both gateways", run: runBadRelease, needs: needsEtcd, childrenOnly: true},
+			Promise: "the analysis aborts it within 30 s with at most 50 requests failed by B; every tenant back on a1 at both gateways", run: runBadRelease, skip: needsEtcd, childrenOnly: true},
 		{Name: "good-release", Seed: "003", Fault: "a blue-green rollout of route profile from cluster a1 to a healthy a2",
-			Promise: "promoted (done) within its hold with 0 failed requests; every tenant on a2 at both gateways", run: runGoodRelease, needs: needsEtcd, childrenOnly: true},
+			Promise: "promoted (done) within its hold with 0 failed requests; every tenant on a2 at both gateways", run: runGoodRelease, skip: needsEtcd, childrenOnly: true},
 	}
 }
 
@@ -197,13 +197,13 @@ func (c *Chaos) state(ctx context.Context) (State, error) {
 // from judging is a FAIL with Err set.
 func (c *Chaos) Run(ctx context.Context, sc Scenario) Result {
 	r := Result{Name: sc.Name, Seed: sc.Seed, Promise: sc.Promise, Mechanism: sc.Fault}
-	if sc.needs != nil {
+	if sc.skip != nil {
 		st, err := c.state(ctx)
 		if err != nil {
 			r.Err = err.Error()
 			return r
 		}
-		if why := sc.needs(st); why != "" {
+		if why := sc.skip(st); why != "" {
 			r.Skipped = why
 			return r
 		}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/veerhq/veer/control"
 	"github.com/veerhq/veer/release"
+	"github.com/veerhq/veer/store/storeetcd"
 )
 
 // The release scenarios (issue 30 in veer up): both gateways serve the
@@ -57,22 +58,33 @@ const (
 	MaxReleaseDuration = 10 * time.Minute
 )
 
-// controlEtcd is the etcd the control plane's store runs on (none: the
-// embedded store, which the gateway processes cannot follow).
-func (s *System) controlEtcd() []string { return s.opts.ControlEtcd }
+// controlEtcd is the etcd the control plane's store runs on (zero: the
+// embedded store, which the gateway processes cannot follow). The one
+// place that says it: control's config and the gateways' control_store.
+func (s *System) controlEtcd() storeetcd.Config {
+	if len(s.opts.ControlEtcd) == 0 {
+		return storeetcd.Config{}
+	}
+	return storeetcd.Config{Endpoints: s.opts.ControlEtcd}
+}
 
 // releaseYAML is the gateways' control_store section: they follow the
-// control plane's etcd (release documents) when it has one.
+// control plane's etcd (release documents; its prefix too) when it has
+// one.
 func (s *System) releaseYAML() string {
-	eps := s.controlEtcd()
-	if len(eps) == 0 {
+	ec := s.controlEtcd()
+	if len(ec.Endpoints) == 0 {
 		return ""
 	}
-	q := make([]string, len(eps))
-	for i, e := range eps {
+	q := make([]string, len(ec.Endpoints))
+	for i, e := range ec.Endpoints {
 		q[i] = strconv.Quote(e)
 	}
-	return "control_store: {endpoints: [" + strings.Join(q, ", ") + "]}\n"
+	prefix := ""
+	if ec.Prefix != "" {
+		prefix = ", prefix: " + strconv.Quote(ec.Prefix)
+	}
+	return "control_store: {endpoints: [" + strings.Join(q, ", ") + "]" + prefix + "}\n"
 }
 
 // withReleaseClusters adds the release route's clusters to a gateway's

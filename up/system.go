@@ -25,7 +25,6 @@ import (
 	"github.com/veerhq/veer/internal/localca"
 	"github.com/veerhq/veer/obs"
 	"github.com/veerhq/veer/store"
-	"github.com/veerhq/veer/store/storeetcd"
 )
 
 // The loopback addresses of the two sites' gateways: one port, two IPs, so
@@ -240,7 +239,7 @@ func (s *System) Start(ctx context.Context) (err error) {
 	dom := func(n string) string { return n + "." + zone }
 	s.state = State{PID: os.Getpid(), DataDir: s.dir, Temp: s.temp, Gateways: map[string]Proc{}, Backends: map[string]Proc{},
 		Domains: map[string]string{dom("a"): "a", dom("b"): "b"}, AsyncEphemeral: s.cfg.Async.Ephemeral,
-		ControlStore: s.controlEtcd()}
+		ControlStore: s.controlEtcd().Endpoints}
 	tok := make([]byte, 16)
 	_, _ = rand.Read(tok)
 	s.state.Token = hex.EncodeToString(tok)
@@ -384,7 +383,7 @@ zones:
 		return err
 	}
 	adminAddr := "127.0.0.1:0"
-	s.ctrl, err = control.New(control.Config{DataDir: cdir, Listen: ctrlAddr, AdminListen: adminAddr, CertFile: ccert, KeyFile: ckey, Etcd: storeetcd.Config{Endpoints: s.controlEtcd()}},
+	s.ctrl, err = control.New(control.Config{DataDir: cdir, Listen: ctrlAddr, AdminListen: adminAddr, CertFile: ccert, KeyFile: ckey, Etcd: s.controlEtcd()},
 		control.Options{Logger: s.log, Registerer: s.reg, Documents: map[string]func([]byte) error{dnsstore.KeyZones: dnsstore.ValidateZones}})
 	if err != nil {
 		return fmt.Errorf("control: %w", err)

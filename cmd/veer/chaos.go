@@ -144,11 +144,11 @@ func runChaos(ctx context.Context, out io.Writer, dataDir string, cfg up.Config,
 			return ctx.Err()
 		}
 	}
+	fmt.Fprintf(out, "chaos: %d of %d passed", len(scs)-failed-skipped, len(scs))
 	if skipped > 0 {
-		fmt.Fprintf(out, "chaos: %d of %d passed, %d skipped\n", len(scs)-failed-skipped, len(scs), skipped)
-	} else {
-		fmt.Fprintf(out, "chaos: %d of %d passed\n", len(scs)-failed, len(scs))
+		fmt.Fprintf(out, ", %d skipped", skipped)
 	}
+	fmt.Fprintln(out)
 	if failed > 0 {
 		return errScenarioFailed
 	}
