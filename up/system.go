@@ -601,6 +601,7 @@ func (s *System) Close() error {
 	}
 	s.devMu.Unlock()
 	s.wg.Wait()
+	_ = s.StartReleaseLoad(0, 0) // stops the release load and waits for it
 	for _, d := range s.devs() {
 		d.close()
 	}
