@@ -50,7 +50,11 @@ func (s *System) serveAPI() error {
 	mux.HandleFunc("POST /v1/fault/overload", s.handleOverload)
 	mux.HandleFunc("POST /v1/fault/limited", s.handleLimited) // engines_load.go
 	mux.HandleFunc("GET /v1/usage", s.handleUsage)            // soak.go
-	mux.HandleFunc("GET /debug/pprof/", pprof.Index)          // heap, goroutine, ... of the veer up process
+	mux.HandleFunc("POST /v1/fault/async", s.handleAsyncBurst)
+	mux.HandleFunc("GET /v1/async", func(w http.ResponseWriter, _ *http.Request) { writeJSONResponse(w, s.Async()) })
+	mux.HandleFunc("POST /v1/fault/release-load", s.handleReleaseLoad)
+	mux.HandleFunc("GET /v1/release-load", func(w http.ResponseWriter, _ *http.Request) { writeJSONResponse(w, s.ReleaseLoad()) })
+	mux.HandleFunc("GET /debug/pprof/", pprof.Index) // heap, goroutine, ... of the veer up process
 	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
 	s.api = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = s.api.Serve(ln) }()

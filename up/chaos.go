@@ -31,6 +31,10 @@ type ChaosConfig struct {
 	// fault (the gateways' retry budgets fill over 10 s); default
 	// DefaultWarmUp.
 	WarmUp time.Duration `yaml:"warm_up" json:"warm_up"`
+	// ReleaseJudgeOff: the release scenarios pause each rollout as soon
+	// as it starts, so that control's analysis never judges it (their
+	// FAIL-when-off).
+	ReleaseJudgeOff bool `yaml:"release_judge_off" json:"release_judge_off"`
 }
 
 // Defaults of ChaosConfig.
@@ -66,6 +70,10 @@ type Scenario struct {
 	// skip, when set, says why the scenario cannot run against this
 	// system ("" when it can): an engine veer up did not start.
 	skip func(State) string
+	// childrenOnly: the scenario does not depend on the devices' failover
+	// states, so settling waits only for every child process (not for
+	// every device back on its primary after the last scenario's fault).
+	childrenOnly bool
 }
 
 // Result is a scenario's verdict with the measured figure.
@@ -123,6 +131,12 @@ func Scenarios() []Scenario {
 			Promise: "site a's clients fail over to BACKUP, >= 99% success after detection, back to primary once it returns", run: runGatewayKill},
 		{Name: "site-down", Seed: "003/004", Fault: "control's site_down playbook for site a through the admin API, new sessions launched, then SIGKILL of site a's gateway",
 			Promise: "new sessions get site b; existing sessions keep site a while it serves, then fail over with >= 99% success after detection", run: runSiteDown},
+		{Name: "async-kill", Seed: "003", Fault: "SIGKILL of site a's gateway mid-burst of keyed submissions to the async route (restarted by veer up)",
+			Promise: "every submission that got a 202 runs at least once at the backends (counted by invocation id), more than once only under its own Idempotency-Key: lost = 0", run: runAsyncKill, childrenOnly: true},
+		{Name: "bad-release", Seed: "003", Fault: "a rollout of route profile from cluster a1 to a2 while a2 answers 5% of its requests with 500",
+			Promise: "the analysis aborts it within 30 s with at most 50 requests failed by B; every tenant back on a1 at both gateways", run: runBadRelease, skip: needsEtcd, childrenOnly: true},
+		{Name: "good-release", Seed: "003", Fault: "a blue-green rollout of route profile from cluster a1 to a healthy a2",
+			Promise: "promoted (done) within its hold with 0 failed requests; every tenant on a2 at both gateways", run: runGoodRelease, skip: needsEtcd, childrenOnly: true},
 	}
 }
 
@@ -194,7 +208,7 @@ func (c *Chaos) Run(ctx context.Context, sc Scenario) Result {
 			return r
 		}
 	}
-	if err := c.settle(ctx); err != nil {
+	if err := c.settle(ctx, sc.childrenOnly); err != nil {
 		r.Err = "not steady before the fault: " + err.Error()
 		return r
 	}
@@ -205,9 +219,9 @@ func (c *Chaos) Run(ctx context.Context, sc Scenario) Result {
 	return r
 }
 
-// settle waits until every child runs and no device is away from its
-// primary.
-func (c *Chaos) settle(ctx context.Context) error {
+// settle waits until every child runs and (unless childrenOnly) no
+// device is away from its primary.
+func (c *Chaos) settle(ctx context.Context, childrenOnly bool) error {
 	return c.until(ctx, c.cfg.Settle, func(st State, s Snapshot) bool {
 		for _, p := range st.Gateways {
 			if p.Pid == 0 {
@@ -219,20 +233,23 @@ func (c *Chaos) settle(ctx context.Context) error {
 				return false
 			}
 		}
-		if st.DNSPid == 0 {
+		if st.DNSPid == 0 || st.NATS != "" && st.NATSPid == 0 {
 			return false
 		}
 		if e := st.Engines; (e.StoreLocal && e.EtcdPid == 0) || (e.RedisLocal && e.RedisPid == 0) {
 			return false
 		}
 		for k, n := range s.States {
+			if childrenOnly {
+				break
+			}
 			if n > 0 && !strings.HasSuffix(k, "/primary") && !strings.HasSuffix(k, "/OFF") {
 				return false
 			}
 		}
-		// the gateways' retry budgets (20 % of the last 10 s of
-		// requests) hold enough: a scenario right after the start would
-		// meet a budget of 3 retries
+		// the gateways' retry budgets (50 % of the last 10 s of
+		// requests, at least 100) and their latency estimates have
+		// something to go on before a scenario starts
 		return s.Devices > 0 && time.Since(s.Started) >= c.cfg.WarmUp
 	})
 }

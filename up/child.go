@@ -25,6 +25,9 @@ type child struct {
 	restart time.Duration
 	log     *slog.Logger
 	onStart func() // the state file follows the pid
+	// preStart, when set, runs before each start (async.ephemeral wipes
+	// the gateway's queue store).
+	preStart func()
 
 	mu       sync.Mutex
 	cmd      *exec.Cmd
@@ -53,6 +56,9 @@ func (c *child) start() error {
 }
 
 func (c *child) spawn() (<-chan error, error) {
+	if c.preStart != nil {
+		c.preStart()
+	}
 	logf, err := os.OpenFile(c.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, err

@@ -3,6 +3,8 @@ package up
 import (
 	"cmp"
 	"errors"
+	"fmt"
+	"strings"
 	"time"
 
 	"github.com/veerhq/veer/config"
@@ -49,6 +51,16 @@ const (
 	DefaultDNSTimeout = 500 * time.Millisecond
 	// DefaultZone is the zone of the access domains.
 	DefaultZone = "veer.test"
+	// DefaultReportLatency is what one /api/reports invocation (the async
+	// route) waits on its dependency: a report takes a while.
+	DefaultReportLatency = 250 * time.Millisecond
+	// DefaultAsyncRate is veer up's steady async submissions per second to
+	// each gateway (each polled until it ran).
+	DefaultAsyncRate = 1.0
+	// DefaultAsyncWorkers is each gateway's async worker count (the general
+	// group's concurrency): with DefaultReportLatency a gateway runs about
+	// 16 reports/s, so a burst above that queues.
+	DefaultAsyncWorkers = 4
 )
 
 // Config is what `veer up --config FILE` says. The zero value works: 50
@@ -91,7 +103,45 @@ type Config struct {
 	Redis string `yaml:"redis" json:"redis"`
 	// Search is the limited demo route, /api/search.
 	Search SearchConfig `yaml:"search" json:"search"`
+	// Async is the demo's async route (/api/reports) and its queue.
+	Async AsyncConfig `yaml:"async" json:"async"`
 }
+
+// AsyncConfig is the async route's queue and veer up's steady submitter.
+type AsyncConfig struct {
+	// NATS: empty, each gateway runs embedded JetStream in its data dir;
+	// "local", veer up starts Debian's nats-server -js as a supervised
+	// child (store in DATA/nats) and both gateways use it; else the
+	// comma-separated URLs of an external NATS cluster both gateways use.
+	NATS string `yaml:"nats" json:"nats"`
+	// Rate is veer up's steady submissions/s to each gateway; default
+	// DefaultAsyncRate.
+	Rate float64 `yaml:"rate" json:"rate"`
+	// Workers is each gateway's async worker count; default
+	// DefaultAsyncWorkers.
+	Workers int `yaml:"workers" json:"workers"`
+	// Ephemeral: the gateways' embedded queue store is wiped before each
+	// start, as for a gateway whose data dir is not a persistent volume.
+	// For async-kill's FAIL-when-off test; embedded engine only.
+	Ephemeral bool `yaml:"ephemeral" json:"ephemeral"`
+}
+
+// natsURLs is the external cluster's URLs (nil: embedded or local).
+func (a AsyncConfig) natsURLs() []string {
+	if a.NATS == "" || a.NATS == NATSLocal {
+		return nil
+	}
+	var out []string
+	for _, u := range strings.Split(a.NATS, ",") {
+		if u = strings.TrimSpace(u); u != "" {
+			out = append(out, u)
+		}
+	}
+	return out
+}
+
+// NATSLocal is AsyncConfig.NATS's value for a nats-server child of veer up.
+const NATSLocal = "local"
 
 // BackendConfig is a demo backend's cost per request.
 type BackendConfig struct {
@@ -104,6 +154,9 @@ type BackendConfig struct {
 	// FeedSlots bounds a backend's concurrent /api/feed requests (a slow
 	// dependency with N slots); default DefaultFeedSlots.
 	FeedSlots int `yaml:"feed_slots" json:"feed_slots"`
+	// Report is what one /api/reports invocation waits (plus CPU's cost);
+	// default DefaultReportLatency.
+	Report time.Duration `yaml:"report" json:"report"`
 }
 
 // FailoverConfig is the app side of seed 000 in the population.
@@ -154,6 +207,9 @@ func (c Config) withDefaults() Config {
 	c.Backend.CPU = cmp.Or(c.Backend.CPU, DefaultBackendCPU)
 	c.Backend.Latency = cmp.Or(c.Backend.Latency, DefaultBackendLatency)
 	c.Backend.FeedSlots = cmp.Or(c.Backend.FeedSlots, DefaultFeedSlots)
+	c.Backend.Report = cmp.Or(c.Backend.Report, DefaultReportLatency)
+	c.Async.Rate = cmp.Or(c.Async.Rate, DefaultAsyncRate)
+	c.Async.Workers = cmp.Or(c.Async.Workers, DefaultAsyncWorkers)
 	c.LastMile.DNSTimeout = cmp.Or(c.LastMile.DNSTimeout, DefaultDNSTimeout)
 	c.Gateway.HealthInterval = cmp.Or(c.Gateway.HealthInterval, DefaultHealthInterval)
 	c.Gateway.HealthFall = cmp.Or(c.Gateway.HealthFall, DefaultHealthFall)
@@ -187,6 +243,15 @@ func (c *Config) Validate() error {
 	check(c.LastMile.DNSTimeout < 0, "lastmile.dns_timeout", "must not be negative")
 	check(c.Gateway.HealthInterval < 0, "gateway.health_interval", "must not be negative")
 	check(c.Gateway.HealthFall < 0, "gateway.health_fall", "must not be negative")
+	check(c.Backend.Report < 0 || c.Backend.Report > time.Minute, "backend.report", "must be 0..1m")
+	check(c.Async.Rate < 0 || c.Async.Rate > 1000, "async.rate", "must be 0..1000 submissions/s")
+	check(c.Async.Workers < 0 || c.Async.Workers > 1000, "async.workers", "must be 0..1000")
+	for _, u := range c.Async.natsURLs() {
+		if !strings.HasPrefix(u, "nats://") && !strings.HasPrefix(u, "tls://") {
+			check(true, "async.nats", fmt.Sprintf("%q: want local or nats://HOST:PORT[,...]", u))
+		}
+	}
+	check(c.Async.Ephemeral && c.Async.NATS != "", "async.ephemeral", "only with the embedded engine (no async.nats)")
 	errs = append(errs, c.validateEngines()...)
 	return errors.Join(errs...)
 }

@@ -18,6 +18,9 @@ func ExampleScenarios() {
 	// dns-outage 002
 	// gateway-kill 000
 	// site-down 003/004
+	// async-kill 003
+	// bad-release 003
+	// good-release 003
 }
 
 // A result prints its verdict with the measured figures beside the promise.

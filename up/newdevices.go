@@ -117,7 +117,7 @@ func (s *System) handleAddDevices(w http.ResponseWriter, r *http.Request) {
 
 // waitApplied waits until control has applied store revision rev.
 func (s *System) waitApplied(ctx context.Context, rev int64) error {
-	if s.ctrl == nil {
+	if s.ctrl == nil { // not started (FuzzChaosQueries' system)
 		return errClosed
 	}
 	ctx, cancel := context.WithTimeout(ctx, applyWait)

@@ -76,6 +76,16 @@ type State struct {
 	ControlTokenFile string `json:"control_token_file"`
 	// Engines: the control store and the limits' Redis (engines.go).
 	Engines Engines `json:"engines"`
+	// NATS is the nats-server child's URL (async.nats local), NATSPid its
+	// pid.
+	NATS    string `json:"nats,omitempty"`
+	NATSPid int    `json:"nats_pid,omitempty"`
+	// ControlStore is the etcd endpoints of the control plane's store,
+	// which the gateways follow (release documents); empty: embedded.
+	ControlStore []string `json:"control_store,omitempty"`
+	// AsyncEphemeral: the gateways' queue store does not survive a
+	// restart (async.ephemeral, a FAIL-when-off setting).
+	AsyncEphemeral bool `json:"async_ephemeral,omitempty"`
 }
 
 // StateFile is the state file's name in the data directory.
@@ -116,6 +126,11 @@ type System struct {
 	closed     bool
 	started    time.Time
 	picked     map[int]bool // ports handed out by freeAddr
+
+	natsChild *child // async.nats local
+	natsURL   string
+	async     asyncStats  // the steady async submitter's counts
+	relLoad   releaseLoad // the release scenarios' load
 }
 
 // New validates cfg; Start runs the system.
@@ -230,7 +245,8 @@ func (s *System) Start(ctx context.Context) (err error) {
 	zone := s.cfg.Zone
 	dom := func(n string) string { return n + "." + zone }
 	s.state = State{PID: os.Getpid(), DataDir: s.dir, Temp: s.temp, Gateways: map[string]Proc{}, Backends: map[string]Proc{},
-		Domains: map[string]string{dom("a"): "a", dom("b"): "b"}}
+		Domains: map[string]string{dom("a"): "a", dom("b"): "b"}, AsyncEphemeral: s.cfg.Async.Ephemeral,
+		ControlStore: s.controlStore().Endpoints}
 	tok := make([]byte, 16)
 	_, _ = rand.Read(tok)
 	s.state.Token = hex.EncodeToString(tok)
@@ -250,7 +266,7 @@ func (s *System) Start(ctx context.Context) (err error) {
 		backendAddrs[c.name] = addrs
 		ch := s.newChild("backend-"+c.name, "up", "backend", "--cluster", c.name, "--listen", strings.Join(addrs, ","),
 			"--cpu", s.cfg.Backend.CPU.String(), "--latency", s.cfg.Backend.Latency.String(),
-			"--feed-slots", strconv.Itoa(s.cfg.Backend.FeedSlots))
+			"--feed-slots", strconv.Itoa(s.cfg.Backend.FeedSlots), "--report", s.cfg.Backend.Report.String())
 		s.backends[c.name] = ch
 		if err := ch.start(); err != nil {
 			return err
@@ -262,6 +278,11 @@ func (s *System) Start(ctx context.Context) (err error) {
 		if err := waitTCP(wctx, backendAddrs[c.name]...); err != nil {
 			return fmt.Errorf("backend %s: %w (log %s)", c.name, err, s.logPath("backend-"+c.name))
 		}
+	}
+
+	// the async queue's NATS, when --nats local asks veer up to run it
+	if err := s.startNATS(wctx); err != nil {
+		return err
 	}
 
 	// gateways: one per site, child processes of the same binary
@@ -293,6 +314,9 @@ func (s *System) Start(ctx context.Context) (err error) {
 			return err
 		}
 		ch := s.newChild("gateway-"+site.name, "gateway", "--config", path, "--log-format", "json")
+		if s.cfg.Async.Ephemeral {
+			ch.preStart = func() { _ = os.RemoveAll(filepath.Join(dir, "async")) }
+		}
 		s.gateways[site.name] = ch
 		gwAddrs[site.name] = [2]string{net.JoinHostPort(site.ip, strconv.Itoa(port)), admin}
 		if err := ch.start(); err != nil {
@@ -436,6 +460,9 @@ zones:
 		s.wg.Add(1)
 		go func() { defer s.wg.Done(); d.run(rctx, env) }()
 	}
+	for _, site := range []string{"a", "b"} {
+		s.wg.Go(func() { s.runAsync(rctx, site) })
+	}
 	return s.writeState()
 }
 
@@ -466,11 +493,13 @@ func (s *System) gatewayYAML(ip string, port int, admin, dir, cert, key string, 
 		rc = append(rc, "{name: "+c+"}")
 	}
 	list := "[" + strings.Join(rc, ", ") + "]"
-	fmt.Fprintf(&b, "routes:\n  - {name: trips, path_prefix: %s, clusters: %s}\n  - {name: feed, path_prefix: %s, clusters: %s}\n  - {name: search, path_prefix: %s, clusters: %s}\n  - {name: default, clusters: %s}\n",
-		PathTrips, list, PathFeed, list, PathSearch, list, list)
+	fmt.Fprintf(&b, "routes:\n  - {name: trips, path_prefix: %s, clusters: %s}\n  - {name: feed, path_prefix: %s, clusters: %s}\n  - {name: search, path_prefix: %s, clusters: %s}\n  - {name: reports, path_prefix: %s, async: true, clusters: %s}\n  - {name: %s, path_prefix: %s, clusters: [{name: a1}, {name: a2}]}\n  - {name: default, clusters: %s}\n",
+		PathTrips, list, PathFeed, list, PathSearch, list, PathReports, list, releaseRoute, PathProfile, list)
 	b.WriteString(s.limitsYAML())
+	b.WriteString(s.asyncYAML())
+	b.WriteString(s.releaseYAML())
 	b.WriteString("clusters:\n")
-	for _, c := range clusters {
+	for _, c := range withReleaseClusters(clusters) {
 		var bs []string
 		for _, a := range backends[c] {
 			bs = append(bs, fmt.Sprintf("{address: %q}", a))
@@ -548,6 +577,9 @@ func (s *System) State() State {
 	if s.dnsChild != nil {
 		st.DNSPid = s.dnsChild.Pid()
 	}
+	if s.natsChild != nil {
+		st.NATSPid = s.natsChild.Pid()
+	}
 	if s.public != nil {
 		st.Public = s.public.addr
 	}
@@ -584,6 +616,7 @@ func (s *System) Close() error {
 	}
 	s.devMu.Unlock()
 	s.wg.Wait()
+	_ = s.StartReleaseLoad(0, 0) // stops the release load and waits for it
 	for _, d := range s.devs() {
 		d.close()
 	}

@@ -23,6 +23,14 @@ type gatewayView struct {
 	rejected  map[string]float64 // guard -> count
 	retries   float64
 	giveups   map[string]float64 // reason -> retries not made
+	// the async queue (veer_async_*): invocations waiting or running,
+	// the oldest one's age, dead letters (finished failed)
+	asyncOn     bool
+	asyncDepth  float64
+	asyncOldest float64
+	asyncDead   float64
+	// asyncAccepted: submissions answered 202 since the gateway started
+	asyncAccepted float64
 }
 
 func readGateway(ctx context.Context, admin string) gatewayView {
@@ -75,6 +83,23 @@ func readGateway(ctx context.Context, admin string) gatewayView {
 	}
 	for _, m := range fams["veer_retry_giveups_total"].GetMetric() {
 		v.giveups[label(m, "reason")] += val(m)
+	}
+	for _, m := range fams["veer_async_depth_invocations"].GetMetric() {
+		v.asyncOn = true
+		v.asyncDepth += val(m)
+	}
+	for _, m := range fams["veer_async_submissions_total"].GetMetric() {
+		if label(m, "result") == "accepted" {
+			v.asyncAccepted += val(m)
+		}
+	}
+	for _, m := range fams["veer_async_oldest_age_seconds"].GetMetric() {
+		v.asyncOldest = max(v.asyncOldest, val(m))
+	}
+	for _, m := range fams["veer_async_finished_total"].GetMetric() {
+		if label(m, "state") == "failed" {
+			v.asyncDead += val(m)
+		}
 	}
 	for _, m := range fams["veer_gateway_guard_rejected_total"].GetMetric() {
 		v.rejected[label(m, "guard")] += val(m)
@@ -145,6 +170,17 @@ func (s *System) Render(ctx context.Context, cur, prev Snapshot) string {
 		}
 		for _, k := range sortedKeys(v.rejected) {
 			fmt.Fprintf(&b, ", %s-rejected %.0f", k, v.rejected[k])
+		}
+		if v.asyncOn {
+			fmt.Fprintf(&b, "; async queue %.0f, oldest %.1fs, dead letters %.0f", v.asyncDepth, v.asyncOldest, v.asyncDead)
+		}
+		b.WriteString("\n")
+	}
+	if as := s.Async(); len(as) > 0 {
+		b.WriteString("  async:        ")
+		for _, site := range sortedKeys(as) {
+			a := as[site]
+			fmt.Fprintf(&b, " %s submitted %d, 202 %d, succeeded %d, failed %d, resends %d;", site, a.Submitted, a.Accepted, a.Succeeded, a.Failed, a.Resends)
 		}
 		b.WriteString("\n")
 	}

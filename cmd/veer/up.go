@@ -30,6 +30,7 @@ func newUpCmd() *cobra.Command {
 		duration, every  time.Duration
 		logLevel         string
 		storeURL, redis  string
+		natsURL          string
 	)
 	cmd := &cobra.Command{
 		Use:   "up",
@@ -67,6 +68,9 @@ breaks it on purpose.`,
 			if redis != "" {
 				cfg.Redis = redis
 			}
+			if natsURL != "" {
+				cfg.Async.NATS = natsURL
+			}
 			log, err := obs.NewLogger(cmd.ErrOrStderr(), "text", logLevel)
 			if err != nil {
 				return err
@@ -89,6 +93,7 @@ breaks it on purpose.`,
 	f.StringVar(&logLevel, "log-level", "warn", "log level: debug, info, warn, error")
 	f.StringVar(&storeURL, "store", "", "control plane's store: etcd://local (veer up runs etcd) or etcd://HOST:PORT[,HOST:PORT]; default the embedded store")
 	f.StringVar(&redis, "redis", "", "share the gateways' limits through Redis: local (veer up runs redis-server) or redis://HOST:PORT; default local limits")
+	f.StringVar(&natsURL, "nats", "", "the async queue's NATS: local (veer up starts nats-server -js) or nats://HOST:PORT[,...] of an external cluster; default embedded JetStream in each gateway's data dir")
 	cmd.AddCommand(newUpBackendCmd())
 	return cmd
 }
@@ -136,6 +141,9 @@ func runUp(ctx context.Context, out io.Writer, cfg up.Config, opts up.Options, e
 		fmt.Fprintf(out, "veer up: backend cluster %s %s (pid %d)\n", name, strings.Join(b.Addrs, ","), b.Pid)
 	}
 	fmt.Fprintln(out, "veer up: "+engineLine(st.Engines))
+	if st.NATS != "" {
+		fmt.Fprintf(out, "veer up: nats-server %s (pid %d, store %s)\n", st.NATS, st.NATSPid, filepath.Join(st.DataDir, "nats"))
+	}
 	fmt.Fprintf(out, "veer up: %d devices sending; API http://%s/v1/stats; Ctrl-C stops\n", sys.Stats().Devices, st.API)
 	if opts.DataDir == "" {
 		if err := os.WriteFile(upPointer(), []byte(st.DataDir+"\n"), 0o600); err == nil {
@@ -174,6 +182,7 @@ func newUpBackendCmd() *cobra.Command {
 	cmd.Flags().DurationVar(&bc.CPU, "cpu", 0, "CPU per /api/trips request")
 	cmd.Flags().DurationVar(&bc.Latency, "latency", 0, "dependency wait per /api/trips request")
 	cmd.Flags().IntVar(&bc.FeedSlots, "feed-slots", 0, "concurrent /api/feed requests per backend")
+	cmd.Flags().DurationVar(&bc.Report, "report", 0, "dependency wait per /api/reports invocation (the async route)")
 	return cmd
 }
 

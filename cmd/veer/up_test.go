@@ -10,11 +10,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/veerhq/veer/store/storeetcd/etcdtest"
 	"github.com/veerhq/veer/up"
 )
 
@@ -146,7 +148,15 @@ func TestUpServesThenStopsCleanlyOnSIGINT(t *testing.T) {
 // test binary acting as veer.
 func startSystem(t *testing.T, cfg up.Config) *up.System {
 	t.Helper()
-	sys, err := up.New(cfg, up.Options{Exe: os.Args[0], ChildEnv: []string{envChild + "=1"}})
+	return startSystemWith(t, cfg, up.Options{})
+}
+
+// startSystemWith is startSystem with options (the children are still
+// this test binary).
+func startSystemWith(t *testing.T, cfg up.Config, opts up.Options) *up.System {
+	t.Helper()
+	opts.Exe, opts.ChildEnv = os.Args[0], []string{envChild + "=1"}
+	sys, err := up.New(cfg, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,7 +186,7 @@ func TestChaosScenariosPass(t *testing.T) {
 	sys := startSystem(t, up.Config{Devices: 12, RestartAfter: 6 * time.Second})
 	c := up.NewChaos(sys.State().API, testChaos, testWriter{t})
 	for _, sc := range up.Scenarios() {
-		if sc.Name == "overload" {
+		if sc.Name == "overload" || releaseScenario[sc.Name] {
 			continue
 		}
 		r := c.Run(t.Context(), sc)
@@ -191,15 +201,19 @@ func TestChaosScenariosPass(t *testing.T) {
 // (failover off for the gateway faults, cross-cluster retry off for the
 // cluster kill, the last mile's hijack check and serve-stale off for the
 // DNS outage, failover off for the site down, the gateway's shedding off for
-// the overload), so that its PASS means something.
+// the overload, a queue store that does not survive the gateway's restart
+// for the async kill), so that its PASS means something.
 func TestChaosScenariosFailWithProtectionOff(t *testing.T) {
 	sys := startSystem(t, up.Config{Devices: 12, RestartAfter: 6 * time.Second,
 		Failover: up.FailoverConfig{Disabled: true}, Gateway: up.GatewayConfig{RetryDisabled: true, ShedDisabled: true},
-		LastMile: up.LastMileConfig{Unprotected: true}})
+		LastMile: up.LastMileConfig{Unprotected: true}, Async: up.AsyncConfig{Ephemeral: true}})
 	cc := testChaos
 	cc.WarmUp = time.Second // no retry budget to fill: retries are off
 	c := up.NewChaos(sys.State().API, cc, testWriter{t})
 	for _, sc := range up.Scenarios() {
+		if releaseScenario[sc.Name] {
+			continue
+		}
 		r := c.Run(t.Context(), sc)
 		t.Log(r.String())
 		if r.Pass || r.LatencyOnly {
@@ -216,4 +230,68 @@ type testWriter struct{ t *testing.T }
 func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimRight(string(p), "\n"))
 	return len(p), nil
+}
+
+// releaseScenario: the scenarios that need the control store on etcd,
+// which TestChaosReleaseScenarios plays (the others' systems run the
+// embedded store, where they are skipped).
+var releaseScenario = map[string]bool{"bad-release": true, "good-release": true}
+
+// The release scenarios against a veer up whose control plane runs on a
+// real etcd (the gateways follow release documents only from etcd): a bad
+// B is aborted and a healthy one promoted; with the judge off (each
+// rollout paused at once) both FAIL.
+func TestChaosReleaseScenarios(t *testing.T) {
+	etcd := etcdtest.New(t)
+	sys := startSystemWith(t, up.Config{Devices: 4, RestartAfter: 6 * time.Second, Store: "etcd://" + strings.TrimPrefix(etcd.URL, "http://")}, up.Options{})
+	cc := testChaos
+	cc.WarmUp = 2 * time.Second // no retry budget at stake here
+	for _, off := range []bool{false, true} {
+		cc.ReleaseJudgeOff = off
+		if off {
+			cc.Detect = 6 * time.Second // nothing will abort: the bound the FAIL is judged on
+		}
+		c := up.NewChaos(sys.State().API, cc, testWriter{t})
+		for _, name := range []string{"bad-release", "good-release"} {
+			sc, _ := up.Lookup(name)
+			r := c.Run(t.Context(), sc)
+			t.Log(r.String())
+			if r.Err != "" {
+				t.Errorf("%s (judge off %v): did not judge: %s", name, off, r.Err)
+			}
+			if r.Pass == off {
+				t.Errorf("%s: pass %v with the judge off %v", name, r.Pass, off)
+			}
+		}
+	}
+}
+
+// `veer up --nats local`: veer up runs Debian's nats-server as a child,
+// both gateways' async routes run on it (the steady submitter's
+// invocations succeed at both sites), and SIGINT leaves no nats-server.
+func TestUpNATSLocal(t *testing.T) {
+	tmp := t.TempDir()
+	cmd, lines := upChild(t, tmp, "--devices", "2", "--every", "1s", "--nats", "local")
+	m := waitLine(t, lines, regexp.MustCompile(`^veer up: nats-server nats://127\.0\.0\.1:\d+ \(pid (\d+), store (\S+)\)`), 30*time.Second)
+	pid, err := strconv.Atoi(m[1])
+	if err != nil || pid <= 0 || syscall.Kill(pid, 0) != nil {
+		t.Fatalf("nats-server pid %q not running (%v)", m[1], err)
+	}
+	waitLine(t, lines, regexp.MustCompile(`^  async: +a submitted \d+, 202 \d+, succeeded [1-9]\d*.* b submitted \d+, 202 \d+, succeeded [1-9]`), 30*time.Second)
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	waited := make(chan error, 1)
+	go func() { waited <- cmd.Wait() }()
+	select {
+	case err := <-waited:
+		if err != nil {
+			t.Fatalf("veer up exited with %v after SIGINT", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("veer up still running 30 s after SIGINT")
+	}
+	if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+		t.Errorf("nats-server pid %d still exists after veer up stopped (kill 0: %v)", pid, err)
+	}
 }
