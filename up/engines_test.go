@@ -109,7 +109,7 @@ func TestLimitsYAML(t *testing.T) {
 		if y := s.limitsYAML(); !strings.Contains(y, c.want) {
 			t.Errorf("redis %q undivided %v: %s", c.redis, c.undivided, y)
 		}
-		y := s.gatewayYAML("127.0.0.2", 8443, "127.0.0.1:9", t.TempDir(), "c.pem", "k.pem", []string{"a1"}, map[string][]string{"a1": {"127.0.0.1:10"}})
+		y := s.gatewayYAML("127.0.0.2", 8443, "127.0.0.1:9", t.TempDir(), "c.pem", "k.pem", []string{"a1"}, map[string][]string{"a1": {"127.0.0.1:10"}, "a2": {"127.0.0.1:11"}}) // a2: the release route's B
 		var g gateway.Config
 		if err := config.Parse([]byte(y), "gateway.yaml", &g); err != nil {
 			t.Errorf("%s: %v", y, err)
