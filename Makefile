@@ -30,12 +30,12 @@ vet:
 staticcheck:
 	$(STATICCHECK) $(PKGS)
 
-## vet-sdk-os: the client SDK's packages build and vet for the apps' systems too
-## (servers, veer up and the test harnesses are Linux-only).
+## vet-sdk-os: everything builds and vets for macOS (a developer's laptop; veer up itself
+## wants Linux), and the client SDK's packages for Windows too (the apps' systems).
 SDK_PKGS := ./lastmile/... ./failover/... ./routing/... ./tier/... ./outcome/... ./retry/... ./clock/...
 vet-sdk-os:
 	GOOS=windows $(GO) vet $(SDK_PKGS)
-	GOOS=darwin $(GO) vet $(SDK_PKGS)
+	GOOS=darwin $(GO) vet $(PKGS)
 
 ## The real Mahimahi drives (issue 17) are not in the repository (their licence differs): the
 ## simulator's real-drive tests run when VEER_TRACES names them, or ../shared/traces exists.

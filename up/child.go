@@ -66,9 +66,7 @@ func (c *child) spawn() (<-chan error, error) {
 	cmd := exec.Command(c.exe, c.args...)
 	cmd.Env = append(os.Environ(), c.env...)
 	cmd.Stdout, cmd.Stderr = logf, logf
-	// The child dies with us even if we are SIGKILLed; its own process
-	// group, so that a terminal's Ctrl-C reaches only us and we stop it.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
+	cmd.SysProcAttr = childAttr()
 	c.mu.Lock()
 	if c.stopping {
 		c.mu.Unlock()

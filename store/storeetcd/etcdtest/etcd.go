@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"syscall"
 	"testing"
 	"time"
 
@@ -63,7 +62,7 @@ func (s *Server) start() error {
 	}
 	s.log = lf
 	s.cmd = &exec.Cmd{Path: s.args[0], Args: s.args, Stdout: lf, Stderr: lf,
-		SysProcAttr: &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}}
+		SysProcAttr: dieWithParent()}
 	if err := s.cmd.Start(); err != nil {
 		lf.Close()
 		return fmt.Errorf("etcdtest: start etcd: %w", err)
