@@ -27,12 +27,16 @@ var GatewayPanels = []Panel{
 	{Title: "p99 latency by route", Unit: "s", Queries: []Query{{`histogram_quantile(0.99, sum by (le, route) (rate(veer_gateway_request_duration_seconds_bucket[5m])))`, "{{route}}"}}},
 	{Title: "Shed by tier", Unit: "reqps", Stacked: true, Queries: []Query{{`sum by (tier) (rate(veer_shed_shed_total[1m]))`, "{{tier}}"}}},
 	{Title: "Limited by dimension", Unit: "reqps", Stacked: true, Queries: []Query{{`sum by (dimension) (rate(veer_limit_rejected_total[1m]))`, "{{dimension}}"}}},
+	{Title: "Limited by tier", Unit: "reqps", Stacked: true, Queries: []Query{{`sum by (tier) (rate(veer_limit_rejected_total[1m]))`, "{{tier}}"}}},
 	{Title: "Guard refusals", Unit: "reqps", Stacked: true, Queries: []Query{{`sum by (guard) (rate(veer_gateway_guard_rejected_total[1m]))`, "{{guard}}"}}},
 	{Title: "Breaker state by cluster (0 closed, 1 open, 2 half-open)", Unit: "short", Queries: []Query{{`max by (cluster) (veer_gateway_breaker_state)`, "{{cluster}}"}}},
 	{Title: "Usable backends and ejections by cluster", Unit: "short", Queries: []Query{
 		{`sum by (cluster) (veer_gateway_backend_usable_state)`, "usable {{cluster}}"},
 		{`sum by (cluster) (increase(veer_gateway_ejections_total[5m]))`, "ejected (5m) {{cluster}}"},
 	}},
+	{Title: "Async queue depth by group (when async routes exist)", Unit: "short", Stacked: true, Queries: []Query{{`sum by (group) (veer_async_depth_invocations)`, "{{group}}"}}},
+	{Title: "Async: age of the oldest waiting invocation by group", Unit: "s", Queries: []Query{{`max by (group) (veer_async_oldest_age_seconds)`, "{{group}}"}}},
+	{Title: "Async: invocations failed for good (dead letters) by group", Unit: "reqps", Queries: []Query{{`sum by (group) (rate(veer_async_finished_total{state="failed"}[5m]))`, "{{group}}"}}},
 	{Title: "Retries by route", Unit: "reqps", Queries: []Query{{`sum by (route) (rate(veer_gateway_retries_total[1m]))`, "{{route}}"}}},
 	{Title: "Rollout step by route (-1: every tenant on A: draining B or aborted)", Unit: "short", Queries: []Query{
 		{`max by (route) (veer_gateway_release_step_state)`, "step {{route}}"},

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -22,6 +23,7 @@ import (
 	"github.com/veerhq/veer/gateway/gatewaytest"
 	"github.com/veerhq/veer/internal/metrictest"
 	"github.com/veerhq/veer/obs"
+	"github.com/veerhq/veer/slo"
 )
 
 func TestMain(m *testing.M) {
@@ -457,5 +459,56 @@ func TestAsyncCallback(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("no callback in 30s")
+	}
+}
+
+// TestDashboardAsyncMetricsExist: every async metric `veer gateway
+// dashboard` reads is exported by a gateway with an async route, with the
+// labels the panels group by.
+func TestDashboardAsyncMetricsExist(t *testing.T) {
+	live, _ := backend(t)
+	w := start(t, live, "")
+	resp, body := do(t, "POST", w.url+"/jobs/run", "payload", "X-Tenant", "acme")
+	if resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("submit: %d %s", resp.StatusCode, body)
+	}
+	var rep struct{ ID string }
+	json.Unmarshal([]byte(body), &rep)
+	w.wait(t, rep.ID, async.Succeeded)
+	mfs, err := w.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	labels := map[string]map[string]bool{}
+	for _, mf := range mfs {
+		labels[mf.GetName()] = map[string]bool{}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				labels[mf.GetName()][l.GetName()] = true
+			}
+		}
+	}
+	name := regexp.MustCompile(`veer_async_\w+`)
+	by := regexp.MustCompile(`by \((\w+)\)`)
+	n := 0
+	for _, p := range slo.GatewayPanels {
+		for _, q := range p.Queries {
+			for _, m := range name.FindAllString(q.Expr, -1) {
+				n++
+				ls, ok := labels[m]
+				if !ok {
+					t.Errorf("panel %q reads %s, which the gateway does not export", p.Title, m)
+					continue
+				}
+				for _, g := range by.FindAllStringSubmatch(q.Expr, -1) {
+					if !ls[g[1]] {
+						t.Errorf("panel %q groups %s by %s, a label it does not have", p.Title, m, g[1])
+					}
+				}
+			}
+		}
+	}
+	if n < 3 {
+		t.Fatalf("the dashboard reads %d async metrics, want depth, oldest age and failures", n)
 	}
 }
