@@ -1,10 +1,8 @@
 package gateway
 
 import (
-	"bytes"
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"net"
 	"os"
@@ -69,44 +67,11 @@ func (g *Gateway) Announce(ctx context.Context, s store.Store, opts AnnounceOpti
 	a := store.Announcement{Name: cmp.Or(opts.Name, host+"-"+admin), Admin: url, PID: os.Getpid()}
 	clk := clock.Or(opts.Clock)
 	a.Started = clk.Now().UTC().Truncate(time.Second)
-	key := store.KeyGatewaysPrefix + a.Name
-	w := store.Write{Author: "gateway " + a.Name, Reason: "gateway announce"}
-	check := func() {
-		a.Routes, a.Truncated = announcedRoutes(g.Config())
-		body, _ := json.Marshal(a)
-		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		defer cancel()
-		d, err := s.Get(cctx, key)
-		if err == nil && bytes.Equal(d.Value, body) {
-			return
-		}
-		if err != nil && !errors.Is(err, store.ErrNotFound) {
-			g.log.Warn("announce: store read failed; retrying at the next heartbeat", "key", key, "err", err)
-			return
-		}
-		if _, err := s.Put(cctx, key, body, w); err != nil {
-			g.log.Warn("announce: store write failed; retrying at the next heartbeat", "key", key, "err", err)
-			return
-		}
-		g.log.Info("announced to the control store", "key", key, "admin", url)
-	}
-	t := clk.NewTicker(cmp.Or(opts.Every, DefaultAnnounceEvery))
-	defer t.Stop()
-	check()
-	for {
-		select {
-		case <-t.C():
-			check()
-		case <-ctx.Done():
-			dctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			err := s.Delete(dctx, key, store.Write{Author: w.Author, Reason: "gateway stopped"})
-			cancel()
-			if err != nil && !errors.Is(err, store.ErrNotFound) {
-				g.log.Warn("announce: could not delete the announcement on stop", "key", key, "err", err)
-			}
-			return nil
-		}
-	}
+	return store.Announce(ctx, s, store.KeyGatewaysPrefix+a.Name, a, store.AnnounceOptions{
+		Every: cmp.Or(opts.Every, DefaultAnnounceEvery), Clock: clk, Logger: g.log,
+		Author: "gateway " + a.Name, Reason: "gateway announce",
+		Refresh: func(a *store.Announcement) { a.Routes, a.Truncated = announcedRoutes(g.Config()) },
+	})
 }
 
 // announcedRoutes lists cfg's routes and their clusters, bounded by

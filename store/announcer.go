@@ -33,6 +33,11 @@ type AnnounceOptions struct {
 	Logger *slog.Logger
 	// Author of the writes; default "announce <name>".
 	Author string
+	// Reason of the writes; default "announce".
+	Reason string
+	// Refresh, when set, updates the announcement before each heartbeat's
+	// check (a gateway's routes after a reload); Name and Admin stay.
+	Refresh func(*Announcement)
 }
 
 // Announce writes a (as JSON) at key, re-writes it whenever a heartbeat
@@ -48,12 +53,19 @@ func Announce(ctx context.Context, s Store, key string, a Announcement, opts Ann
 		return errors.New("announce: name and admin are required")
 	}
 	log := cmp.Or(opts.Logger, slog.Default())
-	body, err := json.Marshal(a)
-	if err != nil {
+	if _, err := json.Marshal(a); err != nil {
 		return err
 	}
-	w := Write{Author: cmp.Or(opts.Author, "announce "+a.Name), Reason: "announce"}
+	w := Write{Author: cmp.Or(opts.Author, "announce "+a.Name), Reason: cmp.Or(opts.Reason, "announce")}
 	check := func() {
+		if opts.Refresh != nil {
+			opts.Refresh(&a)
+		}
+		body, err := json.Marshal(a)
+		if err != nil {
+			log.Warn("announce: cannot encode the announcement", "key", key, "err", err)
+			return
+		}
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
 		d, err := s.Get(cctx, key)
