@@ -118,7 +118,19 @@ func consoleLimitsAndRollouts(t *testing.T, c consoleRig) {
 		t.Errorf("rollout card: %q, want step 0 of 5 and east -> west", s)
 	}
 	// the canary tenant's requests go to B, the others' to A: the gateway
-	// publishes its step counts and the page shows them pooled
+	// publishes its step counts and the page shows them pooled. The page
+	// shows control's step; the gateway follows it through the store, so
+	// the requests wait until it serves step 0 (after the drain it was at
+	// -1, and requests then are counted there: a CI failure)
+	untilTrue(t, "the gateway serves the rollout's step 0", func() bool {
+		resp, err := http.Get("http://" + c.gwAdmin + "/metrics")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return strings.Contains(string(b), `veer_gateway_release_step_state{route="api"} 0`)
+	})
 	for i := range 5 {
 		req, _ := http.NewRequest("GET", "http://"+c.gwPlain+"/", nil)
 		req.Header.Set("Veer-Tenant", []string{"acme", "acme", "acme", "zeta", "zeta"}[i])
