@@ -120,7 +120,8 @@ type SoakSample struct {
 	PSS        int64 `json:"pss_bytes"`
 	Procs      int   `json:"procs"`
 	// Devices in the population then: site-down and etcd-kill launch new
-	// sessions, which stay, so resources may grow with them.
+	// sessions during their run and retire them at its end, so the first
+	// and last samples should agree.
 	Devices int `json:"devices"`
 }
 
@@ -387,7 +388,7 @@ func (r SoakReport) String() string {
 	}
 	if n := len(r.Samples); n > 0 {
 		f, l := r.Samples[0], r.Samples[n-1]
-		fmt.Fprintf(&b, "  devices:   %d at the first sample, %d at the last (new sessions that scenarios launched stay)", f.Devices, l.Devices)
+		fmt.Fprintf(&b, "  devices:   %d at the first sample, %d at the last (scenarios retire the sessions they launch)", f.Devices, l.Devices)
 		if f.Devices > 0 && l.Devices > 0 {
 			fmt.Fprintf(&b, "; per device: goroutines %.1f -> %.1f, RSS %.1f -> %.1f MiB", float64(f.Goroutines)/float64(f.Devices), float64(l.Goroutines)/float64(l.Devices),
 				float64(f.RSS)/float64(f.Devices)/(1<<20), float64(l.RSS)/float64(l.Devices)/(1<<20))
