@@ -8,6 +8,7 @@ import (
 	"os"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -123,7 +124,20 @@ type SoakSample struct {
 	// sessions during their run and retire them at its end, so the first
 	// and last samples should agree.
 	Devices int `json:"devices"`
+	// Load1 is the machine's one-minute load average then (/proc/loadavg
+	// where the soak runs, the same machine as veer up: it is loopback
+	// only); 0 where it cannot be read.
+	Load1 float64 `json:"load1"`
 }
+
+// SoakFail is one second with requests failed outside every window.
+type SoakFail struct {
+	At   time.Time `json:"at"`
+	Fail int64     `json:"fail"`
+}
+
+// soakBurstGap splits the failures outside the windows into bursts.
+const soakBurstGap = 10 * time.Second
 
 // Growth is one resource's growth after warm-up: the minimum over the
 // first growth window against the minimum over the last.
@@ -137,8 +151,9 @@ type Growth struct {
 // SoakWindow is one scenario's window: from its start to one request
 // timeout after its end (requests sent during it may fail after it).
 type SoakWindow struct {
-	Name     string    `json:"name"`
-	From, To time.Time `json:"-"`
+	Name string    `json:"name"`
+	From time.Time `json:"from"`
+	To   time.Time `json:"to"`
 }
 
 // SoakReport is what a soak measured.
@@ -150,8 +165,14 @@ type SoakReport struct {
 	Results []Result     `json:"results"`
 	// Inside and Outside are the population's requests inside the
 	// scenarios' windows and outside them.
-	Inside  Counts            `json:"inside"`
-	Outside Counts            `json:"outside"`
+	Inside  Counts `json:"inside"`
+	Outside Counts `json:"outside"`
+	// OutsideReasons counts the shed and failed requests outside the
+	// windows by kind (Snapshot.Reasons), OutsideFails when they failed.
+	OutsideReasons map[string]int64 `json:"outside_reasons,omitempty"`
+	OutsideFails   []SoakFail       `json:"outside_fails,omitempty"`
+	// Windows are the scenarios' windows, in order.
+	Windows []SoakWindow      `json:"windows,omitempty"`
 	Growth  map[string]Growth `json:"growth"` // "rss", "pss", "goroutines"
 	// Pass: every scenario PASSed (skipped ones aside), no request failed
 	// outside a window, RSS and goroutines grew at most SoakMaxGrowth.
@@ -180,7 +201,7 @@ func (c *Chaos) Soak(ctx context.Context, sc SoakConfig) (SoakReport, error) {
 	if len(scs) == 0 {
 		return SoakReport{}, fmt.Errorf("soak: no scenario to play")
 	}
-	rep := SoakReport{Config: sc, Start: time.Now(), Growth: map[string]Growth{}}
+	rep := SoakReport{Config: sc, Start: time.Now(), Growth: map[string]Growth{}, OutsideReasons: map[string]int64{}}
 	end := rep.Start.Add(sc.Duration)
 	sctx, cancel := context.WithDeadline(ctx, end)
 	defer cancel()
@@ -219,7 +240,7 @@ func (c *Chaos) Soak(ctx context.Context, sc SoakConfig) (SoakReport, error) {
 	bg.Add(1)
 	go func() {
 		defer bg.Done()
-		prev, prevAt := first.All, time.Now()
+		prev, prevReasons, prevAt := first.All, first.Reasons, time.Now()
 		t := time.NewTicker(soakStatsEvery)
 		defer t.Stop()
 		for {
@@ -245,9 +266,17 @@ func (c *Chaos) Soak(ctx context.Context, sc SoakConfig) (SoakReport, error) {
 				rep.Inside = rep.Inside.plus(d)
 			} else {
 				rep.Outside = rep.Outside.plus(d)
+				for k, v := range s.Reasons {
+					if dv := v - prevReasons[k]; dv > 0 {
+						rep.OutsideReasons[k] += dv
+					}
+				}
+				if d.Fail > 0 {
+					rep.OutsideFails = append(rep.OutsideFails, SoakFail{At: now, Fail: d.Fail})
+				}
 			}
 			mu.Unlock()
-			prev, prevAt = s.All, now
+			prev, prevReasons, prevAt = s.All, s.Reasons, now
 		}
 	}()
 
@@ -273,6 +302,7 @@ func (c *Chaos) Soak(ctx context.Context, sc SoakConfig) (SoakReport, error) {
 		open = false
 		w.To = time.Now().Add(timeout)
 		windows = append(windows, w)
+		rep.Windows = append(rep.Windows, w)
 		rep.Results = append(rep.Results, r)
 		mu.Unlock()
 		fmt.Fprint(c.out, r.String())
@@ -292,6 +322,58 @@ func (c *Chaos) Soak(ctx context.Context, sc SoakConfig) (SoakReport, error) {
 	return rep, nil
 }
 
+// load1 is /proc/loadavg's first field; 0 where it cannot be read.
+func load1() float64 {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return 0
+	}
+	f, _, _ := strings.Cut(string(b), " ")
+	v, err := strconv.ParseFloat(f, 64)
+	if err != nil {
+		return 0
+	}
+	return v
+}
+
+// SoakBurst is a run of seconds with failures outside the windows, no two
+// more than soakBurstGap apart, placed against the windows around it.
+type SoakBurst struct {
+	From, To time.Time
+	Fail     int64
+	// After names the window that ended last before From and how long
+	// before ("" at the soak's start); Before the next one's start.
+	After      string
+	SinceAfter time.Duration
+	Before     string
+	UntilNext  time.Duration
+}
+
+// Bursts groups OutsideFails into bursts.
+func (r SoakReport) Bursts() []SoakBurst {
+	var out []SoakBurst
+	for _, f := range r.OutsideFails {
+		if n := len(out); n > 0 && f.At.Sub(out[n-1].To) <= soakBurstGap {
+			out[n-1].To = f.At
+			out[n-1].Fail += f.Fail
+			continue
+		}
+		out = append(out, SoakBurst{From: f.At, To: f.At, Fail: f.Fail})
+	}
+	for i := range out {
+		b := &out[i]
+		for _, w := range r.Windows {
+			if !w.To.After(b.From) {
+				b.After, b.SinceAfter = w.Name, b.From.Sub(w.To)
+			}
+			if w.From.After(b.To) && b.Before == "" {
+				b.Before, b.UntilNext = w.Name, w.From.Sub(b.To)
+			}
+		}
+	}
+	return out
+}
+
 func (c Counts) plus(o Counts) Counts { return Counts{c.OK + o.OK, c.Shed + o.Shed, c.Fail + o.Fail} }
 
 // sample reads GET /v1/usage and sums it.
@@ -304,6 +386,7 @@ func (c *Chaos) sample(ctx context.Context) (SoakSample, error) {
 	if s, err := c.stats(ctx); err == nil {
 		smp.Devices = s.Devices
 	}
+	smp.Load1 = load1()
 	for _, p := range ps {
 		smp.RSS += p.RSS
 		smp.PSS += p.PSS
@@ -367,6 +450,36 @@ func (r *SoakReport) judge() {
 	r.Pass = len(r.Reasons) == 0 && len(r.Results) > 0
 }
 
+// loadRange is the lowest and highest load average sampled.
+func (r SoakReport) loadRange() (lo, hi float64, ok bool) {
+	for _, s := range r.Samples {
+		if s.Load1 <= 0 {
+			continue
+		}
+		if !ok || s.Load1 < lo {
+			lo = s.Load1
+		}
+		if !ok || s.Load1 > hi {
+			hi = s.Load1
+		}
+		ok = true
+	}
+	return lo, hi, ok
+}
+
+// loadNear is the highest load average sampled from one sample period
+// before from to one after to.
+func (r SoakReport) loadNear(from, to time.Time) float64 {
+	p := r.Config.Sample
+	hi := 0.0
+	for _, s := range r.Samples {
+		if !s.At.Before(from.Add(-p)) && !s.At.After(to.Add(p)) {
+			hi = max(hi, s.Load1)
+		}
+	}
+	return hi
+}
+
 func (r SoakReport) String() string {
 	var b strings.Builder
 	v := "FAIL"
@@ -420,6 +533,31 @@ func (r SoakReport) String() string {
 	b.WriteString("\n")
 	fmt.Fprintf(&b, "  requests outside the windows: %d ok, %d shed, %d failed; inside: %d ok, %d shed, %d failed\n",
 		r.Outside.OK, r.Outside.Shed, r.Outside.Fail, r.Inside.OK, r.Inside.Shed, r.Inside.Fail)
+	if len(r.OutsideReasons) > 0 {
+		ks := sortedKeys(r.OutsideReasons)
+		slices.SortStableFunc(ks, func(x, y string) int { return cmp.Compare(r.OutsideReasons[y], r.OutsideReasons[x]) })
+		b.WriteString("  outside the windows, shed and failed by kind:")
+		for _, k := range ks {
+			fmt.Fprintf(&b, " %s %d;", k, r.OutsideReasons[k])
+		}
+		b.WriteString("\n")
+	}
+	for _, bu := range r.Bursts() {
+		fmt.Fprintf(&b, "  failed outside %s-%s UTC: %d", bu.From.UTC().Format(time.TimeOnly), bu.To.UTC().Format(time.TimeOnly), bu.Fail)
+		if bu.After != "" {
+			fmt.Fprintf(&b, ", %v after %s's window", bu.SinceAfter.Round(time.Second), bu.After)
+		}
+		if bu.Before != "" {
+			fmt.Fprintf(&b, ", %v before %s's", bu.UntilNext.Round(time.Second), bu.Before)
+		}
+		if l := r.loadNear(bu.From, bu.To); l > 0 {
+			fmt.Fprintf(&b, " (load average %.1f)", l)
+		}
+		b.WriteString("\n")
+	}
+	if lo, hi, ok := r.loadRange(); ok {
+		fmt.Fprintf(&b, "  load average (1 min, at the samples): %.1f to %.1f\n", lo, hi)
+	}
 	if len(r.Reasons) > 0 {
 		fmt.Fprintf(&b, "  why not PASS: %s\n", strings.Join(r.Reasons, "; "))
 	}
