@@ -120,6 +120,10 @@ type SoakSample struct {
 	RSS        int64 `json:"rss_bytes"`
 	PSS        int64 `json:"pss_bytes"`
 	Procs      int   `json:"procs"`
+	// Reporting is how many processes reported goroutines: a gateway
+	// stopped (SIGSTOP) or down answers no metrics, and a sample without
+	// it is not the system's floor.
+	Reporting int `json:"reporting"`
 	// Devices in the population then: site-down and etcd-kill launch new
 	// sessions during their run and retire them at its end, so the first
 	// and last samples should agree.
@@ -162,7 +166,10 @@ type SoakReport struct {
 	Start   time.Time    `json:"start"`
 	End     time.Time    `json:"end"`
 	Samples []SoakSample `json:"samples"`
-	Results []Result     `json:"results"`
+	// Complete is how many samples had every process (complete): the
+	// growth is computed over those.
+	Complete int      `json:"complete"`
+	Results  []Result `json:"results"`
 	// Inside and Outside are the population's requests inside the
 	// scenarios' windows and outside them.
 	Inside  Counts `json:"inside"`
@@ -392,6 +399,7 @@ func (c *Chaos) sample(ctx context.Context) (SoakSample, error) {
 		smp.PSS += p.PSS
 		if p.Goroutines > 0 {
 			smp.Goroutines += p.Goroutines
+			smp.Reporting++
 		}
 	}
 	return smp, nil
@@ -425,11 +433,31 @@ func growth(samples []SoakSample, start time.Time, warm, window time.Duration, v
 	return g
 }
 
+// complete are the samples of the whole system: as many processes as the
+// most any sample had, each that reports goroutines reporting them. A
+// process killed or stopped by a scenario is missing from the others,
+// whose sums would read as a floor the system never had.
+func complete(samples []SoakSample) []SoakSample {
+	procs, rep := 0, 0
+	for _, s := range samples {
+		procs, rep = max(procs, s.Procs), max(rep, s.Reporting)
+	}
+	var out []SoakSample
+	for _, s := range samples {
+		if s.Procs == procs && s.Reporting == rep {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
 func (r *SoakReport) judge() {
 	sc := r.Config
-	r.Growth["rss"] = growth(r.Samples, r.Start, sc.WarmUp, sc.GrowthWindow, func(s SoakSample) float64 { return float64(s.RSS) })
-	r.Growth["pss"] = growth(r.Samples, r.Start, sc.WarmUp, sc.GrowthWindow, func(s SoakSample) float64 { return float64(s.PSS) })
-	r.Growth["goroutines"] = growth(r.Samples, r.Start, sc.WarmUp, sc.GrowthWindow, func(s SoakSample) float64 { return float64(s.Goroutines) })
+	cs := complete(r.Samples)
+	r.Complete = len(cs)
+	r.Growth["rss"] = growth(cs, r.Start, sc.WarmUp, sc.GrowthWindow, func(s SoakSample) float64 { return float64(s.RSS) })
+	r.Growth["pss"] = growth(cs, r.Start, sc.WarmUp, sc.GrowthWindow, func(s SoakSample) float64 { return float64(s.PSS) })
+	r.Growth["goroutines"] = growth(cs, r.Start, sc.WarmUp, sc.GrowthWindow, func(s SoakSample) float64 { return float64(s.Goroutines) })
 	r.Reasons = nil
 	for _, k := range []string{"rss", "goroutines"} {
 		g := r.Growth[k]
@@ -487,8 +515,8 @@ func (r SoakReport) String() string {
 		v = "PASS"
 	}
 	sc := r.Config
-	fmt.Fprintf(&b, "soak %s: %v (%s to %s UTC), a scenario every %v, %d samples every %v\n", v, r.End.Sub(r.Start).Round(time.Second),
-		r.Start.UTC().Format(time.TimeOnly), r.End.UTC().Format(time.TimeOnly), sc.Every, len(r.Samples), sc.Sample)
+	fmt.Fprintf(&b, "soak %s: %v (%s to %s UTC), a scenario every %v, %d samples every %v (%d with every process; the growth is theirs)\n", v, r.End.Sub(r.Start).Round(time.Second),
+		r.Start.UTC().Format(time.TimeOnly), r.End.UTC().Format(time.TimeOnly), sc.Every, len(r.Samples), sc.Sample, r.Complete)
 	mib := func(x float64) string { return fmt.Sprintf("%.0f MiB", x/(1<<20)) }
 	for _, k := range []string{"rss", "pss", "goroutines"} {
 		g := r.Growth[k]

@@ -61,3 +61,29 @@ func TestSoakBursts(t *testing.T) {
 		}
 	}
 }
+
+// The growth counts only the samples of the whole system: one taken
+// while a gateway was stopped (fewer processes reporting goroutines) or a
+// child was down (fewer processes) would read as a floor and hide growth.
+func TestSoakGrowthSkipsIncompleteSamples(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	at := func(s, procs, rep, g int) SoakSample {
+		return SoakSample{At: t0.Add(time.Duration(s) * time.Second), Procs: procs, Reporting: rep, Goroutines: g, RSS: int64(g)}
+	}
+	samples := []SoakSample{
+		at(0, 9, 3, 1000), at(10, 9, 2, 800), // [0,20): the stopped gateway's 800 is not the floor
+		at(20, 9, 3, 1200), at(30, 8, 3, 900), // [20,40): nor a child down
+	}
+	if got := complete(samples); len(got) != 2 || got[0].Goroutines != 1000 || got[1].Goroutines != 1200 {
+		t.Fatalf("complete: %+v", got)
+	}
+	rep := SoakReport{Config: SoakConfig{WarmUp: time.Nanosecond, GrowthWindow: 20 * time.Second}.withDefaults(), Start: t0.Add(-time.Nanosecond),
+		Samples: samples, Growth: map[string]Growth{}, Results: []Result{{Name: "x", Pass: true}}}
+	rep.judge()
+	if g := rep.Growth["goroutines"]; g.First != 1000 || g.Last != 1200 || g.Windows != 2 || rep.Complete != 2 {
+		t.Fatalf("goroutines %+v over %d complete samples, want 1000 -> 1200 over 2", g, rep.Complete)
+	}
+	if rep.Pass || !strings.Contains(strings.Join(rep.Reasons, ";"), "goroutines grew 20.0%") || !strings.Contains(rep.String(), "4 samples every 30s (2 with every process") {
+		t.Fatalf("judge: %v %q\n%s", rep.Pass, rep.Reasons, rep.String())
+	}
+}
