@@ -47,6 +47,7 @@ func (s *System) serveAPI() error {
 		w.WriteHeader(http.StatusNoContent)
 	})
 	mux.HandleFunc("POST /v1/devices", s.handleAddDevices)
+	mux.HandleFunc("DELETE /v1/devices", s.handleRetireDevices) // newdevices.go
 	mux.HandleFunc("POST /v1/fault/overload", s.handleOverload)
 	mux.HandleFunc("POST /v1/fault/limited", s.handleLimited) // engines_load.go
 	mux.HandleFunc("GET /v1/usage", s.handleUsage)            // soak.go

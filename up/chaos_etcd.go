@@ -86,7 +86,7 @@ func runEtcdKill(ctx context.Context, c *Chaos, r *Result) error {
 		return err
 	}
 	pid := st.Engines.EtcdPid
-	r.Mechanism = fmt.Sprintf("SIGKILL of etcd (pid %d, %s) while the population runs; veer up restarts it after restart_after on the same data; writes through control's admin API (%s, the operator's token); %d new sessions while it is down, %d after a site_down written once it is back",
+	r.Mechanism = fmt.Sprintf("SIGKILL of etcd (pid %d, %s) while the population runs; veer up restarts it after restart_after on the same data; writes through control's admin API (%s, the operator's token); %d new sessions while it is down, %d after a site_down written once it is back (POST /v1/devices, retired at the end)",
 		pid, st.Engines.Store, st.Admin, etcdKillNew, etcdKillNew)
 	fmt.Fprintf(c.out, "chaos: etcd-kill: SIGKILL pid %d\n", pid)
 	if err := signal(pid, syscall.SIGKILL); err != nil {
@@ -104,10 +104,13 @@ func runEtcdKill(ctx context.Context, c *Chaos, r *Result) error {
 	r.measure("admin write with etcd down: %d, Retry-After %q", down.code, down.retryAfter)
 
 	// new sessions bootstrap from control's last snapshot
+	var launched []NewDevice // retired at the end: the population stays as it was
+	defer c.retireAtEnd(ctx, "etcd-kill", &launched)
 	news, err := c.newDevices(ctx, etcdKillNew, 0)
 	if err != nil {
 		return fmt.Errorf("new sessions with etcd down: %w", err)
 	}
+	launched = append(launched, news...)
 	answered := 0
 	for _, d := range news {
 		if d.Source == "service" && (d.Site == "a" || d.Site == "b") {
@@ -143,6 +146,7 @@ func runEtcdKill(ctx context.Context, c *Chaos, r *Result) error {
 	if err != nil {
 		return err
 	}
+	launched = append(launched, after...)
 	onB := 0
 	for _, d := range after {
 		if d.Site == "b" && d.Source == "service" {

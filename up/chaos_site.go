@@ -74,6 +74,43 @@ func (c *Chaos) newDevices(ctx context.Context, n int, rev int64) ([]NewDevice, 
 	return out, json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&out)
 }
 
+// retireDevices asks veer up to stop the sessions newDevices launched
+// (DELETE /v1/devices), so that a scenario leaves the population as it
+// found it (a soak plays it again and again).
+func (c *Chaos) retireDevices(ctx context.Context, devs []NewDevice) error {
+	if len(devs) == 0 {
+		return nil
+	}
+	ids := make([]string, len(devs))
+	for i, d := range devs {
+		ids[i] = d.ID
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodDelete, fmt.Sprintf("http://%s/v1/devices?ids=%s", c.api, strings.Join(ids, ",")), nil)
+	if err != nil {
+		return err
+	}
+	cl := *c.client
+	cl.Timeout = 30 * time.Second // each device's request in flight ends first
+	resp, err := cl.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusNoContent {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
+		return fmt.Errorf("DELETE /v1/devices: %s: %s", resp.Status, strings.TrimSpace(string(b)))
+	}
+	return nil
+}
+
+// retireAtEnd retires *devs when the scenario ends, saying so if it
+// cannot (the verdict stands: the sessions are the scenario's probe).
+func (c *Chaos) retireAtEnd(ctx context.Context, name string, devs *[]NewDevice) {
+	if err := c.retireDevices(context.WithoutCancel(ctx), *devs); err != nil {
+		fmt.Fprintf(c.out, "chaos: %s: retiring its %d new sessions: %v\n", name, len(*devs), err)
+	}
+}
+
 // runSiteDown is seeds 003/004's site playbook: site_down for site a
 // through control's admin API while traffic runs; new sessions must get
 // site b, existing ones keep site a while it serves; then site a's gateway
@@ -85,15 +122,18 @@ func runSiteDown(ctx context.Context, c *Chaos, r *Result) error {
 	}
 	gw := st.Gateways["a"]
 	pid := gw.Pid
-	r.Mechanism = fmt.Sprintf("control's site_down playbook for site a (POST %s/v1/admin/playbook, the operator's admin token), %d new sessions bootstrapped before and after it (POST /v1/devices), then SIGKILL of site a's gateway (pid %d, %s)",
+	r.Mechanism = fmt.Sprintf("control's site_down playbook for site a (POST %s/v1/admin/playbook, the operator's admin token), %d new sessions bootstrapped before and after it (POST /v1/devices, retired at the end), then SIGKILL of site a's gateway (pid %d, %s)",
 		st.Admin, siteDownNew, pid, strings.Join(gw.Addrs, ","))
 	// a baseline: sessions that start before the playbook follow the
 	// routing table (most on site a), so that "the new ones get b" below
 	// is the playbook's doing
+	var launched []NewDevice // retired at the end: the population stays as it was
+	defer c.retireAtEnd(ctx, "site-down", &launched)
 	base, err := c.newDevices(ctx, siteDownNew, 0)
 	if err != nil {
 		return err
 	}
+	launched = append(launched, base...)
 	baseA := 0
 	for _, d := range base {
 		if d.Site == "a" {
@@ -123,6 +163,7 @@ func runSiteDown(ctx context.Context, c *Chaos, r *Result) error {
 	if err != nil {
 		return err
 	}
+	launched = append(launched, news...)
 	onB, fromService := 0, 0
 	for _, d := range news {
 		if d.Site == "b" {

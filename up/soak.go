@@ -8,6 +8,7 @@ import (
 	"os"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -119,10 +120,28 @@ type SoakSample struct {
 	RSS        int64 `json:"rss_bytes"`
 	PSS        int64 `json:"pss_bytes"`
 	Procs      int   `json:"procs"`
+	// Reporting is how many processes reported goroutines: a gateway
+	// stopped (SIGSTOP) or down answers no metrics, and a sample without
+	// it is not the system's floor.
+	Reporting int `json:"reporting"`
 	// Devices in the population then: site-down and etcd-kill launch new
-	// sessions, which stay, so resources may grow with them.
+	// sessions during their run and retire them at its end, so the first
+	// and last samples should agree.
 	Devices int `json:"devices"`
+	// Load1 is the machine's one-minute load average then (/proc/loadavg
+	// where the soak runs, the same machine as veer up: it is loopback
+	// only); 0 where it cannot be read.
+	Load1 float64 `json:"load1"`
 }
+
+// SoakFail is one second with requests failed outside every window.
+type SoakFail struct {
+	At   time.Time `json:"at"`
+	Fail int64     `json:"fail"`
+}
+
+// soakBurstGap splits the failures outside the windows into bursts.
+const soakBurstGap = 10 * time.Second
 
 // Growth is one resource's growth after warm-up: the minimum over the
 // first growth window against the minimum over the last.
@@ -136,8 +155,9 @@ type Growth struct {
 // SoakWindow is one scenario's window: from its start to one request
 // timeout after its end (requests sent during it may fail after it).
 type SoakWindow struct {
-	Name     string    `json:"name"`
-	From, To time.Time `json:"-"`
+	Name string    `json:"name"`
+	From time.Time `json:"from"`
+	To   time.Time `json:"to"`
 }
 
 // SoakReport is what a soak measured.
@@ -146,11 +166,20 @@ type SoakReport struct {
 	Start   time.Time    `json:"start"`
 	End     time.Time    `json:"end"`
 	Samples []SoakSample `json:"samples"`
-	Results []Result     `json:"results"`
+	// Complete is how many samples had every process (complete): the
+	// growth is computed over those.
+	Complete int      `json:"complete"`
+	Results  []Result `json:"results"`
 	// Inside and Outside are the population's requests inside the
 	// scenarios' windows and outside them.
-	Inside  Counts            `json:"inside"`
-	Outside Counts            `json:"outside"`
+	Inside  Counts `json:"inside"`
+	Outside Counts `json:"outside"`
+	// OutsideReasons counts the shed and failed requests outside the
+	// windows by kind (Snapshot.Reasons), OutsideFails when they failed.
+	OutsideReasons map[string]int64 `json:"outside_reasons,omitempty"`
+	OutsideFails   []SoakFail       `json:"outside_fails,omitempty"`
+	// Windows are the scenarios' windows, in order.
+	Windows []SoakWindow      `json:"windows,omitempty"`
 	Growth  map[string]Growth `json:"growth"` // "rss", "pss", "goroutines"
 	// Pass: every scenario PASSed (skipped ones aside), no request failed
 	// outside a window, RSS and goroutines grew at most SoakMaxGrowth.
@@ -179,7 +208,7 @@ func (c *Chaos) Soak(ctx context.Context, sc SoakConfig) (SoakReport, error) {
 	if len(scs) == 0 {
 		return SoakReport{}, fmt.Errorf("soak: no scenario to play")
 	}
-	rep := SoakReport{Config: sc, Start: time.Now(), Growth: map[string]Growth{}}
+	rep := SoakReport{Config: sc, Start: time.Now(), Growth: map[string]Growth{}, OutsideReasons: map[string]int64{}}
 	end := rep.Start.Add(sc.Duration)
 	sctx, cancel := context.WithDeadline(ctx, end)
 	defer cancel()
@@ -218,7 +247,7 @@ func (c *Chaos) Soak(ctx context.Context, sc SoakConfig) (SoakReport, error) {
 	bg.Add(1)
 	go func() {
 		defer bg.Done()
-		prev, prevAt := first.All, time.Now()
+		prev, prevReasons, prevAt := first.All, first.Reasons, time.Now()
 		t := time.NewTicker(soakStatsEvery)
 		defer t.Stop()
 		for {
@@ -244,9 +273,17 @@ func (c *Chaos) Soak(ctx context.Context, sc SoakConfig) (SoakReport, error) {
 				rep.Inside = rep.Inside.plus(d)
 			} else {
 				rep.Outside = rep.Outside.plus(d)
+				for k, v := range s.Reasons {
+					if dv := v - prevReasons[k]; dv > 0 {
+						rep.OutsideReasons[k] += dv
+					}
+				}
+				if d.Fail > 0 {
+					rep.OutsideFails = append(rep.OutsideFails, SoakFail{At: now, Fail: d.Fail})
+				}
 			}
 			mu.Unlock()
-			prev, prevAt = s.All, now
+			prev, prevReasons, prevAt = s.All, s.Reasons, now
 		}
 	}()
 
@@ -272,6 +309,7 @@ func (c *Chaos) Soak(ctx context.Context, sc SoakConfig) (SoakReport, error) {
 		open = false
 		w.To = time.Now().Add(timeout)
 		windows = append(windows, w)
+		rep.Windows = append(rep.Windows, w)
 		rep.Results = append(rep.Results, r)
 		mu.Unlock()
 		fmt.Fprint(c.out, r.String())
@@ -291,6 +329,58 @@ func (c *Chaos) Soak(ctx context.Context, sc SoakConfig) (SoakReport, error) {
 	return rep, nil
 }
 
+// load1 is /proc/loadavg's first field; 0 where it cannot be read.
+func load1() float64 {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return 0
+	}
+	f, _, _ := strings.Cut(string(b), " ")
+	v, err := strconv.ParseFloat(f, 64)
+	if err != nil {
+		return 0
+	}
+	return v
+}
+
+// SoakBurst is a run of seconds with failures outside the windows, no two
+// more than soakBurstGap apart, placed against the windows around it.
+type SoakBurst struct {
+	From, To time.Time
+	Fail     int64
+	// After names the window that ended last before From and how long
+	// before ("" at the soak's start); Before the next one's start.
+	After      string
+	SinceAfter time.Duration
+	Before     string
+	UntilNext  time.Duration
+}
+
+// Bursts groups OutsideFails into bursts.
+func (r SoakReport) Bursts() []SoakBurst {
+	var out []SoakBurst
+	for _, f := range r.OutsideFails {
+		if n := len(out); n > 0 && f.At.Sub(out[n-1].To) <= soakBurstGap {
+			out[n-1].To = f.At
+			out[n-1].Fail += f.Fail
+			continue
+		}
+		out = append(out, SoakBurst{From: f.At, To: f.At, Fail: f.Fail})
+	}
+	for i := range out {
+		b := &out[i]
+		for _, w := range r.Windows {
+			if !w.To.After(b.From) {
+				b.After, b.SinceAfter = w.Name, b.From.Sub(w.To)
+			}
+			if w.From.After(b.To) && b.Before == "" {
+				b.Before, b.UntilNext = w.Name, w.From.Sub(b.To)
+			}
+		}
+	}
+	return out
+}
+
 func (c Counts) plus(o Counts) Counts { return Counts{c.OK + o.OK, c.Shed + o.Shed, c.Fail + o.Fail} }
 
 // sample reads GET /v1/usage and sums it.
@@ -303,11 +393,13 @@ func (c *Chaos) sample(ctx context.Context) (SoakSample, error) {
 	if s, err := c.stats(ctx); err == nil {
 		smp.Devices = s.Devices
 	}
+	smp.Load1 = load1()
 	for _, p := range ps {
 		smp.RSS += p.RSS
 		smp.PSS += p.PSS
 		if p.Goroutines > 0 {
 			smp.Goroutines += p.Goroutines
+			smp.Reporting++
 		}
 	}
 	return smp, nil
@@ -341,11 +433,31 @@ func growth(samples []SoakSample, start time.Time, warm, window time.Duration, v
 	return g
 }
 
+// complete are the samples of the whole system: as many processes as the
+// most any sample had, each that reports goroutines reporting them. A
+// process killed or stopped by a scenario is missing from the others,
+// whose sums would read as a floor the system never had.
+func complete(samples []SoakSample) []SoakSample {
+	procs, rep := 0, 0
+	for _, s := range samples {
+		procs, rep = max(procs, s.Procs), max(rep, s.Reporting)
+	}
+	var out []SoakSample
+	for _, s := range samples {
+		if s.Procs == procs && s.Reporting == rep {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
 func (r *SoakReport) judge() {
 	sc := r.Config
-	r.Growth["rss"] = growth(r.Samples, r.Start, sc.WarmUp, sc.GrowthWindow, func(s SoakSample) float64 { return float64(s.RSS) })
-	r.Growth["pss"] = growth(r.Samples, r.Start, sc.WarmUp, sc.GrowthWindow, func(s SoakSample) float64 { return float64(s.PSS) })
-	r.Growth["goroutines"] = growth(r.Samples, r.Start, sc.WarmUp, sc.GrowthWindow, func(s SoakSample) float64 { return float64(s.Goroutines) })
+	cs := complete(r.Samples)
+	r.Complete = len(cs)
+	r.Growth["rss"] = growth(cs, r.Start, sc.WarmUp, sc.GrowthWindow, func(s SoakSample) float64 { return float64(s.RSS) })
+	r.Growth["pss"] = growth(cs, r.Start, sc.WarmUp, sc.GrowthWindow, func(s SoakSample) float64 { return float64(s.PSS) })
+	r.Growth["goroutines"] = growth(cs, r.Start, sc.WarmUp, sc.GrowthWindow, func(s SoakSample) float64 { return float64(s.Goroutines) })
 	r.Reasons = nil
 	for _, k := range []string{"rss", "goroutines"} {
 		g := r.Growth[k]
@@ -366,6 +478,36 @@ func (r *SoakReport) judge() {
 	r.Pass = len(r.Reasons) == 0 && len(r.Results) > 0
 }
 
+// loadRange is the lowest and highest load average sampled.
+func (r SoakReport) loadRange() (lo, hi float64, ok bool) {
+	for _, s := range r.Samples {
+		if s.Load1 <= 0 {
+			continue
+		}
+		if !ok || s.Load1 < lo {
+			lo = s.Load1
+		}
+		if !ok || s.Load1 > hi {
+			hi = s.Load1
+		}
+		ok = true
+	}
+	return lo, hi, ok
+}
+
+// loadNear is the highest load average sampled from one sample period
+// before from to one after to.
+func (r SoakReport) loadNear(from, to time.Time) float64 {
+	p := r.Config.Sample
+	hi := 0.0
+	for _, s := range r.Samples {
+		if !s.At.Before(from.Add(-p)) && !s.At.After(to.Add(p)) {
+			hi = max(hi, s.Load1)
+		}
+	}
+	return hi
+}
+
 func (r SoakReport) String() string {
 	var b strings.Builder
 	v := "FAIL"
@@ -373,8 +515,8 @@ func (r SoakReport) String() string {
 		v = "PASS"
 	}
 	sc := r.Config
-	fmt.Fprintf(&b, "soak %s: %v (%s to %s UTC), a scenario every %v, %d samples every %v\n", v, r.End.Sub(r.Start).Round(time.Second),
-		r.Start.UTC().Format(time.TimeOnly), r.End.UTC().Format(time.TimeOnly), sc.Every, len(r.Samples), sc.Sample)
+	fmt.Fprintf(&b, "soak %s: %v (%s to %s UTC), a scenario every %v, %d samples every %v (%d with every process; the growth is theirs)\n", v, r.End.Sub(r.Start).Round(time.Second),
+		r.Start.UTC().Format(time.TimeOnly), r.End.UTC().Format(time.TimeOnly), sc.Every, len(r.Samples), sc.Sample, r.Complete)
 	mib := func(x float64) string { return fmt.Sprintf("%.0f MiB", x/(1<<20)) }
 	for _, k := range []string{"rss", "pss", "goroutines"} {
 		g := r.Growth[k]
@@ -387,7 +529,7 @@ func (r SoakReport) String() string {
 	}
 	if n := len(r.Samples); n > 0 {
 		f, l := r.Samples[0], r.Samples[n-1]
-		fmt.Fprintf(&b, "  devices:   %d at the first sample, %d at the last (new sessions that scenarios launched stay)", f.Devices, l.Devices)
+		fmt.Fprintf(&b, "  devices:   %d at the first sample, %d at the last (scenarios retire the sessions they launch)", f.Devices, l.Devices)
 		if f.Devices > 0 && l.Devices > 0 {
 			fmt.Fprintf(&b, "; per device: goroutines %.1f -> %.1f, RSS %.1f -> %.1f MiB", float64(f.Goroutines)/float64(f.Devices), float64(l.Goroutines)/float64(l.Devices),
 				float64(f.RSS)/float64(f.Devices)/(1<<20), float64(l.RSS)/float64(l.Devices)/(1<<20))
@@ -419,6 +561,31 @@ func (r SoakReport) String() string {
 	b.WriteString("\n")
 	fmt.Fprintf(&b, "  requests outside the windows: %d ok, %d shed, %d failed; inside: %d ok, %d shed, %d failed\n",
 		r.Outside.OK, r.Outside.Shed, r.Outside.Fail, r.Inside.OK, r.Inside.Shed, r.Inside.Fail)
+	if len(r.OutsideReasons) > 0 {
+		ks := sortedKeys(r.OutsideReasons)
+		slices.SortStableFunc(ks, func(x, y string) int { return cmp.Compare(r.OutsideReasons[y], r.OutsideReasons[x]) })
+		b.WriteString("  outside the windows, shed and failed by kind:")
+		for _, k := range ks {
+			fmt.Fprintf(&b, " %s %d;", k, r.OutsideReasons[k])
+		}
+		b.WriteString("\n")
+	}
+	for _, bu := range r.Bursts() {
+		fmt.Fprintf(&b, "  failed outside %s-%s UTC: %d", bu.From.UTC().Format(time.TimeOnly), bu.To.UTC().Format(time.TimeOnly), bu.Fail)
+		if bu.After != "" {
+			fmt.Fprintf(&b, ", %v after %s's window", bu.SinceAfter.Round(time.Second), bu.After)
+		}
+		if bu.Before != "" {
+			fmt.Fprintf(&b, ", %v before %s's", bu.UntilNext.Round(time.Second), bu.Before)
+		}
+		if l := r.loadNear(bu.From, bu.To); l > 0 {
+			fmt.Fprintf(&b, " (load average %.1f)", l)
+		}
+		b.WriteString("\n")
+	}
+	if lo, hi, ok := r.loadRange(); ok {
+		fmt.Fprintf(&b, "  load average (1 min, at the samples): %.1f to %.1f\n", lo, hi)
+	}
 	if len(r.Reasons) > 0 {
 		fmt.Fprintf(&b, "  why not PASS: %s\n", strings.Join(r.Reasons, "; "))
 	}

@@ -131,6 +131,8 @@ type System struct {
 	natsURL   string
 	async     asyncStats  // the steady async submitter's counts
 	relLoad   releaseLoad // the release scenarios' load
+
+	added map[string]*launched // AddDevices' devices by ID, guarded by devMu (newdevices.go)
 }
 
 // New validates cfg; Start runs the system.
