@@ -141,6 +141,9 @@ func New(cfg Config, opts Options) (*Gateway, error) {
 	if c.Shed.Enabled {
 		sc := c.Shed.Config
 		sc.Registerer, sc.Logger = g.reg, g.log
+		// a proxy's handler waits on the network: no run-queue yield
+		// before it (shed.Config.IOBound; docs/gateway.md, Benchmark)
+		sc.IOBound = true
 		s, err := shed.New(sc)
 		if err != nil {
 			return nil, config.In("shed", err)
@@ -469,9 +472,9 @@ func (g *Gateway) compileRoute(nc *compiled, prev *table, rc Route) (*route, err
 }
 
 // shedTable is the part of a shed.Config that Apply changes: its wiring
-// fields (Clock, Logger, Registerer, Endpoint) are New's and stay.
+// fields (Clock, Logger, Registerer, Endpoint, IOBound) are New's and stay.
 func shedTable(c shed.Config) shed.Config {
-	c.Clock, c.Logger, c.Registerer, c.Endpoint = nil, nil, nil, nil
+	c.Clock, c.Logger, c.Registerer, c.Endpoint, c.IOBound = nil, nil, nil, nil, false
 	return c
 }
 

@@ -22,7 +22,7 @@ routes: [{name: r, clusters: [{name: c}]}]
 clusters: [{name: c, max_idle_per_backend: 256, backends: [{address: '127.0.0.1:18090'}]}]
 YAML
 if [ "$kind" = guards ]; then
-  cat bench/gateway/guards.yaml >>"$cfg"
+  cat "${GUARDS:-bench/gateway/guards.yaml}" >>"$cfg" # GUARDS: another guards file
 else
   echo "retry: {disabled: true}" >>"$cfg"
 fi

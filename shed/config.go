@@ -92,6 +92,17 @@ type Config struct {
 	// Endpoint names the endpoint of an HTTP request; default: the route
 	// pattern of the wrapped *http.ServeMux (or r.Pattern), else the path.
 	Endpoint func(*http.Request) string `yaml:"-" json:"-"`
+	// IOBound says that the handlers behind this Shedder wait on the
+	// network, as a proxy's do: an admitted request then starts at once,
+	// without the run-queue yield and start turn that bring the requests
+	// waiting in the Go scheduler's run queue into the stage in front of a
+	// CPU-bound handler (shed/internal/runq). Such a handler gives up its
+	// processor at its first network wait, which lets the runtime poll the
+	// network as the yield would, so the yield would only add its own cost.
+	// The run-queue probe still tells the limiter when the processors are
+	// saturated; the adaptive limit, the CoDel queue, tiers and pacing are
+	// unchanged. Default false (the yield runs; see docs/shed.md).
+	IOBound bool `yaml:"-" json:"-"`
 }
 
 // EndpointConfig is the configuration of one endpoint.

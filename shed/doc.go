@@ -40,7 +40,10 @@
 // empty stage queue does not count as drained and the limiter does not grow
 // (runq.Queue.Saturated). The CoDel target is at least two turns of the queue
 // (the time it takes to advance by one request), so that random arrivals at
-// 80% load are not taken for an overload.
+// 80% load are not taken for an overload. Handlers that wait on the network
+// (a proxy's: the gateway sets it) give up their processor at their first
+// wait anyway: with Config.IOBound an admitted request never yields; the
+// probe still feeds the limiter.
 //
 // Tiers. critical_plus and critical are never shed (Config.NeverShed);
 // sheddable is shed first, then sheddable_plus. A request's tier is its

@@ -41,6 +41,8 @@ type Shedder struct {
 	yield  func()
 	settle func()
 	turns  *runq.Turns
+	// ioBound: Config.IOBound; admitted requests never yield (acquire).
+	ioBound bool
 
 	// episodeHold is how many intervals a fresh overload's standing
 	// queue must last before its first drop (DefaultEpisodeHold,
@@ -78,6 +80,7 @@ func New(c Config) (*Shedder, error) {
 		rq:          runq.Process(),
 		yield:       runq.Yield,
 		turns:       runq.ProcessTurns(),
+		ioBound:     c.IOBound,
 		episodeHold: episodeHold,
 		done:        make(chan struct{}),
 	}
@@ -100,7 +103,7 @@ func New(c Config) (*Shedder, error) {
 // An invalid c is rejected and the old configuration stays. So is a c that
 // asks for what cannot change at run time, with an error naming the field:
 // a MaxEndpoints (after its default) other than New's, or a wiring field
-// (Clock, Logger, Registerer, Endpoint) that is set: those belong to New, and
+// (Clock, Logger, Registerer, Endpoint, IOBound) that is set: those belong to New, and
 // a config file never sets them.
 func (s *Shedder) Apply(c Config) error {
 	if err := c.Validate(); err != nil {
@@ -141,7 +144,7 @@ func (s *Shedder) checkFixed(c *Config) error {
 	for _, f := range []struct {
 		name string
 		set  bool
-	}{{"Clock", c.Clock != nil}, {"Logger", c.Logger != nil}, {"Registerer", c.Registerer != nil}, {"Endpoint", c.Endpoint != nil}} {
+	}{{"Clock", c.Clock != nil}, {"Logger", c.Logger != nil}, {"Registerer", c.Registerer != nil}, {"Endpoint", c.Endpoint != nil}, {"IOBound", c.IOBound}} {
 		if f.set {
 			errs = append(errs, config.Field(f.name, "%w (a wiring field: leave it nil in Apply)", errFixed))
 		}

@@ -209,7 +209,7 @@ func (s *Shedder) turnProcs() uint64 {
 // acquire admits a request of tier t or returns a *Rejection.
 func (st *stage) acquire(ctx context.Context, t tier.Tier, p *policy) (Ticket, error) {
 	tk, err := st.admit(ctx, t, p)
-	if err == nil && st.busy() {
+	if err == nil && !st.s.ioBound && st.busy() {
 		if !p.sheddable(t) {
 			st.s.turns.NoteNeverShed(st.s.clk.Now())
 		}
