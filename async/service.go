@@ -109,6 +109,11 @@ func New(cfg Config, eng Engine, d Dispatcher, opts Options) (*Service, error) {
 			s.group[t] = g.Name
 		}
 		s.scheds[g.Name] = newScheduler(s, g)
+		// the finished series exist from the start (at 0), so that a rate
+		// over them, or a dashboard panel, reads 0 rather than nothing
+		for _, st := range []State{Succeeded, Failed} {
+			s.m.done.WithLabelValues(g.Name, string(st))
+		}
 	}
 	if r, ok := eng.(interface{ OnReady(func(group string)) }); ok {
 		r.OnReady(func(group string) {
