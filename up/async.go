@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
-	"crypto/tls"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -120,25 +119,9 @@ type asyncClient struct {
 }
 
 func (s *System) newAsyncClient(site string) (*asyncClient, error) {
-	ip := map[string]string{"a": siteAIP, "b": siteBIP}[site]
-	if ip == "" {
-		return nil, fmt.Errorf("up: site %q: want a or b", site)
-	}
-	if s.env == nil {
-		return nil, errClosed
-	}
-	host := site + "." + s.cfg.Zone
-	s.mu.Lock()
-	addr := net.JoinHostPort(ip, strconv.Itoa(s.state.Port))
-	s.mu.Unlock()
-	tr := &http.Transport{
-		TLSClientConfig:   &tls.Config{RootCAs: s.env.roots, ServerName: host},
-		ForceAttemptHTTP2: true,
-		DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
-			var nd net.Dialer
-			return nd.DialContext(ctx, network, addr)
-		},
-		MaxIdleConnsPerHost: 16,
+	tr, host, addr, err := s.siteTransport(site, 16)
+	if err != nil {
+		return nil, err
 	}
 	_, port, _ := net.SplitHostPort(addr)
 	return &asyncClient{client: &http.Client{Transport: tr, Timeout: 3 * time.Second}, tr: tr, base: "https://" + host + ":" + port}, nil

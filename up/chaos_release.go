@@ -3,12 +3,10 @@ package up
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"slices"
@@ -215,19 +213,13 @@ func (s *System) StartReleaseLoad(rate float64, d time.Duration) error {
 	}
 	clients := map[string]*http.Client{}
 	var trs []*http.Transport
-	s.mu.Lock()
-	port := s.state.Port
-	s.mu.Unlock()
-	for site, ip := range map[string]string{"a": siteAIP, "b": siteBIP} {
-		addr := net.JoinHostPort(ip, strconv.Itoa(port))
-		tr := &http.Transport{
-			TLSClientConfig:   &tls.Config{RootCAs: s.env.roots, ServerName: site + "." + s.cfg.Zone},
-			ForceAttemptHTTP2: true,
-			DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
-				var nd net.Dialer
-				return nd.DialContext(ctx, network, addr)
-			},
-			MaxIdleConnsPerHost: 32,
+	for _, site := range []string{"a", "b"} {
+		tr, _, _, err := s.siteTransport(site, 32)
+		if err != nil {
+			for _, t := range trs {
+				t.CloseIdleConnections()
+			}
+			return err
 		}
 		trs = append(trs, tr)
 		clients[site] = &http.Client{Transport: tr, Timeout: s.cfg.RequestTimeout}

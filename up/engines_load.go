@@ -2,10 +2,8 @@ package up
 
 import (
 	"context"
-	"crypto/tls"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"strconv"
 	"sync"
@@ -52,25 +50,9 @@ func (r LimitedResult) Total() Counts {
 // siteClient is an HTTP/2 client to site's gateway with the local CA (no
 // emulated network: a load generator beside the population).
 func (s *System) siteClient(site string) (*http.Client, string, func(), error) {
-	ip := map[string]string{"a": siteAIP, "b": siteBIP}[site]
-	if ip == "" {
-		return nil, "", nil, fmt.Errorf("up: no site %q", site)
-	}
-	if s.env == nil {
-		return nil, "", nil, errClosed
-	}
-	host := site + "." + s.cfg.Zone
-	s.mu.Lock()
-	addr := net.JoinHostPort(ip, strconv.Itoa(s.state.Port))
-	s.mu.Unlock()
-	tr := &http.Transport{
-		TLSClientConfig:   &tls.Config{RootCAs: s.env.roots, ServerName: host},
-		ForceAttemptHTTP2: true,
-		DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
-			var nd net.Dialer
-			return nd.DialContext(ctx, network, addr)
-		},
-		MaxIdleConnsPerHost: 16,
+	tr, host, _, err := s.siteTransport(site, 16)
+	if err != nil {
+		return nil, "", nil, err
 	}
 	return &http.Client{Transport: &tier.Transport{Next: tr, Self: "veer-up-limited"}}, host, tr.CloseIdleConnections, nil
 }

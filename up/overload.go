@@ -3,10 +3,8 @@ package up
 import (
 	"cmp"
 	"context"
-	"crypto/tls"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"slices"
 	"strconv"
@@ -85,19 +83,9 @@ func (s *System) Overload(ctx context.Context, site string, rate float64, d time
 	if s.env == nil {
 		return OverloadResult{}, errClosed
 	}
-	host := site + "." + s.cfg.Zone
-	s.mu.Lock()
-	port := s.state.Port
-	s.mu.Unlock()
-	addr := net.JoinHostPort(ip, strconv.Itoa(port))
-	tr := &http.Transport{
-		TLSClientConfig:   &tls.Config{RootCAs: s.env.roots, ServerName: host},
-		ForceAttemptHTTP2: true,
-		DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
-			var nd net.Dialer
-			return nd.DialContext(ctx, network, addr)
-		},
-		MaxIdleConnsPerHost: 64,
+	tr, host, _, err := s.siteTransport(site, 64)
+	if err != nil {
+		return OverloadResult{}, err
 	}
 	defer tr.CloseIdleConnections()
 	client := &http.Client{Transport: &tier.Transport{Next: tr, Self: "veer-up-overload"}}
