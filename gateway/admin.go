@@ -133,6 +133,9 @@ func (g *Gateway) adminHandler(token string) http.Handler {
 		}))
 	}
 	g.mountAsyncAdmin(mux, token)
+	// the Go runtime's profiles (heap, goroutine, allocs, CPU for
+	// ?seconds=N), behind the token: a heap dump is the gateway's memory
+	mux.Handle("GET /debug/pprof/", g.auth(token, obs.Profiles().ServeHTTP))
 	return mux
 }
 

@@ -100,6 +100,9 @@ func TestAdminAPI(t *testing.T) {
 		{"GET", "/admin/state", "", 401},
 		{"GET", "/admin/state", "wrong", 401},
 		{"GET", "/admin/state", "s3cret", 200},
+		{"GET", "/debug/pprof/heap", "", 401},
+		{"GET", "/debug/pprof/heap", "s3cret", 200},
+		{"GET", "/debug/pprof/nope", "s3cret", 404},
 		{"POST", "/admin/drain?cluster=a&backend=" + a, "s3cret", 200},
 		{"POST", "/admin/drain?cluster=nope", "s3cret", 404},
 	} {
