@@ -73,21 +73,37 @@ func parseStat(s string) (usage, error) {
 	return usage{cpu: time.Duration(ut+st) * time.Second / userHZ, rss: rss * int64(os.Getpagesize())}, nil
 }
 
-// systemUsage sums this process and the running children.
-func (s *System) systemUsage() usage {
-	var total usage
+// systemUsage sums this process and the running children; cpu is each
+// one's CPU time by pid, for cpuSince.
+func (s *System) systemUsage() (total usage, cpu map[int]time.Duration) {
 	pids := []int{os.Getpid()}
 	for _, c := range s.children {
 		if p := c.Pid(); p > 0 {
 			pids = append(pids, p)
 		}
 	}
+	cpu = make(map[int]time.Duration, len(pids))
 	for _, p := range pids {
 		if u, err := procUsage(p); err == nil {
 			total.cpu += u.cpu
 			total.rss += u.rss
 			total.pss += u.pss
+			cpu[p] = u.cpu
 		}
 	}
-	return total
+	return total, cpu
+}
+
+// cpuSince is the CPU time the processes spent between two readings: the
+// sum over the pids in both. A child restarted in between (a new pid)
+// counts from its next reading: its old process's time is gone, and the
+// sums' difference would go negative.
+func cpuSince(prev, cur map[int]time.Duration) time.Duration {
+	var d time.Duration
+	for pid, c := range cur {
+		if p, ok := prev[pid]; ok && c >= p {
+			d += c - p
+		}
+	}
+	return d
 }

@@ -220,6 +220,28 @@ func TestParseStat(t *testing.T) {
 	}
 }
 
+// The view's CPU share: a child restarted between two readings (a new
+// pid) counts from its next reading, never as negative time.
+func TestCPUSinceAcrossRestarts(t *testing.T) {
+	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+	steps := []struct {
+		name      string
+		prev, cur map[int]time.Duration
+		want      time.Duration
+	}{
+		{"steady", map[int]time.Duration{1: ms(100), 2: ms(50)}, map[int]time.Duration{1: ms(130), 2: ms(60)}, ms(40)},
+		{"child 2 restarted as 3", map[int]time.Duration{1: ms(100), 2: ms(5000)}, map[int]time.Duration{1: ms(130), 3: ms(20)}, ms(30)},
+		{"child gone", map[int]time.Duration{1: ms(100), 2: ms(50)}, map[int]time.Duration{1: ms(110)}, ms(10)},
+		{"pid reused with less time", map[int]time.Duration{1: ms(100), 2: ms(900)}, map[int]time.Duration{1: ms(100), 2: ms(10)}, 0},
+		{"first reading", nil, map[int]time.Duration{1: ms(100)}, 0},
+	}
+	for _, s := range steps {
+		if got := cpuSince(s.prev, s.cur); got != s.want {
+			t.Errorf("%s: %v, want %v", s.name, got, s.want)
+		}
+	}
+}
+
 func TestParsePss(t *testing.T) {
 	if got := parsePss("Rss:  100 kB\nPss:   42 kB\nShared_Clean: 1 kB\n"); got != 42<<10 {
 		t.Fatalf("pss %d", got)

@@ -201,7 +201,8 @@ func (s *System) Watch(ctx context.Context, w io.Writer, tty bool, every time.Du
 	t := time.NewTicker(every)
 	defer t.Stop()
 	prev := s.Stats()
-	pu, pt := s.systemUsage(), time.Now()
+	_, pcpu := s.systemUsage()
+	pt := time.Now()
 	for {
 		select {
 		case <-ctx.Done():
@@ -209,10 +210,11 @@ func (s *System) Watch(ctx context.Context, w io.Writer, tty bool, every time.Du
 		case <-t.C:
 		}
 		cur := s.Stats()
-		u, now := s.systemUsage(), time.Now()
+		u, cpu := s.systemUsage()
+		now := time.Now()
 		frame := s.Render(ctx, cur, prev) + fmt.Sprintf("  system:        CPU %.0f%% of one core, memory %.0f MiB PSS (%.0f MiB RSS summed) (veer up and its %d children)\n",
-			100*float64(u.cpu-pu.cpu)/float64(now.Sub(pt)), float64(u.pss)/(1<<20), float64(u.rss)/(1<<20), len(s.children))
-		prev, pu, pt = cur, u, now
+			100*float64(cpuSince(pcpu, cpu))/float64(now.Sub(pt)), float64(u.pss)/(1<<20), float64(u.rss)/(1<<20), len(s.children))
+		prev, pcpu, pt = cur, cpu, now
 		if tty {
 			fmt.Fprint(w, "\x1b[H\x1b[2J"+frame)
 		} else {
