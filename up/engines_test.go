@@ -187,7 +187,7 @@ func TestSoakGrowth(t *testing.T) {
 		{time.Hour, time.Minute, 0, 0, 0},
 	}
 	for _, s := range steps {
-		g := growth(samples, t0, s.warm, s.window, rss)
+		g := growth(samples, t0.Add(s.warm), s.window, rss)
 		if g.First != s.first || g.Last != s.last || g.Windows != s.windows {
 			t.Errorf("warm %v window %v: %+v, want first %v last %v windows %d", s.warm, s.window, g, s.first, s.last, s.windows)
 		}
@@ -207,7 +207,7 @@ func TestSoakGrowth(t *testing.T) {
 	rep.Samples = append(rep.Samples, at(75, 100)) // [70,90): 100, +25 %
 	rep.Outside = Counts{}
 	rep.judge()
-	if rep.Pass || len(rep.Reasons) != 1 || !strings.Contains(rep.Reasons[0], "rss grew 25.0%") || !strings.Contains(rep.String(), "rss        after 10s warm-up") {
+	if rep.Pass || len(rep.Reasons) != 1 || !strings.Contains(rep.Reasons[0], "rss grew 25.0%") || !strings.Contains(rep.String(), "warm-up:   10s; measured") {
 		t.Fatalf("judge after growth: %v %q", rep.Pass, rep.Reasons)
 	}
 	if !strings.Contains(rep.String(), "requests outside the windows: 0 ok, 0 shed, 0 failed") {

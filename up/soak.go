@@ -20,13 +20,18 @@ import (
 // scenarios' windows apart from those outside them, and a report: growth
 // after warm-up (the minimum of each growth window, first against last),
 // every verdict, the errors outside the windows.
+//
+// The warm-up is, by default, one round of the scenarios: a process's
+// memory steps up the first time each fault moves its traffic or its
+// config (connection pools, buffers, the heap's high-water mark), and a
+// leak is growth that goes on after every path has run once. Its
+// verdicts and errors count like the rest; only the growth starts after it.
 
 // Defaults of SoakConfig.
 const (
 	DefaultSoakDuration = 30 * time.Minute
 	DefaultSoakEvery    = 2 * time.Minute
 	DefaultSoakSample   = 30 * time.Second
-	DefaultSoakWarmUp   = 2 * time.Minute
 	DefaultSoakWindow   = 5 * time.Minute
 	// SoakMaxGrowth is the issue's target: RSS and goroutines flat within
 	// 10 % after warm-up.
@@ -39,7 +44,8 @@ const (
 // SoakConfig times a soak; the zero value is the issue's 30 minutes with a
 // scenario every 2 minutes.
 type SoakConfig struct {
-	// Duration of the soak; default DefaultSoakDuration.
+	// Duration of the soak after its warm-up; default
+	// DefaultSoakDuration.
 	Duration time.Duration `yaml:"duration" json:"duration"`
 	// Every: a scenario starts this often (or when the one before ends,
 	// if later); default DefaultSoakEvery.
@@ -47,9 +53,13 @@ type SoakConfig struct {
 	// Sample: RSS, PSS and goroutines are read this often; default
 	// DefaultSoakSample.
 	Sample time.Duration `yaml:"sample" json:"sample"`
-	// WarmUp: samples before this are not part of the growth; default
-	// DefaultSoakWarmUp.
+	// WarmUp: samples before this are not part of the growth.
 	WarmUp time.Duration `yaml:"warm_up" json:"warm_up"`
+	// WarmUpRounds: nor are the samples before this many rounds of the
+	// scenarios have ended (each played once, the last one's window
+	// closed). The warm-up ends at the later of the two; with both zero,
+	// one round.
+	WarmUpRounds int `yaml:"warm_up_rounds" json:"warm_up_rounds"`
 	// GrowthWindow: growth compares the minimum of the first such window
 	// after warm-up with the minimum of the last; default
 	// DefaultSoakWindow.
@@ -63,7 +73,9 @@ func (c SoakConfig) withDefaults() SoakConfig {
 	c.Duration = cmp.Or(c.Duration, DefaultSoakDuration)
 	c.Every = cmp.Or(c.Every, DefaultSoakEvery)
 	c.Sample = cmp.Or(c.Sample, DefaultSoakSample)
-	c.WarmUp = cmp.Or(c.WarmUp, DefaultSoakWarmUp)
+	if c.WarmUp == 0 && c.WarmUpRounds == 0 {
+		c.WarmUpRounds = 1
+	}
 	c.GrowthWindow = cmp.Or(c.GrowthWindow, DefaultSoakWindow)
 	return c
 }
@@ -162,10 +174,13 @@ type SoakWindow struct {
 
 // SoakReport is what a soak measured.
 type SoakReport struct {
-	Config  SoakConfig   `json:"config"`
-	Start   time.Time    `json:"start"`
-	End     time.Time    `json:"end"`
-	Samples []SoakSample `json:"samples"`
+	Config SoakConfig `json:"config"`
+	Start  time.Time  `json:"start"`
+	// Measured is where the warm-up ended: the growth is over the
+	// samples from here; zero reads as Start + Config.WarmUp.
+	Measured time.Time    `json:"measured,omitzero"`
+	End      time.Time    `json:"end"`
+	Samples  []SoakSample `json:"samples"`
 	// Complete is how many samples had every process (complete): the
 	// growth is computed over those.
 	Complete int      `json:"complete"`
@@ -209,8 +224,14 @@ func (c *Chaos) Soak(ctx context.Context, sc SoakConfig) (SoakReport, error) {
 		return SoakReport{}, fmt.Errorf("soak: no scenario to play")
 	}
 	rep := SoakReport{Config: sc, Start: time.Now(), Growth: map[string]Growth{}, OutsideReasons: map[string]int64{}}
-	end := rep.Start.Add(sc.Duration)
-	sctx, cancel := context.WithDeadline(ctx, end)
+	// end is known once the warm-up's rounds have ended (zero until then)
+	var end time.Time
+	warmRounds := sc.WarmUpRounds * len(scs)
+	if warmRounds == 0 {
+		rep.Measured = rep.Start.Add(sc.WarmUp)
+		end = rep.Measured.Add(sc.Duration)
+	}
+	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
 	var mu sync.Mutex
@@ -290,7 +311,7 @@ func (c *Chaos) Soak(ctx context.Context, sc SoakConfig) (SoakReport, error) {
 	timeout := first.RequestTimeout
 	for i := 0; ; i++ {
 		due := rep.Start.Add(time.Duration(i) * sc.Every)
-		if !due.Before(end) {
+		if !end.IsZero() && !due.Before(end) {
 			break
 		}
 		if err := sleepCtx(sctx, time.Until(due)); err != nil {
@@ -311,6 +332,12 @@ func (c *Chaos) Soak(ctx context.Context, sc SoakConfig) (SoakReport, error) {
 		windows = append(windows, w)
 		rep.Windows = append(rep.Windows, w)
 		rep.Results = append(rep.Results, r)
+		if i+1 == warmRounds {
+			rep.Measured = later(rep.Start.Add(sc.WarmUp), w.To)
+			end = rep.Measured.Add(sc.Duration)
+			fmt.Fprintf(c.out, "soak: warm-up ended (%d round(s) of %d scenarios); measuring for %v from %s UTC\n",
+				sc.WarmUpRounds, len(scs), sc.Duration, rep.Measured.UTC().Format(time.TimeOnly))
+		}
 		mu.Unlock()
 		fmt.Fprint(c.out, r.String())
 		if ctx.Err() != nil {
@@ -327,6 +354,13 @@ func (c *Chaos) Soak(ctx context.Context, sc SoakConfig) (SoakReport, error) {
 	rep.End = time.Now()
 	rep.judge()
 	return rep, nil
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // load1 is /proc/loadavg's first field; 0 where it cannot be read.
@@ -405,9 +439,8 @@ func (c *Chaos) sample(ctx context.Context) (SoakSample, error) {
 	return smp, nil
 }
 
-// growth of one resource over the samples after warm-up.
-func growth(samples []SoakSample, start time.Time, warm, window time.Duration, v func(SoakSample) float64) Growth {
-	from := start.Add(warm)
+// growth of one resource over the samples from from.
+func growth(samples []SoakSample, from time.Time, window time.Duration, v func(SoakSample) float64) Growth {
 	mins := map[int]float64{}
 	for _, s := range samples {
 		if s.At.Before(from) {
@@ -451,13 +484,22 @@ func complete(samples []SoakSample) []SoakSample {
 	return out
 }
 
+// measured is where the growth starts.
+func (r SoakReport) measured() time.Time {
+	if r.Measured.IsZero() {
+		return r.Start.Add(r.Config.WarmUp)
+	}
+	return r.Measured
+}
+
 func (r *SoakReport) judge() {
 	sc := r.Config
 	cs := complete(r.Samples)
 	r.Complete = len(cs)
-	r.Growth["rss"] = growth(cs, r.Start, sc.WarmUp, sc.GrowthWindow, func(s SoakSample) float64 { return float64(s.RSS) })
-	r.Growth["pss"] = growth(cs, r.Start, sc.WarmUp, sc.GrowthWindow, func(s SoakSample) float64 { return float64(s.PSS) })
-	r.Growth["goroutines"] = growth(cs, r.Start, sc.WarmUp, sc.GrowthWindow, func(s SoakSample) float64 { return float64(s.Goroutines) })
+	from := r.measured()
+	r.Growth["rss"] = growth(cs, from, sc.GrowthWindow, func(s SoakSample) float64 { return float64(s.RSS) })
+	r.Growth["pss"] = growth(cs, from, sc.GrowthWindow, func(s SoakSample) float64 { return float64(s.PSS) })
+	r.Growth["goroutines"] = growth(cs, from, sc.GrowthWindow, func(s SoakSample) float64 { return float64(s.Goroutines) })
 	r.Reasons = nil
 	for _, k := range []string{"rss", "goroutines"} {
 		g := r.Growth[k]
@@ -517,6 +559,11 @@ func (r SoakReport) String() string {
 	sc := r.Config
 	fmt.Fprintf(&b, "soak %s: %v (%s to %s UTC), a scenario every %v, %d samples every %v (%d with every process; the growth is theirs)\n", v, r.End.Sub(r.Start).Round(time.Second),
 		r.Start.UTC().Format(time.TimeOnly), r.End.UTC().Format(time.TimeOnly), sc.Every, len(r.Samples), sc.Sample, r.Complete)
+	warm := fmt.Sprintf("%v", r.measured().Sub(r.Start).Round(time.Second))
+	if sc.WarmUpRounds > 0 {
+		warm += fmt.Sprintf(" (%d round(s) of the scenarios)", sc.WarmUpRounds)
+	}
+	fmt.Fprintf(&b, "  warm-up:   %s; measured %v after it\n", warm, r.End.Sub(r.measured()).Round(time.Second))
 	mib := func(x float64) string { return fmt.Sprintf("%.0f MiB", x/(1<<20)) }
 	for _, k := range []string{"rss", "pss", "goroutines"} {
 		g := r.Growth[k]
@@ -524,8 +571,8 @@ func (r SoakReport) String() string {
 		if k != "goroutines" {
 			f, l = mib(g.First), mib(g.Last)
 		}
-		fmt.Fprintf(&b, "  %-10s after %v warm-up, min of each %v window: first %s, last %s: %+.1f%% over %d windows (target <= %.0f%%)\n",
-			k, sc.WarmUp, sc.GrowthWindow, f, l, 100*g.Share, g.Windows, 100*SoakMaxGrowth)
+		fmt.Fprintf(&b, "  %-10s after warm-up, min of each %v window: first %s, last %s: %+.1f%% over %d windows (target <= %.0f%%)\n",
+			k, sc.GrowthWindow, f, l, 100*g.Share, g.Windows, 100*SoakMaxGrowth)
 	}
 	if n := len(r.Samples); n > 0 {
 		f, l := r.Samples[0], r.Samples[n-1]

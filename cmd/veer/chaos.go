@@ -182,7 +182,8 @@ func newSoakCmd() *cobra.Command {
 		Use:   "soak",
 		Short: "Run the scenarios round-robin for a long time and report resource growth and errors outside the windows",
 		Long: `soak plays the scenarios of a running "veer up" (or of its own) round-robin,
-one every --every, for --duration; samples RSS, PSS and goroutines summed
+one every --every, for a warm-up (one round of the scenarios unless
+--warm-up or --warm-up-rounds says otherwise) and --duration after it; samples RSS, PSS and goroutines summed
 over veer up's processes every --sample; counts the population's requests
 inside the scenarios' windows apart from those outside; and prints a
 report: growth after warm-up (the minimum of each --growth-window, first
@@ -230,7 +231,8 @@ The exit status is 1 when the soak does not PASS. docs/chaos.md, soak.`,
 	f.DurationVar(&sc.Duration, "duration", 0, "how long (default 30m)")
 	f.DurationVar(&sc.Every, "every", 0, "a scenario this often (default 2m)")
 	f.DurationVar(&sc.Sample, "sample", 0, "resource sampling interval (default 30s)")
-	f.DurationVar(&sc.WarmUp, "warm-up", 0, "samples before this are not part of the growth (default 2m)")
+	f.DurationVar(&sc.WarmUp, "warm-up", 0, "samples before this are not part of the growth (default: --warm-up-rounds 1)")
+	f.IntVar(&sc.WarmUpRounds, "warm-up-rounds", 0, "nor those before this many rounds of the scenarios have ended (default 1 when --warm-up is not set)")
 	f.DurationVar(&sc.GrowthWindow, "growth-window", 0, "growth compares the minimum of the first such window with the last's (default 5m)")
 	f.StringSliceVar(&sc.Scenarios, "scenarios", nil, "scenarios to play round-robin (default every one the system has)")
 	f.DurationVar(&cc.Window, "window", 0, "each scenario's measuring window (default 10s)")

@@ -37,14 +37,18 @@ func TestEnginesChaosSoak(t *testing.T) {
 	cc := testChaos
 	cc.WarmUp = 5 * time.Second
 	c := up.NewChaos(st.API, cc, testWriter{t})
-	rep, err := c.Soak(t.Context(), up.SoakConfig{Duration: 40 * time.Second, Every: 15 * time.Second, Sample: 2 * time.Second,
-		WarmUp: 4 * time.Second, GrowthWindow: 12 * time.Second, Scenarios: []string{"redis-kill", "etcd-kill"}})
+	// the default warm-up: one round of the two scenarios, then 25 s
+	rep, err := c.Soak(t.Context(), up.SoakConfig{Duration: 25 * time.Second, Every: 15 * time.Second, Sample: 2 * time.Second,
+		GrowthWindow: 12 * time.Second, Scenarios: []string{"redis-kill", "etcd-kill"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Log(rep.String())
-	if len(rep.Results) < 2 {
-		t.Fatalf("%d scenarios played in 40 s, want at least 2", len(rep.Results))
+	if len(rep.Results) < 3 {
+		t.Fatalf("%d scenarios played in a round and 25 s, want at least 3", len(rep.Results))
+	}
+	if len(rep.Windows) < 2 || rep.Measured.Before(rep.Windows[1].To) || rep.End.Sub(rep.Measured) < 25*time.Second {
+		t.Fatalf("the warm-up did not end with the first round (windows %+v): measured from %v to %v", rep.Windows, rep.Measured, rep.End)
 	}
 	for _, r := range rep.Results {
 		if !r.Pass || r.Skipped != "" {
@@ -52,7 +56,7 @@ func TestEnginesChaosSoak(t *testing.T) {
 		}
 	}
 	if len(rep.Samples) < 10 {
-		t.Errorf("%d resource samples in 40 s every 2 s", len(rep.Samples))
+		t.Errorf("%d resource samples in over 50 s every 2 s", len(rep.Samples))
 	}
 	for _, k := range []string{"rss", "pss", "goroutines"} {
 		if g := rep.Growth[k]; g.Windows < 2 || g.First <= 0 || g.Last <= 0 {
