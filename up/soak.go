@@ -56,9 +56,9 @@ type SoakConfig struct {
 	// WarmUp: samples before this are not part of the growth.
 	WarmUp time.Duration `yaml:"warm_up" json:"warm_up"`
 	// WarmUpRounds: nor are the samples before this many rounds of the
-	// scenarios have ended (each played once, the last one's window
-	// closed). The warm-up ends at the later of the two; with both zero,
-	// one round.
+	// scenarios have ended (each played once, back to back, the last
+	// one's window closed). The warm-up ends at the later of the two;
+	// with both zero, one round.
 	WarmUpRounds int `yaml:"warm_up_rounds" json:"warm_up_rounds"`
 	// GrowthWindow: growth compares the minimum of the first such window
 	// after warm-up with the minimum of the last; default
@@ -310,7 +310,15 @@ func (c *Chaos) Soak(ctx context.Context, sc SoakConfig) (SoakReport, error) {
 
 	timeout := first.RequestTimeout
 	for i := 0; ; i++ {
-		due := rep.Start.Add(time.Duration(i) * sc.Every)
+		// the warm-up's rounds play back to back; after them, one every
+		// Every from the end of the warm-up
+		due := time.Now()
+		switch {
+		case warmRounds == 0:
+			due = rep.Start.Add(time.Duration(i) * sc.Every)
+		case i >= warmRounds:
+			due = rep.Measured.Add(time.Duration(i-warmRounds) * sc.Every)
+		}
 		if !end.IsZero() && !due.Before(end) {
 			break
 		}
