@@ -279,15 +279,23 @@ func (c *Chaos) until(ctx context.Context, timeout time.Duration, ok func(State,
 
 // window measures group's requests (all groups when "") over Window.
 func (c *Chaos) window(ctx context.Context, group string) (span, error) {
+	s1, err := c.stats(ctx)
+	if err != nil {
+		return span{}, err
+	}
+	return c.windowFrom(ctx, group, s1)
+}
+
+// windowFrom is window counted from s1, a snapshot taken before the
+// fault: a fault whose effect can be over before the next snapshot (the
+// gateway's checks remove a killed cluster within a second) must count
+// the requests sent in between.
+func (c *Chaos) windowFrom(ctx context.Context, group string, s1 Snapshot) (span, error) {
 	pick := func(s Snapshot) Counts {
 		if group == "" {
 			return s.All
 		}
 		return s.Groups[group]
-	}
-	s1, err := c.stats(ctx)
-	if err != nil {
-		return span{}, err
 	}
 	if err := sleepCtx(ctx, c.cfg.Window); err != nil {
 		return span{}, err
@@ -382,11 +390,11 @@ func runClusterKill(ctx context.Context, c *Chaos, r *Result) error {
 	if err := signal(pid, syscall.SIGKILL); err != nil {
 		return err
 	}
-	w, err := c.window(ctx, "a")
+	w, err := c.windowFrom(ctx, "a", s1)
 	if err != nil {
 		return err
 	}
-	r.record(w, fmt.Sprintf("for site a's clients over %v after the kill", c.cfg.Window))
+	r.record(w, fmt.Sprintf("for site a's clients over %v from the kill", c.cfg.Window))
 	moved := w.to.Clusters["a2"] - s1.Clusters["a2"]
 	r.measure("cluster a2 served %d answers in that time", moved)
 	g2 := readGateway(ctx, st.Gateways["a"].Admin)
