@@ -178,6 +178,10 @@ func (a *sent) classify(req *http.Request, r *route, b *backend, start time.Time
 		o = outcome.Outcome{Kind: outcome.ResponseTimeout, Err: a.err}
 	case a.err != nil && req.Context().Err() != nil:
 		o = outcome.Outcome{Kind: outcome.ClientCanceled, Err: a.err}
+	case errors.Is(a.err, h1.ErrInvalidRequest):
+		// the own client refused to write it (a CR, LF or NUL in a field):
+		// the request's fault, not the backend's (400)
+		o = outcome.Outcome{Kind: outcome.ClientError, Err: a.err}
 	}
 	if a.err != nil && (errors.Is(a.err, h1.ErrUnwritten) || a.watch.Unwritten()) {
 		o.Unwritten = true // nothing of it left: a retry is safe for any method

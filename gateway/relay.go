@@ -72,10 +72,14 @@ func (g *Gateway) relay(w *recorder, in *http.Request, x *exchange) {
 	out.Close = false
 	out.URL.RawQuery = cleanQuery(out.URL.RawQuery)
 	switch {
-	case st.body != nil || in.Body == http.NoBody:
-		// buffered (target sets the body of each attempt) or none
-		out.Body = nil
+	case st.body != nil:
+		out.Body = nil // target sets the body of each attempt
 		out.ContentLength = st.bodyLength()
+	case in.Body == http.NoBody:
+		// none, or an empty one buffered (whose trailers, with no body to
+		// carry them, are not sent)
+		out.Body = nil
+		out.ContentLength = 0
 	case in.ContentLength == 0:
 		out.Body = nil
 	case in.Body != nil:
