@@ -128,7 +128,7 @@ func (g *Gateway) outHeader(out, in *http.Request, st *reqState) (string, error)
 	}
 	// the values this hop sets, in one allocation; each slice is capped so
 	// that an Add elsewhere copies rather than writes into its neighbour
-	vals := make([]string, 0, 6)
+	vals := make([]string, 0, 7)
 	set := func(k, v string) {
 		vals = append(vals, v)
 		h[k] = vals[len(vals)-1 : len(vals) : len(vals)]
@@ -169,10 +169,12 @@ func (g *Gateway) outHeader(out, in *http.Request, st *reqState) (string, error)
 		// no User-Agent of the gateway's own (net/http would send Go's)
 		h["User-Agent"] = emptyValue
 	}
-	out.Header = h
 	rnd := g.rng()
-	st.hop = propagateTrace(in, out, rnd, g.opts.SampleNewTraces)
+	var tp string
+	st.hop, tp = traceHop(in, h, rnd, g.opts.SampleNewTraces)
 	g.rngs.Put(rnd)
+	set("Traceparent", tp)
+	out.Header = h
 	if hr := st.route.cfg.HostRewrite; hr != "" {
 		out.Host = hr
 	}
