@@ -418,17 +418,20 @@ func (g *Gateway) relayUpgrade(w *recorder, out *http.Request, resp *http.Respon
 	if headerHasToken(resp.Header["Connection"], "upgrade") {
 		resUp = resp.Header.Get("Upgrade")
 	}
+	var refuse error
 	switch {
 	case !isPrint(resUp):
-		g.relayError(w, out, fmt.Errorf("backend tried to switch to invalid protocol %q", resUp))
-		return
+		refuse = fmt.Errorf("backend tried to switch to invalid protocol %q", resUp)
 	case !strings.EqualFold(reqUp, resUp):
-		g.relayError(w, out, fmt.Errorf("backend tried to switch protocol %q when %q was requested", resUp, reqUp))
-		return
+		refuse = fmt.Errorf("backend tried to switch protocol %q when %q was requested", resUp, reqUp)
 	}
 	backConn, ok := resp.Body.(io.ReadWriteCloser)
-	if !ok {
-		g.relayError(w, out, errors.New("internal error: 101 switching protocols response with non-writable body"))
+	if !ok && refuse == nil {
+		refuse = errors.New("internal error: 101 switching protocols response with non-writable body")
+	}
+	if refuse != nil {
+		_ = resp.Body.Close() // the backend's connection (httputil left it open)
+		g.relayError(w, out, refuse)
 		return
 	}
 	conn, brw, hijackErr := http.NewResponseController(w).Hijack()
