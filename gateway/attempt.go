@@ -48,7 +48,7 @@ func (d *dispatcher) try(req *http.Request, st *input, n int, last *backend, c *
 	}
 	out := target(req, st, n, c, b)
 	b.begin(now)
-	a := send(c, out, st.idempotent, upgrade, now, tryFor)
+	a := send(c, out, st.idempotent, upgrade, now, tryFor, st.fwd)
 	o := a.classify(req, st.route, b, now)
 	d.judge(c, b, o, a.end)
 	if done != nil {
@@ -122,8 +122,10 @@ type sent struct {
 // no derived context); or http.Transport under a context a timer cancels
 // after tryFor. A request that is not idempotent and not sent by the own
 // client (which reports h1.ErrUnwritten itself) carries a write watch, so
-// that a failure can tell whether any of it left.
-func send(c *cluster, out *http.Request, idempotent, upgrade bool, now time.Time, tryFor time.Duration) sent {
+// that a failure can tell whether any of it left. The attempts through
+// http.Transport forward their 1xx answers to fwd (when not nil); the own
+// client skips them.
+func send(c *cluster, out *http.Request, idempotent, upgrade bool, now time.Time, tryFor time.Duration, fwd *interim) sent {
 	a := sent{cancel: func() {}}
 	own, _ := c.transport.(*h1.Client)
 	if own != nil && (upgrade || !own.Handles(out)) {
@@ -136,13 +138,16 @@ func send(c *cluster, out *http.Request, idempotent, upgrade bool, now time.Time
 	}
 	switch {
 	case upgrade:
+		if fwd != nil {
+			out = out.WithContext(fwd.attach(out.Context()))
+		}
 		a.resp, a.err = c.transport.RoundTrip(out)
 	case own != nil:
 		a.resp, a.err = own.RoundTripUntil(out, now.Add(tryFor))
 		a.timedOut = errors.Is(a.err, h1.ErrTryTimeout)
 	default:
 		var timedOut atomic.Bool
-		ctx, cancel := context.WithCancel(out.Context())
+		ctx, cancel := context.WithCancel(fwd.attach(out.Context()))
 		t := time.AfterFunc(tryFor, func() { timedOut.Store(true); cancel() })
 		a.resp, a.err = c.transport.RoundTrip(out.WithContext(ctx))
 		t.Stop()
@@ -173,6 +178,10 @@ func (a *sent) classify(req *http.Request, r *route, b *backend, start time.Time
 		o = outcome.Outcome{Kind: outcome.ResponseTimeout, Err: a.err}
 	case a.err != nil && req.Context().Err() != nil:
 		o = outcome.Outcome{Kind: outcome.ClientCanceled, Err: a.err}
+	case errors.Is(a.err, h1.ErrInvalidRequest):
+		// the own client refused to write it (a CR, LF or NUL in a field):
+		// the request's fault, not the backend's (400)
+		o = outcome.Outcome{Kind: outcome.ClientError, Err: a.err}
 	}
 	if a.err != nil && (errors.Is(a.err, h1.ErrUnwritten) || a.watch.Unwritten()) {
 		o.Unwritten = true // nothing of it left: a retry is safe for any method

@@ -57,8 +57,9 @@ type input struct {
 	body       []byte // buffered body for replay; nil when none or too big
 	replayable bool
 	idempotent bool
-	trailer    bool // the buffered body came with trailers: resend it chunked, with them
-	pin        int  // a rollout's cluster (index+1) for every attempt; 0: the route's policy
+	trailer    bool     // the buffered body came with trailers: resend it chunked, with them
+	pin        int      // a rollout's cluster (index+1) for every attempt; 0: the route's policy
+	fwd        *interim // where the 1xx answers of http.Transport attempts go; nil: dropped
 }
 
 // result is what the attempts of one dispatch did, for the access log and

@@ -7,7 +7,6 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
-	"net/http/httputil"
 	"net/netip"
 	"reflect"
 	"sync"
@@ -87,8 +86,8 @@ type Gateway struct {
 	alog     *accessLog
 	body     *limit.BodyGuard // limits.max_request_body, applied after the route match
 
-	refusalLog logRate // bounds the log lines of refused requests
-	proxy      *httputil.ReverseProxy
+	refusalLog logRate     // bounds the log lines of refused requests
+	disp       *dispatcher // the relay's (relay.go)
 
 	srv  servers
 	rngs sync.Pool
@@ -155,7 +154,7 @@ func New(cfg Config, opts Options) (*Gateway, error) {
 		return nil, config.In("access_log", err)
 	}
 	g.alog = alog
-	g.proxy = newReverseProxy(g)
+	g.disp = &dispatcher{g: g}
 	g.body = limit.NewBodyGuard(g.reg)
 	g.refusalLog.max = MaxRefusalLogsPerSecond
 	g.handler = http.HandlerFunc(g.serveHTTP)

@@ -2,14 +2,12 @@ package gateway
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"io"
 	"net"
 	"net/http"
-	"net/http/httputil"
+	"net/url"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/veerhq/veer/limit"
@@ -93,7 +91,7 @@ func (g *Gateway) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	st.idempotent = retry.Idempotent(r.Method, r.Header)
-	g.proxy.ServeHTTP(rec, r.WithContext(context.WithValue(r.Context(), stateKey{}, st)))
+	g.relay(rec, r, x)
 }
 
 // refuseBody answers 413 for a body over limits.max_request_body; the
@@ -103,10 +101,15 @@ func (g *Gateway) refuseBody(w http.ResponseWriter, t *table) {
 	limit.WriteBodyTooLarge(w, t.cfg.Limits.MaxRequestBody)
 }
 
-// exchange holds a request's recorder and state, allocated together.
+// exchange holds what one request needs from its start to its end,
+// allocated together: its recorder and state, and the relay's outgoing
+// context, URL and 1xx forwarder (relay.go).
 type exchange struct {
 	rec recorder
 	st  reqState
+	ctx relayCtx
+	url url.URL
+	fwd interim
 }
 
 // bufferBody reads a body of at most max bytes so that it can be replayed.
@@ -167,69 +170,9 @@ func (t *table) fillKeys(r *http.Request, rt *route, keys []string) {
 	}
 }
 
-var bufPool = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
-
-type bufferPool struct{}
-
-func (bufferPool) Get() []byte  { return *bufPool.Get().(*[]byte) }
-func (bufferPool) Put(b []byte) { bufPool.Put(&b) }
-
-// newReverseProxy builds the relaying part: net/http/httputil removes
-// hop-by-hop headers, relays Upgrade (WebSocket) connections, flushes
-// streamed answers (unknown length, event streams) as they come, and copies
-// trailers (gRPC).
-func newReverseProxy(g *Gateway) *httputil.ReverseProxy {
-	return &httputil.ReverseProxy{
-		Rewrite: func(pr *httputil.ProxyRequest) {
-			st := stateFrom(pr.In.Context())
-			if st.trusted { // an untrusted caller's forwarding chain is its own claim
-				pr.Out.Header["X-Forwarded-For"] = pr.In.Header["X-Forwarded-For"]
-			}
-			pr.SetXForwarded()
-			appendForwarded(pr.Out, pr.In, st.trusted)
-			pr.Out.Header.Add("Via", via(pr.In))
-			if up := pr.Out.Header.Get("Upgrade"); up != "" && upgradesToH2C(up) {
-				// h2c upgrades end here: relayed, a backend that upgrades would
-				// take the rest of the connection past routing and every guard.
-				pr.Out.Header.Del("Upgrade")
-				pr.Out.Header.Del("Connection")
-			}
-			rnd := g.rng()
-			st.hop = propagateTrace(pr.In, pr.Out, rnd, g.opts.SampleNewTraces)
-			g.rngs.Put(rnd)
-			if h := st.route.cfg.HostRewrite; h != "" {
-				pr.Out.Host = h
-			}
-			if st.body != nil || pr.In.Body == http.NoBody {
-				pr.Out.Body = nil
-				pr.Out.ContentLength = st.bodyLength()
-			}
-		},
-		Transport:  &dispatcher{g: g},
-		BufferPool: bufferPool{},
-		ErrorLog:   newServerLog(g.log), // debug level: failures are counted and logged per request
-		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			var de *dispatchError
-			o := outcome.Outcome{Kind: outcome.NetworkOther, Err: err}
-			if mbe := (*http.MaxBytesError)(nil); errors.As(err, &mbe) {
-				// a streamed body ran past limits.max_request_body
-				g.refuseBody(w, g.snap.Load())
-				return
-			}
-			if errors.As(err, &de) {
-				o = de.o
-			} else if r.Context().Err() != nil {
-				o = outcome.Of(outcome.ClientCanceled)
-			}
-			o = wireOutcome(o)
-			outcome.WriteHTTP(w, o, "upstream "+o.Kind.String())
-		},
-	}
-}
-
-// appendForwarded sets Forwarded to this hop's RFC 7239 element, after
-// the caller's elements when the caller is trusted.
-func appendForwarded(out, in *http.Request, trusted bool) {
+// forwarded is the Forwarded value to send: this hop's RFC 7239 element,
+// after the caller's elements when the caller is trusted.
+func forwarded(in *http.Request, trusted bool) string {
 	host, _, err := net.SplitHostPort(in.RemoteAddr)
 	if err != nil {
 		host = in.RemoteAddr
@@ -245,7 +188,7 @@ func appendForwarded(out, in *http.Request, trusted bool) {
 	if prev := in.Header.Values("Forwarded"); trusted && len(prev) > 0 {
 		el = strings.Join(prev, ", ") + ", " + el
 	}
-	out.Header.Set("Forwarded", el)
+	return el
 }
 
 // via is this hop's Via entry (RFC 9110 §7.6.3, which a gateway MUST send

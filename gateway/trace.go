@@ -64,6 +64,15 @@ type hop struct {
 // propagateTrace sets out's traceparent for the hop from in. A trace the
 // gateway starts is sampled when sampleNew.
 func propagateTrace(in, out *http.Request, rnd *rand.Rand, sampleNew bool) hop {
+	h, v := traceHop(in, out.Header, rnd, sampleNew)
+	out.Header["Traceparent"] = []string{v}
+	return h
+}
+
+// traceHop returns the hop from in and the traceparent to send for it,
+// which the caller sets in out (the relay, with the other values it sets in
+// one allocation); an invalid traceparent's tracestate is removed from out.
+func traceHop(in *http.Request, out http.Header, rnd *rand.Rand, sampleNew bool) (hop, string) {
 	tp := in.Header.Get("Traceparent")
 	traceID, flags, ok := parseTraceparent(tp)
 	var h hop
@@ -76,7 +85,7 @@ func propagateTrace(in, out *http.Request, rnd *rand.Rand, sampleNew bool) hop {
 		h.parentID = parseTraceparentParent(tp)
 		copy(b[3:35], traceID)
 	} else {
-		out.Header.Del("Tracestate")
+		delete(out, "Tracestate")
 		var id [16]byte
 		fillRandom(id[:], rnd)
 		hex.Encode(b[3:35], id[:])
@@ -92,8 +101,7 @@ func propagateTrace(in, out *http.Request, rnd *rand.Rand, sampleNew bool) hop {
 	v := string(b[:])
 	h.traceID, h.spanID = v[3:35], v[36:52]
 	h.sampled = flags[1]&1 == 1 // the sampled bit of the last hex digit
-	out.Header["Traceparent"] = []string{v}
-	return h
+	return h, v
 }
 
 // Span is the gateway's part of one request's trace, handed to

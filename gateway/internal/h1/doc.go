@@ -9,8 +9,11 @@
 //     ConnState is the http.Server hook it needs.
 //   - Client is an HTTP/1.1 upstream client whose request goroutine writes
 //     the request and reads the answer itself, on pooled connections that
-//     are peeked before reuse (h1client.go, h1alive_unix.go); what it does
-//     not handle goes to an http.Transport.
+//     are peeked before reuse (h1client.go, h1alive_unix.go); it writes
+//     requests with a writer of its own (writereq.go: net/http's framing,
+//     no formatting or sorting, a field it cannot write as it is refused
+//     with ErrInvalidRequest); what it does not handle goes to an
+//     http.Transport.
 //   - CountWrites and WatchWrites tell whether a failed attempt wrote any
 //     byte of its request (ErrUnwritten for the Client's own attempts), the
 //     fact that makes a retry safe for any method.

@@ -19,9 +19,11 @@ import (
 // write-loop goroutines per connection and no channel hand-offs per
 // request, which is what http.Transport costs on a proxy's hot path.
 //
-// Framing is net/http's own: the request is serialised by
-// (*http.Request).Write (Content-Length, chunked with trailers, Connection:
-// close) and the response parsed by http.ReadResponse (Content-Length,
+// Framing is net/http's: the request is written by writeRequest
+// (writereq.go) with (*http.Request).Write's framing (Content-Length,
+// chunked with trailers, Connection: close) but without its formatting and
+// sorting, and refused (ErrInvalidRequest) where net/http would repair a
+// field; the response is parsed by http.ReadResponse (Content-Length,
 // chunked and trailers, no body for HEAD/204/304, close-delimited bodies),
 // the functions http.Transport frames with too. What this type adds is the
 // connection's life: a connection goes back to the pool only after its
@@ -296,11 +298,14 @@ func (pc *h1Conn) roundTrip(req *http.Request, deadline time.Time) (resp *http.R
 		return nil, again, err
 	}
 	written := pc.c.written.Load()
-	err = req.Write(pc.bw)
+	err = writeRequest(pc.bw, req)
 	if err == nil {
 		err = pc.bw.Flush()
 	}
 	if err != nil {
+		if errors.Is(err, ErrInvalidRequest) {
+			return fail(false, err) // the same on any connection: not sent again
+		}
 		if pc.c.written.Load() == written {
 			return fail(true, &unwrittenError{err})
 		}

@@ -1,0 +1,294 @@
+package gateway
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptrace"
+	"net/textproto"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// oneRoute starts a gateway with one route to the backend at addr, with
+// extra cluster fields.
+func oneRoute(t *testing.T, addr, clusterExtra string) string {
+	t.Helper()
+	_, base := startGateway(t, fill(`
+routes: [{name: r, clusters: [{name: c}]}]
+clusters: [{name: c, backends: [{address: U}]EXTRA}]
+`, "U", addr, "EXTRA", clusterExtra))
+	return base
+}
+
+// TestRelayHopByHop: the hop-by-hop fields (RFC 9110 §7.6.1) are removed
+// in both directions, those the Connection field names too; Te: trailers
+// is kept when the client sent it; an Upgrade without "upgrade" in
+// Connection is not an upgrade and is removed.
+func TestRelayHopByHop(t *testing.T) {
+	var seen http.Header
+	up := upstream(t, func(w http.ResponseWriter, r *http.Request) {
+		seen = r.Header.Clone()
+		h := w.Header()
+		h.Set("Connection", "X-Back-Hop")
+		h.Set("X-Back-Hop", "1")
+		h.Set("Keep-Alive", "timeout=5")
+		h.Set("Proxy-Authenticate", "Basic")
+		h.Set("Upgrade", "foo")
+		h.Set("X-End", "kept")
+		_, _ = io.WriteString(w, "ok")
+	})
+	addr := strings.TrimPrefix(oneRoute(t, up, ""), "http://")
+	for _, tc := range []struct {
+		te, wantTe string
+	}{{"trailers, deflate", "trailers"}, {"deflate", ""}} {
+		raw := "GET /x HTTP/1.1\r\nHost: x\r\nConnection: X-Hop, x-other, close\r\nX-Hop: secret\r\nX-Other: o\r\n" +
+			"Keep-Alive: timeout=5\r\nProxy-Connection: keep-alive\r\nProxy-Authorization: Basic eA==\r\n" +
+			"Te: " + tc.te + "\r\nUpgrade: foo\r\nX-End: kept\r\n\r\n"
+		out := rawRequest(t, addr, raw)
+		resp, err := http.ReadResponse(bufio.NewReader(strings.NewReader(out)), nil)
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("answer %q: %v", out, err)
+		}
+		for _, k := range []string{"Connection", "X-Hop", "X-Other", "Keep-Alive", "Proxy-Connection", "Proxy-Authorization", "Upgrade"} {
+			if v, ok := seen[k]; ok {
+				t.Errorf("te %q: backend got %s: %q", tc.te, k, v)
+			}
+		}
+		if got := seen.Get("Te"); got != tc.wantTe {
+			t.Errorf("te %q: backend got Te %q, want %q", tc.te, got, tc.wantTe)
+		}
+		if seen.Get("X-End") != "kept" {
+			t.Errorf("an end-to-end field was lost: %v", seen)
+		}
+		for _, k := range []string{"X-Back-Hop", "Keep-Alive", "Proxy-Authenticate", "Upgrade"} {
+			if v, ok := resp.Header[k]; ok {
+				t.Errorf("client got %s: %q", k, v)
+			}
+		}
+		if resp.Header.Get("X-End") != "kept" {
+			t.Errorf("an end-to-end answer field was lost: %v", resp.Header)
+		}
+	}
+}
+
+// TestRelayQueryCleaned: a query net/url cannot parse whole reaches the
+// backend re-encoded, as httputil's Rewrite mode sends it: the backend
+// sees the parameters the gateway saw.
+func TestRelayQueryCleaned(t *testing.T) {
+	up := upstream(t, func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, r.URL.RawQuery) })
+	base := oneRoute(t, up, "")
+	for q, want := range map[string]string{"a=1&b=2": "a=1&b=2", "b=2&a=1;c=3": "b=2", "a=%zz&b=1": "b=1"} {
+		if _, body := get(t, http.DefaultClient, base+"/x?"+q); body != want {
+			t.Errorf("query %q reached the backend as %q, want %q", q, body, want)
+		}
+	}
+}
+
+// TestRelayStreamFlushed: an answer of unknown length and an event stream
+// are flushed as they come: the first piece reaches the client while the
+// backend still holds the rest.
+func TestRelayStreamFlushed(t *testing.T) {
+	for _, ct := range []string{"text/event-stream; charset=utf-8", "application/octet-stream"} {
+		release := make(chan struct{})
+		up := upstream(t, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", ct)
+			fmt.Fprint(w, "first\n")
+			w.(http.Flusher).Flush() // chunked: no Content-Length
+			<-release
+			fmt.Fprint(w, "second\n")
+		})
+		resp, err := http.Get(oneRoute(t, up, "") + "/s")
+		if err != nil {
+			t.Fatal(err)
+		}
+		br := bufio.NewReader(resp.Body)
+		line, err := br.ReadString('\n')
+		close(release)
+		if err != nil || line != "first\n" {
+			t.Fatalf("%s: first piece %q %v", ct, line, err)
+		}
+		if rest, _ := io.ReadAll(br); string(rest) != "second\n" {
+			t.Errorf("%s: rest %q", ct, rest)
+		}
+		resp.Body.Close()
+	}
+}
+
+// TestRelayTrailers: trailers the backend announced, and those it did not
+// (http.TrailerPrefix), reach the client after the body.
+func TestRelayTrailers(t *testing.T) {
+	up := upstream(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/unannounced" {
+			w.Header().Set("Trailer", "X-Announced")
+		}
+		_, _ = io.WriteString(w, "body")
+		w.(http.Flusher).Flush()
+		if r.URL.Path != "/unannounced" {
+			w.Header().Set("X-Announced", "a")
+		}
+		if r.URL.Path != "/announced" {
+			w.Header().Set(http.TrailerPrefix+"X-Late", "b")
+		}
+	})
+	base := oneRoute(t, up, "")
+	for path, want := range map[string]http.Header{
+		"/announced":   {"X-Announced": {"a"}},
+		"/unannounced": {"X-Late": {"b"}},
+		"/both":        {"X-Announced": {"a"}, "X-Late": {"b"}},
+	} {
+		resp, err := http.Get(base + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil || string(body) != "body" {
+			t.Fatalf("%s: body %q %v", path, body, err)
+		}
+		for k, v := range want {
+			if got := resp.Trailer.Get(k); got != v[0] {
+				t.Errorf("%s: trailer %s %q, want %q (trailers %v)", path, k, got, v[0], resp.Trailer)
+			}
+		}
+	}
+}
+
+// TestRelayBrokenBody: a backend that dies in the middle of its body
+// leaves the client with a broken answer (the gateway aborts the
+// connection), never with a short one that looks whole; sized or chunked.
+func TestRelayBrokenBody(t *testing.T) {
+	for _, head := range []string{
+		"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n0123456789",
+		"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\na\r\n0123456789\r\n",
+	} {
+		up := upstream(t, func(w http.ResponseWriter, r *http.Request) {
+			c, _, err := http.NewResponseController(w).Hijack()
+			if err != nil {
+				return
+			}
+			_, _ = io.WriteString(c, head)
+			_ = c.Close()
+		})
+		resp, err := http.Get(oneRoute(t, up, "") + "/b")
+		if err != nil && strings.Contains(head, "Content-Length") {
+			continue // the head had not left yet: the connection closed before it
+		}
+		if err != nil {
+			t.Fatal(err) // a stream's head is flushed at once
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err == nil {
+			t.Errorf("%.40q: the client read %q and a clean end, want an error", head, body)
+		}
+	}
+}
+
+// TestRelayUpgradeMismatch: a 101 to another protocol than the one asked
+// for is not relayed (502), and the client's connection is not handed over.
+func TestRelayUpgradeMismatch(t *testing.T) {
+	up := upstream(t, func(w http.ResponseWriter, r *http.Request) {
+		c, brw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		fmt.Fprint(brw, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: other\r\nConnection: Upgrade\r\n\r\n")
+		_ = brw.Flush()
+	})
+	addr := strings.TrimPrefix(oneRoute(t, up, ""), "http://")
+	out := rawRequest(t, addr, "GET /ws HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
+	if !strings.HasPrefix(out, "HTTP/1.1 502") {
+		t.Errorf("answer %.60q, want 502", out)
+	}
+}
+
+// TestRelayUpgradeBothWays: an upgraded connection carries bytes both ways,
+// and the backend's end of output reaches the client as the end of its
+// input.
+func TestRelayUpgradeBothWays(t *testing.T) {
+	up := upstream(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Connection") != "Upgrade" || r.Header.Get("Upgrade") != "x-echo" {
+			http.Error(w, "want Connection: Upgrade, Upgrade: x-echo", 400)
+			return
+		}
+		c, brw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		fmt.Fprint(brw, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: x-echo\r\nConnection: Upgrade\r\n\r\n")
+		_ = brw.Flush()
+		in := make([]byte, 100000)
+		n, _ := io.ReadFull(brw, in)
+		fmt.Fprintf(brw, "got %d bytes", n)
+		_ = brw.Flush()
+	})
+	addr := strings.TrimPrefix(oneRoute(t, up, ""), "http://")
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	fmt.Fprint(c, "GET /ws HTTP/1.1\r\nHost: x\r\nUpgrade: x-echo\r\nConnection: keep-alive, Upgrade\r\n\r\n")
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil || resp.StatusCode != 101 {
+		t.Fatalf("upgrade: %v %v", resp, err)
+	}
+	fmt.Fprint(c, strings.Repeat("z", 100000))
+	rest, err := io.ReadAll(br) // to the backend's close
+	if string(rest) != "got 100000 bytes" || err != nil {
+		t.Errorf("echo: %q %v", rest, err)
+	}
+}
+
+// TestRelayInterim: a 1xx answer (103 Early Hints) reaches the client
+// when the attempt goes through http.Transport (a cluster with a
+// connection cap), with its own fields only; the gateway's own HTTP/1.1
+// client skips interim answers, as it did behind httputil.ReverseProxy.
+func TestRelayInterim(t *testing.T) {
+	up := upstream(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Link", "</s.css>; rel=preload")
+		w.WriteHeader(http.StatusEarlyHints)
+		w.Header().Del("Link")
+		w.Header().Set("X-Final", "1")
+		_, _ = io.WriteString(w, "final")
+	})
+	for _, tc := range []struct {
+		extra string
+		want  []int
+	}{{"", nil}, {", max_conns_per_backend: 4", []int{103}}} {
+		base := oneRoute(t, up, tc.extra)
+		var got []int
+		var links []string
+		trace := &httptrace.ClientTrace{Got1xxResponse: func(code int, h textproto.MIMEHeader) error {
+			got = append(got, code)
+			links = append(links, h.Get("Link"))
+			return nil
+		}}
+		req, _ := http.NewRequest(http.MethodGet, base+"/p", nil)
+		req = req.WithContext(httptrace.WithClientTrace(req.Context(), trace))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || string(body) != "final" || resp.Header.Get("X-Final") != "1" || resp.Header.Get("Link") != "" {
+			t.Errorf("cluster%q: final answer %d %q %v", tc.extra, resp.StatusCode, body, resp.Header)
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("cluster%q: 1xx answers %v, want %v", tc.extra, got, tc.want)
+		}
+		if len(got) > 0 && links[0] != "</s.css>; rel=preload" {
+			t.Errorf("103 without its Link: %q", links[0])
+		}
+	}
+}
