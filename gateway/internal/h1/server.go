@@ -95,6 +95,7 @@ func (s *Server) logf(format string, args ...any) {
 // http.ErrServerClosed). Temporary accept errors are retried as net/http
 // does.
 func (s *Server) Serve(ln net.Listener) error {
+	defer ln.Close()
 	s.mu.Lock()
 	if s.shutting.Load() {
 		s.mu.Unlock()
@@ -159,6 +160,12 @@ func (s *Server) Shutdown(ctx context.Context) error {
 			return ctx.Err()
 		}
 	}
+}
+
+// StopAccepting closes the listeners (Shutdown's first step, on its own).
+func (s *Server) StopAccepting() error {
+	s.shutting.Store(true)
+	return s.closeListeners()
 }
 
 // Close closes the listeners and every connection at once.
@@ -742,3 +749,41 @@ func (c *conn) watchStop() {
 	<-done
 	_ = c.rwc.SetReadDeadline(time.Time{})
 }
+
+// ConnQueue is a net.Listener whose connections are handed to it (Server's
+// HTTP2 hook feeds it, an http.Server serving HTTP/2 accepts from it).
+type ConnQueue struct {
+	addr net.Addr
+	ch   chan net.Conn
+	done chan struct{}
+	once sync.Once
+}
+
+func NewConnQueue(addr net.Addr) *ConnQueue {
+	return &ConnQueue{addr: addr, ch: make(chan net.Conn), done: make(chan struct{})}
+}
+
+// Deliver hands c to Accept, or closes it once the queue is closed.
+func (q *ConnQueue) Deliver(c net.Conn) {
+	select {
+	case q.ch <- c:
+	case <-q.done:
+		_ = c.Close()
+	}
+}
+
+func (q *ConnQueue) Accept() (net.Conn, error) {
+	select {
+	case c := <-q.ch:
+		return c, nil
+	case <-q.done:
+		return nil, net.ErrClosed
+	}
+}
+
+func (q *ConnQueue) Close() error {
+	q.once.Do(func() { close(q.done) })
+	return nil
+}
+
+func (q *ConnQueue) Addr() net.Addr { return q.addr }
