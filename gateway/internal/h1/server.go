@@ -614,10 +614,11 @@ func (c *conn) readRequest() (*response, error) {
 		r0.TransferEncoding = []string{"chunked"}
 	}
 	req := r0.WithContext(ctx)
-	x := &exchange{}
-	w := &x.w
-	w.init(c, req, cancel)
+	var w *response
 	if t.chunked || t.length > 0 {
+		x := &exchange{}
+		w = &x.w
+		w.init(c, req, cancel)
 		b := &x.b
 		b.c, b.w, b.req, b.remain = c, w, req, t.length
 		if t.chunked {
@@ -625,6 +626,9 @@ func (c *conn) readRequest() (*response, error) {
 		}
 		req.Body = b
 		w.body = b
+	} else {
+		w = &response{}
+		w.init(c, req, cancel)
 	}
 
 	var whole time.Time
