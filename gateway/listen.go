@@ -26,11 +26,16 @@ type HTTP3Server interface {
 // with tlsConf; gateway/gatewayh3.Listen is the implementation.
 type HTTP3Func func(addr string, tlsConf *tls.Config, h http.Handler) (HTTP3Server, error)
 
-// servers are the listeners Start started.
+// servers are the listeners Start started. Each public listener is served
+// by two servers: h1.Server for HTTP/1.x, and net/http's for the
+// connections that speak HTTP/2 (TLS with h2 negotiated, prior-knowledge
+// h2c), which h1.Server hands it.
 type servers struct {
 	mu      sync.Mutex
-	https   *http.Server
-	plain   *http.Server
+	https   *http.Server // HTTP/2 over TLS
+	https1  *h1.Server   // HTTP/1.x over TLS
+	plain   *http.Server // prior-knowledge h2c
+	plain1  *h1.Server   // HTTP/1.x
 	admin   *http.Server
 	h3      HTTP3Server
 	lns     []*h1.Listener // TLS, plain
@@ -69,14 +74,24 @@ func (g *Gateway) Start() error {
 	mk := func(h http.Handler) *http.Server {
 		return &http.Server{Handler: h, ReadHeaderTimeout: l.ReadHeaderTimeout, ReadTimeout: l.ReadTimeout,
 			WriteTimeout: l.WriteTimeout, IdleTimeout: l.IdleTimeout, MaxHeaderBytes: l.MaxHeaderBytes,
-			ErrorLog: newServerLog(g.log), ConnState: h1.ConnState}
+			ErrorLog: newServerLog(g.log)}
 	}
-	serve := func(srv *http.Server, ln net.Listener) {
+	serve := func(srv interface{ Serve(net.Listener) error }, ln net.Listener) {
 		go func() {
 			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				s.errc <- err
 			}
 		}()
+	}
+	// serve1 serves HTTP/1.x on ln with h1.Server, HTTP/2 with srv.
+	serve1 := func(srv *http.Server, ln *h1.Listener, h2c bool) *h1.Server {
+		q := h1.NewConnQueue(ln.Addr())
+		s1 := &h1.Server{Handler: srv.Handler, ReadHeaderTimeout: l.ReadHeaderTimeout, ReadTimeout: l.ReadTimeout,
+			WriteTimeout: l.WriteTimeout, IdleTimeout: l.IdleTimeout, MaxHeaderBytes: l.MaxHeaderBytes,
+			ErrorLog: srv.ErrorLog, HTTP2: q.Deliver, H2C: h2c, Base: srv}
+		serve(srv, q)
+		serve(s1, ln)
+		return s1
 	}
 	var lns []net.Listener
 	fail := func(err error) error {
@@ -120,7 +135,7 @@ func (g *Gateway) Start() error {
 		cl := h1.NewListener(ln, tlsConf, h1.HandshakeTimeout(l.ReadHeaderTimeout, l.ReadTimeout, l.WriteTimeout), maxHeader, g.refusedFraming, g.log)
 		cl.HeaderTimeout = cmp.Or(l.ReadHeaderTimeout, l.ReadTimeout)
 		s.lns = append(s.lns, cl)
-		serve(srv, cl)
+		s.https1 = serve1(srv, cl, false)
 	}
 	if l.Plain != "" {
 		ln, err := net.Listen("tcp", l.Plain)
@@ -138,7 +153,7 @@ func (g *Gateway) Start() error {
 		cl := h1.NewListener(ln, nil, 0, maxHeader, g.refusedFraming, g.log)
 		cl.HeaderTimeout = cmp.Or(l.ReadHeaderTimeout, l.ReadTimeout)
 		s.lns = append(s.lns, cl)
-		serve(srv, cl)
+		s.plain1 = serve1(srv, cl, true)
 	}
 	if c.Admin.Addr != "" {
 		ln, err := net.Listen("tcp", c.Admin.Addr)
@@ -190,11 +205,21 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 			emu.Unlock()
 		}
 	}
+	var shut []interface{ Shutdown(context.Context) error }
+	for _, srv := range []*h1.Server{s.https1, s.plain1} {
+		if srv != nil {
+			add(srv.StopAccepting()) // before the HTTP/2 servers' OnShutdown hooks run
+			shut = append(shut, srv)
+		}
+	}
 	for _, srv := range []*http.Server{s.https, s.plain} {
 		if srv != nil {
-			wg.Add(1)
-			go func() { defer wg.Done(); add(srv.Shutdown(ctx)) }()
+			shut = append(shut, srv)
 		}
+	}
+	for _, srv := range shut {
+		wg.Add(1)
+		go func() { defer wg.Done(); add(srv.Shutdown(ctx)) }()
 	}
 	if s.h3 != nil {
 		wg.Add(1)
@@ -213,6 +238,11 @@ func (g *Gateway) Close() error {
 	g.ready.Store(false)
 	s := &g.srv
 	s.mu.Lock()
+	for _, srv := range []*h1.Server{s.https1, s.plain1} {
+		if srv != nil {
+			_ = srv.Close()
+		}
+	}
 	for _, srv := range []*http.Server{s.https, s.plain, s.admin} {
 		if srv != nil {
 			_ = srv.Close()

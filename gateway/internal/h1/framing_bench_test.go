@@ -38,21 +38,37 @@ func BenchmarkFramer(b *testing.B) {
 
 // BenchmarkConnLayer: one keep-alive client, requests in sequence, to a
 // net/http server on a plain listener and on the gateway's connListener
-// (framing, ConnState hook, the grace read before parking). Compare the
-// two with benchstat: the difference is what the layer costs a request.
+// (framing, ConnState hook, the grace read before parking), and to this
+// package's Server on connListener (own: what the gateway runs). Compare
+// them with benchstat: the differences are what each layer costs a
+// request.
 func BenchmarkConnLayer(b *testing.B) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		_, _ = w.Write([]byte("ok"))
+	})
+	netHTTP := func(l net.Listener) func() {
+		srv := &http.Server{Handler: h, ConnState: ConnState}
+		go func() { _ = srv.Serve(l) }()
+		return func() { _ = srv.Close() }
+	}
 	for _, tc := range []struct {
-		name string
-		wrap func(net.Listener) net.Listener
+		name  string
+		serve func(net.Listener) (stop func())
 	}{
-		{"nethttp", func(l net.Listener) net.Listener { return l }},
-		{"connListener", func(l net.Listener) net.Listener {
-			return NewListener(l, nil, 0, maxHeaderBytes, nil, discard)
+		{"nethttp", netHTTP},
+		{"connListener", func(l net.Listener) func() {
+			return netHTTP(NewListener(l, nil, 0, maxHeaderBytes, nil, discard))
 		}},
-		{"connListenerNoPark", func(l net.Listener) net.Listener {
+		{"connListenerNoPark", func(l net.Listener) func() {
 			cl := NewListener(l, nil, 0, maxHeaderBytes, nil, discard)
 			cl.parkAfter = 0
-			return cl
+			return netHTTP(cl)
+		}},
+		{"own", func(l net.Listener) func() {
+			srv := &Server{Handler: h}
+			go func() { _ = srv.Serve(NewListener(l, nil, 0, maxHeaderBytes, nil, discard)) }()
+			return func() { _ = srv.Close() }
 		}},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
@@ -60,12 +76,8 @@ func BenchmarkConnLayer(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				_, _ = io.Copy(io.Discard, r.Body)
-				_, _ = w.Write([]byte("ok"))
-			}), ConnState: ConnState}
-			go func() { _ = srv.Serve(tc.wrap(ln)) }()
-			defer srv.Close()
+			stop := tc.serve(ln)
+			defer stop()
 			c, err := net.Dial("tcp", ln.Addr().String())
 			if err != nil {
 				b.Fatal(err)
