@@ -369,6 +369,8 @@ var isTchar = func() (t [128]bool) {
 	return t
 }()
 
+// validMethod reports whether m is an RFC 9110 token (a method, a field
+// name).
 func validMethod(m string) bool {
 	if m == "" {
 		return false

@@ -76,7 +76,7 @@ func writeRequest(bw *bufio.Writer, req *http.Request) (err error) {
 	if host == "" {
 		host = req.URL.Host
 	}
-	if !validHost(host) {
+	if !validHostHeader(host) {
 		return invalid("Host " + strconv.Quote(host))
 	}
 	host = removeZone(host)
@@ -84,7 +84,7 @@ func writeRequest(bw *bufio.Writer, req *http.Request) (err error) {
 	if method == "" {
 		method = http.MethodGet
 	}
-	if !validToken(method) {
+	if !validMethod(method) {
 		return invalid("method " + strconv.Quote(method))
 	}
 	// framing
@@ -148,7 +148,7 @@ func writeRequest(bw *bufio.Writer, req *http.Request) (err error) {
 		bw.WriteString(ua)
 		bw.WriteString("\r\n")
 	}
-	if req.Close && !hasToken(firstValue(req.Header, "Connection"), "close") {
+	if req.Close && !hasSpacedToken(firstValue(req.Header, "Connection"), "close") {
 		bw.WriteString("Connection: close\r\n")
 	}
 	switch {
@@ -171,7 +171,7 @@ func writeRequest(bw *bufio.Writer, req *http.Request) (err error) {
 		case "Host", "User-Agent", "Content-Length", "Transfer-Encoding", "Trailer":
 			continue // written above from the request's fields, or not at all
 		}
-		if err := writeField(bw, k, vv); err != nil {
+		if err := writeRequestField(bw, k, vv); err != nil {
 			return err
 		}
 	}
@@ -236,10 +236,10 @@ func writeTarget(bw *bufio.Writer, req *http.Request, method, host string) error
 	return nil
 }
 
-// writeField writes the lines of one header field, refusing a name that is
+// writeRequestField writes the lines of one header field, refusing a name that is
 // not a token and a value with a control byte other than a tab.
-func writeField(bw *bufio.Writer, k string, vv []string) error {
-	if !validToken(k) {
+func writeRequestField(bw *bufio.Writer, k string, vv []string) error {
+	if !validMethod(k) {
 		return invalid("header name " + strconv.Quote(k))
 	}
 	for _, v := range vv {
@@ -264,7 +264,7 @@ func announce(t http.Header) (string, error) {
 		case "Transfer-Encoding", "Trailer", "Content-Length":
 			return "", invalid("Trailer key " + k)
 		}
-		if !validToken(k) {
+		if !validMethod(k) {
 			return "", invalid("Trailer key " + strconv.Quote(k))
 		}
 		keys = append(keys, k)
@@ -347,7 +347,7 @@ func writeChunked(bw *bufio.Writer, req *http.Request) error {
 	}
 	bw.WriteString("0\r\n")
 	for k, vv := range req.Trailer { // filled by now: a body's reader sets them at its end
-		if err := writeField(bw, k, vv); err != nil {
+		if err := writeRequestField(bw, k, vv); err != nil {
 			return err
 		}
 	}
@@ -362,9 +362,10 @@ func firstValue(h http.Header, k string) string {
 	return ""
 }
 
-// hasToken is net/http's: whether the comma- or space-separated v holds
-// token (lower case), ASCII case-insensitively.
-func hasToken(v, token string) bool {
+// hasSpacedToken is net/http's hasToken, which its request writer uses:
+// whether the comma- or space-separated v holds token (lower case), ASCII
+// case-insensitively (hasToken, the server's, splits at commas only).
+func hasSpacedToken(v, token string) bool {
 	if len(token) > len(v) || token == "" {
 		return false
 	}
@@ -417,34 +418,12 @@ func trimOWSString(s string) string {
 	return s
 }
 
-// validToken reports whether s is an RFC 9110 token (a method, a field
-// name).
-func validToken(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if !isTchar(s[i]) {
-			return false
-		}
-	}
-	return true
-}
-
-func isTchar(c byte) bool {
-	switch {
-	case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
-		return true
-	}
-	return strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0
-}
-
 // validValue reports whether a field value has no control byte other than
 // a tab (httpguts.ValidHeaderFieldValue): no CR, LF or NUL to end the
 // field early.
 func validValue(s string) bool {
 	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < ' ' && c != '\t' || c == 0x7f {
+		if !validHeaderValueByte(s[i]) {
 			return false
 		}
 	}
@@ -457,22 +436,6 @@ func validValue(s string) bool {
 func validTarget(s string) bool {
 	for i := 0; i < len(s); i++ {
 		if c := s[i]; c <= ' ' || c == 0x7f {
-			return false
-		}
-	}
-	return true
-}
-
-// validHost reports whether h holds only the bytes of a host and port
-// (httpguts.ValidHostHeader), in ASCII.
-func validHost(h string) bool {
-	for i := 0; i < len(h); i++ {
-		c := h[i]
-		switch {
-		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
-			continue
-		}
-		if strings.IndexByte("!$%&()*+,-.:;=[]_~'", c) < 0 {
 			return false
 		}
 	}
