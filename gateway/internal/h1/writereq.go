@@ -143,7 +143,7 @@ func writeRequest(bw *bufio.Writer, req *http.Request) (err error) {
 	bw.WriteString(" HTTP/1.1\r\nHost: ")
 	bw.WriteString(host)
 	bw.WriteString("\r\n")
-	if ua = trimOWSString(ua); ua != "" {
+	if ua = trimWS(ua); ua != "" {
 		bw.WriteString("User-Agent: ")
 		bw.WriteString(ua)
 		bw.WriteString("\r\n")
@@ -248,7 +248,7 @@ func writeRequestField(bw *bufio.Writer, k string, vv []string) error {
 		}
 		bw.WriteString(k)
 		bw.WriteString(": ")
-		bw.WriteString(trimOWSString(v))
+		bw.WriteString(trimWS(v))
 		bw.WriteString("\r\n")
 	}
 	return nil
@@ -406,16 +406,6 @@ func removeZone(host string) string {
 		return host
 	}
 	return host[:j] + host[i:]
-}
-
-func trimOWSString(s string) string {
-	for len(s) > 0 && (s[0] == ' ' || s[0] == '\t') {
-		s = s[1:]
-	}
-	for len(s) > 0 && (s[len(s)-1] == ' ' || s[len(s)-1] == '\t') {
-		s = s[:len(s)-1]
-	}
-	return s
 }
 
 // validValue reports whether a field value has no control byte other than
