@@ -118,7 +118,11 @@ func (s *Server) Serve(ln net.Listener) error {
 			if s.shutting.Load() {
 				return http.ErrServerClosed
 			}
-			if ne, ok := err.(net.Error); ok && ne.Temporary() { //nolint:staticcheck // net/http's test
+			// net/http's test for an accept error worth retrying (EMFILE,
+			// ENFILE, ECONNABORTED...): Temporary is deprecated for callers
+			// of a connection, not for an accept loop.
+			//lint:ignore SA1019 net/http's accept loop uses it the same way
+			if ne, ok := err.(net.Error); ok && ne.Temporary() {
 				delay = min(max(2*delay, 5*time.Millisecond), time.Second)
 				s.logf("http: Accept error: %v; retrying in %v", err, delay)
 				time.Sleep(delay)
