@@ -29,6 +29,11 @@ type backend struct {
 	// together they tell a frozen backend (see stalled).
 	busySince atomic.Int64
 	lastDone  atomic.Int64
+	// stalledAt is when b was last found stalled (unix nanos), 0 if it
+	// is not: the stall holds until b answers (an attempt or a passed
+	// health check) or stallHold passes, not only while requests are
+	// outstanding (see stalled).
+	stalledAt atomic.Int64
 
 	// attempts counts attempts by outcome.Kind (pre-resolved series).
 	attempts []prometheus.Counter
@@ -56,13 +61,33 @@ func (b *backend) usable(now int64, ignoreHealth bool) bool {
 	return !b.down.Load() && b.ejectedUntil.Load() <= now
 }
 
+// stallHold bounds how long a stalled backend with nothing outstanding
+// stays stalled without an answer: then one more round of requests finds
+// out (a cluster without health checks has nothing else to end it).
+const stallHold = 5 * time.Second
+
 // stalled reports whether b has had requests outstanding and answered
-// none for longer than after (0: never stalled).
+// none for longer than after (0: never stalled), and once it has, until it
+// answers or stallHold passes. Without the hold a frozen backend was
+// stalled only while requests waited on it: when they had timed out or
+// their clients had left it took new ones again, and the POSTs among them
+// were trapped once more (the chaos harness's stop scenario lost requests
+// each client timeout, 2 s, after the first stall).
 func (b *backend) stalled(now int64, after time.Duration) bool {
-	if after <= 0 || b.outstanding.Load() <= 0 {
+	if after <= 0 {
 		return false
 	}
-	return now-max(b.lastDone.Load(), b.busySince.Load()) > int64(after)
+	if at := b.stalledAt.Load(); at != 0 {
+		if b.lastDone.Load() <= at && now-at < int64(stallHold) {
+			return true
+		}
+		b.stalledAt.CompareAndSwap(at, 0)
+	}
+	if b.outstanding.Load() <= 0 || now-max(b.lastDone.Load(), b.busySince.Load()) <= int64(after) {
+		return false
+	}
+	b.stalledAt.CompareAndSwap(0, now)
+	return true
 }
 
 // slowStartFactor is the share of its weight b gets at now: rising

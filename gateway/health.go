@@ -70,6 +70,9 @@ func (g *Gateway) checkBackend(ctx context.Context, c *cluster, b *backend, clie
 			return
 		}
 		now := time.Now()
+		if ok {
+			b.lastDone.Store(now.UnixNano()) // it answers: not frozen (ends a stall)
+		}
 		changed, readmitted := b.setCheck(now, ok, hc.Rise, hc.Fall)
 		switch {
 		case changed:
@@ -83,7 +86,7 @@ func (g *Gateway) checkBackend(ctx context.Context, c *cluster, b *backend, clie
 		}
 		g.publishBackends(c)
 		next := hc.Interval
-		if !b.usable(now.UnixNano(), false) {
+		if !b.usable(now.UnixNano(), false) || b.stalledAt.Load() != 0 {
 			next = hc.UnhealthyInterval
 		}
 		t.Reset(next)

@@ -59,7 +59,11 @@ func TestDerivedTryTimeout(t *testing.T) {
 
 // TestStalledCluster: a cluster whose usable backends all have requests
 // outstanding and have answered none for the stall threshold takes no new
-// requests (share 0); an answer, or no request outstanding, ends it.
+// requests (share 0) until one of them answers (an attempt or a passed
+// health check) or stallHold passes; the requests that waited on it ending
+// without an answer (timed out, their clients gone) do not end the stall.
+// Before, a frozen cluster whose waiting requests had ended took new ones
+// at once, and trapped new POSTs each client timeout.
 func TestStalledCluster(t *testing.T) {
 	now := time.Unix(1000, 0)
 	c := &cluster{cfg: Cluster{MinHealthyShare: 0.5}, state: &clusterState{}}
@@ -82,9 +86,16 @@ func TestStalledCluster(t *testing.T) {
 		{60 * time.Millisecond, nil, 0}, // neither has answered for 60 ms
 		{61 * time.Millisecond, func() { c.backends[0].lastDone.Store(at(61 * time.Millisecond)) }, 1},
 		{200 * time.Millisecond, nil, 0},
-		{201 * time.Millisecond, func() { c.backends[1].outstanding.Store(0) }, 1}, // nothing outstanding on b
-		{300 * time.Millisecond, func() { c.backends[1].outstanding.Store(1); c.backends[1].busySince.Store(at(290 * time.Millisecond)) }, 1},
-		{341 * time.Millisecond, nil, 0},
+		// b's waiting requests timed out, none answered: still stalled
+		{201 * time.Millisecond, func() { c.backends[1].outstanding.Store(0) }, 0},
+		{250 * time.Millisecond, func() { c.backends[1].outstanding.Store(1); c.backends[1].busySince.Store(at(250 * time.Millisecond)) }, 0},
+		// a passed health check (or any answer) from b ends its stall
+		{260 * time.Millisecond, func() { c.backends[1].lastDone.Store(at(260 * time.Millisecond)) }, 1},
+		{311 * time.Millisecond, nil, 0}, // b's request from 250 ms unanswered past 50 ms since
+		{312 * time.Millisecond, func() { c.backends[1].outstanding.Store(0) }, 0},
+		// nothing answered and nothing outstanding on b: the hold ends
+		{311*time.Millisecond + stallHold, nil, 1},
+		{400*time.Millisecond + stallHold, nil, 1}, // b idle: a fresh round of requests may go
 	} {
 		if st.do != nil {
 			st.do()
