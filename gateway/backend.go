@@ -61,24 +61,31 @@ func (b *backend) usable(now int64, ignoreHealth bool) bool {
 	return !b.down.Load() && b.ejectedUntil.Load() <= now
 }
 
-// stallHold bounds how long a stalled backend with nothing outstanding
-// stays stalled without an answer: then one more round of requests finds
-// out (a cluster without health checks has nothing else to end it).
-const stallHold = 5 * time.Second
+// stallHold bounds how long a stalled backend stays stalled without an
+// answer, when its cluster has no health checks to end it (then one more
+// round of requests finds out); stallHoldChecked when it has: a passed
+// check ends the stall and failed ones mark the backend down (fall ×
+// (unhealthy_interval + timeout): about 4 s at the defaults), so the hold
+// is only a safety net. A frozen cluster let in again at 5 s, while its
+// checks were still falling, trapped 3-4 more POSTs in the chaos harness.
+const (
+	stallHold        = 5 * time.Second
+	stallHoldChecked = 30 * time.Second
+)
 
 // stalled reports whether b has had requests outstanding and answered
 // none for longer than after (0: never stalled), and once it has, until it
-// answers or stallHold passes. Without the hold a frozen backend was
+// answers or hold passes. Without the hold a frozen backend was
 // stalled only while requests waited on it: when they had timed out or
 // their clients had left it took new ones again, and the POSTs among them
 // were trapped once more (the chaos harness's stop scenario lost requests
 // each client timeout, 2 s, after the first stall).
-func (b *backend) stalled(now int64, after time.Duration) bool {
+func (b *backend) stalled(now int64, after, hold time.Duration) bool {
 	if after <= 0 {
 		return false
 	}
 	if at := b.stalledAt.Load(); at != 0 {
-		if b.lastDone.Load() <= at && now-at < int64(stallHold) {
+		if b.lastDone.Load() <= at && now-at < int64(hold) {
 			return true
 		}
 		b.stalledAt.CompareAndSwap(at, 0)

@@ -79,12 +79,16 @@ func (c *cluster) stalled(now int64, stallAfter time.Duration) bool {
 	if stallAfter <= 0 {
 		return false
 	}
+	hold := stallHold
+	if c.cfg.Health.Path != "" {
+		hold = stallHoldChecked
+	}
 	n := 0
 	for _, b := range c.backends {
 		if !b.usable(now, false) {
 			continue
 		}
-		if !b.stalled(now, stallAfter) {
+		if !b.stalled(now, stallAfter, hold) {
 			return false
 		}
 		n++

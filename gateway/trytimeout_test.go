@@ -107,6 +107,47 @@ func TestStalledCluster(t *testing.T) {
 	if got := c.share(at(time.Hour), 0); got != 1 {
 		t.Fatalf("no stall threshold yet (cold route): share %v, want 1", got)
 	}
+
+	// With health checks the stall holds past stallHold: the checks end it
+	// (a pass) or mark the backends down; stallHoldChecked is the net.
+	c.cfg.Health.Path = "/health"
+	t0 := time.Hour
+	for _, b := range c.backends {
+		b.stalledAt.Store(0)
+		b.outstanding.Store(1)
+		b.busySince.Store(at(t0))
+		b.lastDone.Store(at(t0))
+	}
+	for i, st := range []struct {
+		at    time.Duration
+		do    func()
+		share float64
+	}{
+		{t0 + 60*time.Millisecond, nil, 0},
+		{t0 + 61*time.Millisecond, func() {
+			for _, b := range c.backends {
+				b.outstanding.Store(0)
+			}
+		}, 0},
+		{t0 + 61*time.Millisecond + stallHold, nil, 0},
+		{t0 + 60*time.Millisecond + stallHoldChecked, nil, 1},
+		{t0 + 61*time.Millisecond + stallHoldChecked, func() {
+			for _, b := range c.backends {
+				b.outstanding.Store(1)
+				b.busySince.Store(at(t0 + 61*time.Millisecond + stallHoldChecked))
+				b.stalledAt.Store(0)
+			}
+		}, 1},
+		{t0 + 200*time.Millisecond + stallHoldChecked, nil, 0},
+		{t0 + 201*time.Millisecond + stallHoldChecked, func() { c.backends[0].lastDone.Store(at(t0 + 201*time.Millisecond + stallHoldChecked)) }, 1}, // a passed check
+	} {
+		if st.do != nil {
+			st.do()
+		}
+		if got := c.share(at(st.at), after); got != st.share {
+			t.Fatalf("checked cluster, step %d at %v: share %v, want %v", i, st.at, got, st.share)
+		}
+	}
 }
 
 // TestRetryToAnotherClusterWaitsNoBackoff: a retry that goes to a cluster
