@@ -34,6 +34,8 @@ type backend struct {
 	// health check) or stallHold passes, not only while requests are
 	// outstanding (see stalled).
 	stalledAt atomic.Int64
+	// checkedOK is when a health check last passed (unix nanos).
+	checkedOK atomic.Int64
 
 	// attempts counts attempts by outcome.Kind (pre-resolved series).
 	attempts []prometheus.Counter
@@ -75,7 +77,10 @@ const (
 
 // stalled reports whether b has had requests outstanding and answered
 // none for longer than after (0: never stalled), and once it has, until it
-// answers or hold passes. Without the hold a frozen backend was
+// answers an attempt, a health check passes with nothing outstanding (a
+// check that passes while requests still wait unanswered, a stuck
+// application behind a health endpoint that works, does not end it), or
+// hold passes. Without the hold a frozen backend was
 // stalled only while requests waited on it: when they had timed out or
 // their clients had left it took new ones again, and the POSTs among them
 // were trapped once more (the chaos harness's stop scenario lost requests
@@ -85,7 +90,8 @@ func (b *backend) stalled(now int64, after, hold time.Duration) bool {
 		return false
 	}
 	if at := b.stalledAt.Load(); at != 0 {
-		if b.lastDone.Load() <= at && now-at < int64(hold) {
+		checked := b.checkedOK.Load() > at && b.outstanding.Load() <= 0
+		if b.lastDone.Load() <= at && !checked && now-at < int64(hold) {
 			return true
 		}
 		b.stalledAt.CompareAndSwap(at, 0)

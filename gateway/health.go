@@ -71,7 +71,7 @@ func (g *Gateway) checkBackend(ctx context.Context, c *cluster, b *backend, clie
 		}
 		now := time.Now()
 		if ok {
-			b.lastDone.Store(now.UnixNano()) // it answers: not frozen (ends a stall)
+			b.checkedOK.Store(now.UnixNano()) // ends a stall with nothing outstanding (see stalled)
 		}
 		changed, readmitted := b.setCheck(now, ok, hc.Rise, hc.Fall)
 		switch {

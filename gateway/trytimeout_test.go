@@ -59,8 +59,8 @@ func TestDerivedTryTimeout(t *testing.T) {
 
 // TestStalledCluster: a cluster whose usable backends all have requests
 // outstanding and have answered none for the stall threshold takes no new
-// requests (share 0) until one of them answers (an attempt or a passed
-// health check) or stallHold passes; the requests that waited on it ending
+// requests (share 0) until one of them answers an attempt, passes a
+// health check with nothing outstanding, or the hold passes; the requests that waited on it ending
 // without an answer (timed out, their clients gone) do not end the stall.
 // Before, a frozen cluster whose waiting requests had ended took new ones
 // at once, and trapped new POSTs each client timeout.
@@ -139,7 +139,16 @@ func TestStalledCluster(t *testing.T) {
 			}
 		}, 1},
 		{t0 + 200*time.Millisecond + stallHoldChecked, nil, 0},
-		{t0 + 201*time.Millisecond + stallHoldChecked, func() { c.backends[0].lastDone.Store(at(t0 + 201*time.Millisecond + stallHoldChecked)) }, 1}, // a passed check
+		// a passed check with requests still waiting unanswered: stalled
+		{t0 + 201*time.Millisecond + stallHoldChecked, func() { c.backends[0].checkedOK.Store(at(t0 + 201*time.Millisecond + stallHoldChecked)) }, 0},
+		// the waiting requests gone: the passed check ends the stall
+		{t0 + 202*time.Millisecond + stallHoldChecked, func() { c.backends[0].outstanding.Store(0) }, 1},
+		{t0 + 203*time.Millisecond + stallHoldChecked, func() {
+			c.backends[0].outstanding.Store(1)
+			c.backends[0].busySince.Store(at(t0 + 203*time.Millisecond + stallHoldChecked))
+		}, 1},
+		{t0 + 300*time.Millisecond + stallHoldChecked, nil, 0}, // unanswered again: stalled again
+		{t0 + 301*time.Millisecond + stallHoldChecked, func() { c.backends[1].lastDone.Store(at(t0 + 301*time.Millisecond + stallHoldChecked)) }, 1}, // an answer
 	} {
 		if st.do != nil {
 			st.do()
