@@ -21,6 +21,7 @@ declare -A pkgs=(
   [curl]=curl
   [slowhttptest]=slowhttptest
   [systemd-analyze]=systemd
+  [nft]=nftables
   [promtool]=prometheus
   [nats-server]=nats-server
   [chromium]=chromium

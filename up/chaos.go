@@ -35,6 +35,10 @@ type ChaosConfig struct {
 	// as it starts, so that control's analysis never judges it (their
 	// FAIL-when-off).
 	ReleaseJudgeOff bool `yaml:"release_judge_off" json:"release_judge_off"`
+	// Blackhole is primary-blackhole's mechanism: BlackholeAuto (the
+	// default: packet drops with nftables when root and nft exist, else
+	// SIGSTOP), BlackholeNFT (nftables or an error) or BlackholeSIGSTOP.
+	Blackhole string `yaml:"blackhole" json:"blackhole"`
 }
 
 // Defaults of ChaosConfig.
@@ -57,6 +61,7 @@ func (c ChaosConfig) withDefaults() ChaosConfig {
 	c.Recover = cmp.Or(c.Recover, DefaultRecover)
 	c.Settle = cmp.Or(c.Settle, DefaultSettle)
 	c.WarmUp = cmp.Or(c.WarmUp, DefaultWarmUp)
+	c.Blackhole = cmp.Or(c.Blackhole, BlackholeAuto)
 	return c
 }
 
@@ -123,7 +128,7 @@ func Scenarios() []Scenario {
 			Promise: "critical requests 100% served with p99 <= 100 ms; the neighbour endpoint (/api/trips) unharmed", run: runOverload},
 		{Name: "cluster-kill", Seed: "003", Fault: "SIGKILL of cluster a1's backend process (both its backends)",
 			Promise: ">= 99.9% of requests succeed through the kill (cross-cluster retry to a2)", run: runClusterKill},
-		{Name: "primary-blackhole", Seed: "000", Fault: "site a's gateway frozen (SIGSTOP): connections complete in the kernel, nothing answers",
+		{Name: "primary-blackhole", Seed: "000", Fault: "every packet to and from site a's gateway dropped (nftables, when root and nft exist; else the gateway frozen with SIGSTOP: connections complete in the kernel, nothing answers)",
 			Promise: "site a's clients reach BACKUP, >= 99% success after detection, back to primary after recovery", run: runBlackhole},
 		{Name: "dns-outage", Seed: "002", Fault: "SIGKILL of the private DNS process, the public resolver hijacking every name, then every device changes network",
 			Promise: ">= 99% of requests succeed (the last-mile chain refuses hijacked answers and serves the last good one stale)", run: runDNSOutage},
@@ -425,6 +430,8 @@ func runFrozenOrKilled(ctx context.Context, c *Chaos, r *Result, kill bool) erro
 	if n == 0 {
 		return errors.New("no device on site a")
 	}
+	var undo func() error        // ends the blackhole
+	ended := "gateway restarted" // how the fault ended
 	if kill {
 		r.Mechanism = fmt.Sprintf("SIGKILL of site a's gateway (pid %d, %s); veer up restarts it after restart_after", pid, strings.Join(gw.Addrs, ","))
 		fmt.Fprintf(c.out, "chaos: gateway-kill: SIGKILL pid %d\n", pid)
@@ -432,12 +439,12 @@ func runFrozenOrKilled(ctx context.Context, c *Chaos, r *Result, kill bool) erro
 			return err
 		}
 	} else {
-		r.Mechanism = fmt.Sprintf("SIGSTOP of site a's gateway (pid %d, %s): handshakes complete in the kernel's backlog, no byte comes back (no nftables here: a userspace blackhole)", pid, strings.Join(gw.Addrs, ","))
-		fmt.Fprintf(c.out, "chaos: primary-blackhole: SIGSTOP pid %d\n", pid)
-		if err := signal(pid, syscall.SIGSTOP); err != nil {
+		heal, healed, err := c.blackhole(ctx, r, pid, gw.Addrs)
+		if err != nil {
 			return err
 		}
-		defer signal(pid, syscall.SIGCONT) //nolint:errcheck // also on an early return
+		defer heal() //nolint:errcheck // also on an early return (a second heal finds nothing to undo)
+		undo, ended = heal, healed
 	}
 	on, after, err := c.detectBackup(ctx, r, fmt.Sprintf("all %d of site a's devices", n), "the fault", before.RequestTimeout)
 	if err != nil {
@@ -450,7 +457,7 @@ func runFrozenOrKilled(ctx context.Context, c *Chaos, r *Result, kill bool) erro
 	r.record(w, fmt.Sprintf("over %v from one request timeout (%v) %s", c.cfg.Window, before.RequestTimeout, after))
 	end := time.Now()
 	if !kill {
-		if err := signal(pid, syscall.SIGCONT); err != nil {
+		if err := undo(); err != nil {
 			return err
 		}
 	} else if on {
@@ -480,11 +487,48 @@ func runFrozenOrKilled(ctx context.Context, c *Chaos, r *Result, kill bool) erro
 			r.measure("not back on primary within %v of the fault's end", wait.Round(time.Second))
 		} else {
 			back = true
-			r.measure("back on primary %.1fs after the fault ended (%s)", time.Since(end).Seconds(), map[bool]string{true: "gateway restarted", false: "SIGCONT"}[kill])
+			r.measure("back on primary %.1fs after the fault ended (%s)", time.Since(end).Seconds(), ended)
 		}
 	}
 	r.Pass = on && back && r.Success >= 0.99 && w.OK > 0
 	return nil
+}
+
+// blackhole starts the primary-blackhole fault on site a's gateway (pid,
+// listening on addrs) by c.cfg.Blackhole's mechanism, says which in r,
+// and returns what ends it (safe to call twice).
+func (c *Chaos) blackhole(ctx context.Context, r *Result, pid int, addrs []string) (heal func() error, healed string, err error) {
+	var why string
+	if c.cfg.Blackhole != BlackholeSIGSTOP {
+		undo, err := nftBlackhole(ctx, addrs)
+		if err == nil {
+			r.Mechanism = fmt.Sprintf("nftables: every TCP and UDP packet to and from site a's gateway (%s) dropped on the output hook: SYNs unanswered, data on open connections lost", strings.Join(addrs, ","))
+			fmt.Fprintf(c.out, "chaos: primary-blackhole: nftables drops %s\n", strings.Join(addrs, ","))
+			return onceErr(undo), "nftables table deleted", nil
+		}
+		if c.cfg.Blackhole == BlackholeNFT {
+			return nil, "", err
+		}
+		why = " (no packet drop: " + err.Error() + ")"
+	}
+	r.Mechanism = fmt.Sprintf("SIGSTOP of site a's gateway (pid %d, %s): handshakes complete in the kernel's backlog, no byte comes back%s", pid, strings.Join(addrs, ","), why)
+	fmt.Fprintf(c.out, "chaos: primary-blackhole: SIGSTOP pid %d\n", pid)
+	if err := signal(pid, syscall.SIGSTOP); err != nil {
+		return nil, "", err
+	}
+	return onceErr(func() error { return signal(pid, syscall.SIGCONT) }), "SIGCONT", nil
+}
+
+// onceErr runs f on the first call only.
+func onceErr(f func() error) func() error {
+	done := false
+	return func() error {
+		if done {
+			return nil
+		}
+		done = true
+		return f()
+	}
 }
 
 func runBlackhole(ctx context.Context, c *Chaos, r *Result) error {

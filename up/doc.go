@@ -13,9 +13,9 @@
 // running system.
 //
 // Chaos runs Scenarios against that API: each injects one real fault
-// (SIGKILL or SIGSTOP of a child, a hijacking resolver), measures the
-// population, and returns a Result whose Pass compares the measured figure
-// with the seed's promise.
+// (SIGKILL or SIGSTOP of a child, packets dropped with nftables, a
+// hijacking resolver), measures the population, and returns a Result whose
+// Pass compares the measured figure with the seed's promise.
 //
 // Contract: Start returns once every device has bootstrapped and sends;
 // Close stops the devices, the services and every child (SIGTERM, SIGKILL

@@ -31,7 +31,7 @@ func newChaosCmd() *cobra.Command {
 		Long: `chaos plays failures against a running "veer up" (found through the state
 file in --data DIR, or the one started without --data), or starts its own
 when none runs. Each scenario injects a real fault (SIGKILL or SIGSTOP of a
-child process), watches the population, and prints PASS or FAIL with the
+child process, packets dropped with nftables), watches the population, and prints PASS or FAIL with the
 measured figure beside the seed's promise. The exit status is 1 when any
 scenario fails. docs/chaos.md lists the scenarios.`,
 		Example: `  veer chaos list
@@ -58,6 +58,9 @@ scenario fails. docs/chaos.md lists the scenarios.`,
 		Short: "Run scenarios (all: every one, in order)",
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := up.CheckBlackhole(cc.Blackhole); err != nil {
+				return fmt.Errorf("chaos: --%w", err)
+			}
 			for _, a := range args {
 				if _, ok := up.Lookup(a); !ok && a != "all" {
 					return fmt.Errorf("chaos: no scenario %q (veer chaos list)", a)
@@ -82,6 +85,7 @@ scenario fails. docs/chaos.md lists the scenarios.`,
 	f.DurationVar(&cc.Window, "window", 0, "measuring window (default 10s)")
 	f.DurationVar(&cc.Detect, "detect", 0, "longest wait for the clients to react (default 30s)")
 	f.DurationVar(&cc.Recover, "recover", 0, "longest wait for the return after the fault (default 60s)")
+	f.StringVar(&cc.Blackhole, "blackhole", up.BlackholeAuto, blackholeUsage)
 	cmd.AddCommand(list, run, newSoakCmd())
 	return cmd
 }
@@ -193,6 +197,9 @@ The exit status is 1 when the soak does not PASS. docs/chaos.md, soak.`,
   veer chaos soak --duration 40s --every 15s --scenarios cluster-kill,redis-kill`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := up.CheckBlackhole(cc.Blackhole); err != nil {
+				return fmt.Errorf("chaos soak: --%w", err)
+			}
 			for _, n := range sc.Scenarios {
 				if _, ok := up.Lookup(n); !ok {
 					return fmt.Errorf("chaos soak: no scenario %q (veer chaos list)", n)
@@ -236,7 +243,10 @@ The exit status is 1 when the soak does not PASS. docs/chaos.md, soak.`,
 	f.DurationVar(&sc.GrowthWindow, "growth-window", 0, "growth compares the minimum of the first such window with the last's (default 5m)")
 	f.StringSliceVar(&sc.Scenarios, "scenarios", nil, "scenarios to play round-robin (default every one the system has)")
 	f.DurationVar(&cc.Window, "window", 0, "each scenario's measuring window (default 10s)")
+	f.StringVar(&cc.Blackhole, "blackhole", up.BlackholeAuto, blackholeUsage)
 	return cmd
 }
+
+const blackholeUsage = "primary-blackhole's mechanism: auto (nftables packet drops when root and nft exist, else SIGSTOP), nft, sigstop"
 
 var errSoakFailed = errors.New("chaos soak: not PASS")
