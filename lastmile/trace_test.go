@@ -19,7 +19,7 @@ func TestTraceSkipIsNotAFailure(t *testing.T) {
 	tp := w.transport(t, Config{
 		Steps:       []RouteStep{StepDirect},
 		NoRouteHold: -1,
-		Race:        RaceConfig{TCPDelay: time.Millisecond, ConnectTimeout: 200 * time.Millisecond},
+		Race:        RaceConfig{TCPDelay: time.Millisecond, ConnectTimeout: time.Second}, // a TLS handshake under -race on a busy machine took over 200 ms (CI)
 	})
 	url := "https://api.test:" + strconv.Itoa(port(n.Addr())) + "/"
 	n.BlockTCP(true)

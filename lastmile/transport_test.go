@@ -333,7 +333,7 @@ func TestNodeBrokenOnAllProtocolsIsSkippedThenRetriedLast(t *testing.T) {
 		Stagger:     -1,
 		Scheduler:   SchedulerConfig{URL: "https://sched.test:" + strconv.Itoa(port(sn.Addr())) + "/v1/schedule"},
 		FallbackIPs: []FallbackIP{{Addr: lb.Addr()}},
-		Race:        RaceConfig{TCPDelay: time.Millisecond, ConnectTimeout: 200 * time.Millisecond},
+		Race:        RaceConfig{TCPDelay: time.Millisecond, ConnectTimeout: time.Second}, // 200 ms: a TLS handshake under -race on a busy machine can take longer
 	})
 	// The domain resolves to the same dead node the scheduler returned.
 	_, tr := mustGet(t, tp, "https://api.test:"+strconv.Itoa(port(dead))+"/")
