@@ -318,6 +318,7 @@ func (c *conn) serve() {
 	s := c.srv
 	var inflight *response
 	handedOff := false
+	linger := false // the client may still be sending: lingerClose
 	defer func() {
 		if err := recover(); err != nil && err != http.ErrAbortHandler {
 			const size = 64 << 10
@@ -330,11 +331,16 @@ func (c *conn) serve() {
 			inflight.disableContinue()
 			if !c.hijacked {
 				c.watchStop()
+				linger = inflight.unfinishedBody()
 			}
 		}
 		if !c.hijacked && !handedOff {
 			c.release(inflight == nil)
-			_ = c.rwc.Close()
+			if linger {
+				lingerClose(c.rwc)
+			} else {
+				_ = c.rwc.Close()
+			}
 		}
 		s.untrack(c)
 	}()
@@ -368,7 +374,7 @@ func (c *conn) serve() {
 		c.state.Store(stActive)
 		w, err := c.readRequest()
 		if err != nil {
-			handedOff = c.replyError(err)
+			linger = c.replyError(err)
 			return
 		}
 		if w.req.Header["Expect"] != nil {
@@ -381,6 +387,7 @@ func (c *conn) serve() {
 				w.Header().Set("Connection", "close")
 				w.WriteHeader(http.StatusExpectationFailed)
 				w.finish()
+				linger = w.unfinishedBody()
 				return
 			}
 		}
@@ -403,11 +410,7 @@ func (c *conn) serve() {
 		w.finish()
 		_ = c.rwc.SetWriteDeadline(time.Time{})
 		if !w.reuse() {
-			if w.lingerClose() {
-				handedOff = true
-				c.release(true)
-				c.closeWriteAndLinger()
-			}
+			linger = w.werr == nil && (w.unfinishedBody() || c.br.Buffered() > 0)
 			return
 		}
 		ConnState(c.rwc, http.StateIdle)
@@ -484,37 +487,85 @@ func (p *prefaceConn) Read(b []byte) (int, error) {
 	return p.Conn.Read(b)
 }
 
-// closeWriteAndLinger ends a connection whose request body was left
-// unread: the client may still be sending it, and a close with unread
-// bytes makes the kernel send a reset that can destroy the response, so
-// the write side is closed first and the rest read and dropped for a
-// while (net/http's closeWriteAndWait).
-func (c *conn) closeWriteAndLinger() {
-	if cw, ok := c.rwc.(interface{ CloseWrite() error }); ok {
-		_ = cw.CloseWrite()
+// A connection the server ends while its client may still be sending (a
+// request body left unread, bytes after a request it refused) is closed
+// lingering: a close with unread bytes makes the kernel answer with a
+// reset, and a reset destroys what the client has not read yet, the
+// answer included (a Go client also fails the request on the write error
+// that the reset gives its body's sender, whichever of the two it sees
+// first). So the write side is shut first (the answer, then a FIN), and
+// what still comes is read and dropped until the client closes, bounded
+// like nginx's lingering close: lingerIdle without a byte, lingerTotal in
+// all, lingerMaxBytes read. net/http reads up to 256 KiB of an unread
+// body first and, beyond that, waits 500 ms after the FIN; a starved
+// client can take longer than that to send the rest of its body and read
+// the answer (issue 32, defect 6). It runs on the connection's goroutine
+// (its buffers back in their pools): Shutdown waits for it, Close ends it.
+const (
+	lingerIdle     = 2 * time.Second
+	lingerTotal    = 10 * time.Second
+	lingerMaxBytes = 1 << 20
+)
+
+type closeWriter interface{ CloseWrite() error }
+
+// lingerClose shuts c's write side, drains what the client still sends
+// (within the bounds above), then closes c. A framedConn is drained under
+// its framer (which may have ended its stream at the refused bytes), from
+// the TCP connection: under TLS, after the close_notify, the FIN.
+func lingerClose(c net.Conn) {
+	r := c
+	if cw, ok := c.(closeWriter); ok {
+		_ = cw.CloseWrite() // TCP: FIN; TLS: close_notify
 	}
-	go func() {
-		_ = c.rwc.SetReadDeadline(time.Now().Add(lingerAfterRefusal))
-		_, _ = io.CopyN(io.Discard, c.rwc, maxPostHandlerReadBytes)
-		_ = c.rwc.Close()
-	}()
+	if fc := asFramed(c); fc != nil {
+		fc.refused.Store(false) // this is the linger its Close would do
+		r = fc.Conn
+		if fc.raw != nil && fc.raw != fc.Conn {
+			r = fc.raw
+			if cw, ok := r.(closeWriter); ok {
+				_ = cw.CloseWrite()
+			}
+		}
+	}
+	drain(r)
+	_ = c.Close()
+}
+
+// drain reads and drops what r receives until it ends, fails, or a bound
+// of the lingering close is reached.
+func drain(r net.Conn) {
+	var buf [2048]byte
+	end := time.Now().Add(lingerTotal)
+	for n := 0; n < lingerMaxBytes; {
+		dl := time.Now().Add(lingerIdle)
+		if dl.After(end) {
+			dl = end
+		}
+		if r.SetReadDeadline(dl) != nil {
+			return
+		}
+		m, err := r.Read(buf[:])
+		n += m
+		if err != nil {
+			return
+		}
+	}
 }
 
 const errorHeaders = "\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n"
 
 // replyError answers a request that could not be read as net/http does,
-// or not at all when the client went away or timed out; true: the
-// connection is lingering (closed by closeWriteAndLinger).
+// or not at all when the client went away or timed out; true: it was
+// answered, and the connection closes lingering (the client may be
+// sending the rest of the request: net/http closes at once, and the
+// answer is lost to the reset).
 func (c *conn) replyError(err error) bool {
 	var se statusError
 	switch {
 	case err == errTooLarge:
 		const publicErr = "431 Request Header Fields Too Large"
 		_, _ = c.bw.WriteString("HTTP/1.1 " + publicErr + errorHeaders + publicErr)
-		_ = c.bw.Flush()
-		c.release(false)
-		c.closeWriteAndLinger()
-		return true
 	case err == errUnsupported:
 		_, _ = fmt.Fprintf(c.bw, "HTTP/1.1 %d %s%sUnsupported transfer encoding", http.StatusNotImplemented, http.StatusText(http.StatusNotImplemented), errorHeaders)
 	case isCommonNetReadError(err):
@@ -525,8 +576,7 @@ func (c *conn) replyError(err error) bool {
 		const publicErr = "400 Bad Request"
 		_, _ = c.bw.WriteString("HTTP/1.1 " + publicErr + errorHeaders + publicErr)
 	}
-	_ = c.bw.Flush()
-	return false
+	return c.bw.Flush() == nil
 }
 
 // isCommonNetReadError: the client went away or timed out (no answer).
