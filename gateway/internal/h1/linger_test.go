@@ -222,6 +222,11 @@ func TestServerLingerSteps(t *testing.T) {
 			_ = c.Close()
 			return err
 		}, 1500 * time.Millisecond},
+		{"2 MiB more at once, then closes", func(c net.Conn) error {
+			_, err := io.WriteString(c, filler(2<<20)) // more than a pipelined body's 256 KiB
+			_ = c.Close()
+			return err
+		}, 0},
 		{"sends nothing, stays open", func(c net.Conn) error { return nil }, lingerIdle},
 		{"trickles", func(c net.Conn) error {
 			for {
