@@ -2,6 +2,7 @@ package h1
 
 import (
 	"bufio"
+	"context"
 	"crypto/tls"
 	"errors"
 	"io"
@@ -280,6 +281,44 @@ func TestServerLingerSteps(t *testing.T) {
 					t.Errorf("client's write: %v", err)
 				}
 			})
+		})
+	}
+}
+
+// A lingering close holds its connection in the server: Shutdown waits
+// for it (a client that takes its time is not cut by a restart), Close
+// ends it at once.
+func TestServerLingerShutdownAndClose(t *testing.T) {
+	for _, shutdown := range []bool{true, false} {
+		synctest.Test(t, func(t *testing.T) {
+			s := &Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Connection", "close")
+				w.WriteHeader(http.StatusTooManyRequests)
+			}), ErrorLog: log.New(io.Discard, "", 0)}
+			cs, ss := net.Pipe()
+			defer cs.Close()
+			done := make(chan struct{})
+			go func() { s.serveConn(ss); close(done) }()
+			go func() { _, _ = io.WriteString(cs, "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\nabc") }()
+			if resp, err := http.ReadResponse(bufio.NewReader(cs), nil); err != nil || resp.StatusCode != 429 {
+				t.Fatalf("got %v %v", resp, err)
+			}
+			synctest.Wait() // the connection lingers, its client silent
+			t0 := time.Now()
+			if shutdown {
+				if err := s.Shutdown(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+				if d := time.Since(t0); d != lingerIdle {
+					t.Errorf("Shutdown returned after %v, want the linger's %v", d, lingerIdle)
+				}
+			} else {
+				_ = s.Close()
+			}
+			<-done
+			if d := time.Since(t0); !shutdown && d != 0 {
+				t.Errorf("Close ended the linger after %v", d)
+			}
 		})
 	}
 }
