@@ -538,7 +538,7 @@ func lingerClose(c net.Conn) {
 // drain reads and drops what r receives until it ends, fails, or a bound
 // of the lingering close is reached.
 func drain(r net.Conn) {
-	var buf [16 << 10]byte // 512 reads for lingerMaxBytes
+	var buf [8 << 10]byte // io.Discard's size; the goroutine may linger for seconds
 	end := time.Now().Add(lingerTotal)
 	for n := 0; n < lingerMaxBytes; {
 		dl := time.Now().Add(lingerIdle)
