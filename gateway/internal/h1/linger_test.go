@@ -127,6 +127,32 @@ func TestServerClosesWithoutReset(t *testing.T) {
 // connection under the TLS one: the client reads the answer and a clean
 // end, not a reset.
 func TestServerClosesWithoutResetTLS(t *testing.T) {
+	addr := startTLSServer(t, http.HandlerFunc(echoPath))
+	const big = 256 << 10
+	for _, tc := range []struct{ name, req string }{
+		{"unknown expectation", "POST / HTTP/1.1\r\nHost: x\r\nExpect: nonsense\r\nContent-Length: " + strconv.Itoa(big) + "\r\n\r\n" + filler(big)},
+		{"missing host", "POST / HTTP/1.1\r\nContent-Length: " + strconv.Itoa(big) + "\r\n\r\n" + filler(big)},
+		{"refused framing", "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n" + filler(big)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cl, wrote := sendOn(t, dialTLS(t, addr), tc.req)
+			resp, err := http.ReadResponse(cl.br, nil)
+			if err != nil {
+				t.Fatalf("no response: %v", err)
+			}
+			if _, err := io.Copy(io.Discard, resp.Body); err != nil {
+				t.Fatalf("response body: %v", err)
+			}
+			endsClean(t, cl)
+			tookAll(t, wrote)
+		})
+	}
+}
+
+// startTLSServer serves h on a loopback h1.Listener under TLS (a
+// self-signed certificate) and returns its address.
+func startTLSServer(t *testing.T, h http.Handler) string {
+	t.Helper()
 	certFile, keyFile, _, err := selfsigned.Files(t.TempDir(), "h1", "localhost", time.Hour)
 	if err != nil {
 		t.Fatal(err)
@@ -141,34 +167,22 @@ func TestServerClosesWithoutResetTLS(t *testing.T) {
 	}
 	conf := &tls.Config{Certificates: []tls.Certificate{cert}, NextProtos: []string{"h2", "http/1.1"}}
 	ln := NewListener(inner, conf, 5*time.Second, maxHeaderBytes, nil, discard)
-	srv := &Server{Handler: http.HandlerFunc(echoPath), MaxHeaderBytes: maxHeaderBytes, ErrorLog: log.New(io.Discard, "", 0)}
+	srv := &Server{Handler: h, MaxHeaderBytes: maxHeaderBytes, ErrorLog: log.New(io.Discard, "", 0)}
 	done := make(chan struct{})
 	go func() { defer close(done); _ = srv.Serve(ln) }()
 	t.Cleanup(func() { _ = srv.Close(); <-done })
-	const big = 256 << 10
-	for _, tc := range []struct{ name, req string }{
-		{"unknown expectation", "POST / HTTP/1.1\r\nHost: x\r\nExpect: nonsense\r\nContent-Length: " + strconv.Itoa(big) + "\r\n\r\n" + filler(big)},
-		{"missing host", "POST / HTTP/1.1\r\nContent-Length: " + strconv.Itoa(big) + "\r\n\r\n" + filler(big)},
-		{"refused framing", "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n" + filler(big)},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			c, err := tls.Dial("tcp", inner.Addr().String(), &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"http/1.1"}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			_ = c.SetDeadline(time.Now().Add(10 * time.Second))
-			cl, wrote := sendOn(t, &client{t: t, c: c, br: bufio.NewReader(c)}, tc.req)
-			resp, err := http.ReadResponse(cl.br, nil)
-			if err != nil {
-				t.Fatalf("no response: %v", err)
-			}
-			if _, err := io.Copy(io.Discard, resp.Body); err != nil {
-				t.Fatalf("response body: %v", err)
-			}
-			endsClean(t, cl)
-			tookAll(t, wrote)
-		})
+	return inner.Addr().String()
+}
+
+func dialTLS(t *testing.T, addr string) *client {
+	t.Helper()
+	c, err := tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"http/1.1"}})
+	if err != nil {
+		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = c.Close() })
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	return &client{t: t, c: c, br: bufio.NewReader(c)}
 }
 
 // A handler whose read of the body timed out (ReadTimeout) and that
@@ -318,6 +332,44 @@ func TestServerLingerShutdownAndClose(t *testing.T) {
 			<-done
 			if d := time.Since(t0); !shutdown && d != 0 {
 				t.Errorf("Close ended the linger after %v", d)
+			}
+		})
+	}
+}
+
+// An answer whose end is the connection's close (HTTP/1.0, no length) and
+// whose handler aborts after part of it went out (the relay, when its
+// upstream body breaks) ends in a reset: a FIN, or under TLS a
+// close_notify, would make the part look like the whole answer.
+func TestServerAbortCloseDelimitedResets(t *testing.T) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, filler(3000)) // past the held 2 KiB: the header goes out without a length
+		http.NewResponseController(w).Flush()
+		panic(http.ErrAbortHandler)
+	})
+	ts := startServer(t, h, nil)
+	tlsAddr := startTLSServer(t, h)
+	for _, tc := range []struct {
+		name string
+		dial func(t *testing.T) *client
+	}{
+		{"plain", ts.dial},
+		{"TLS", func(t *testing.T) *client { return dialTLS(t, tlsAddr) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cl := tc.dial(t)
+			cl.send("GET / HTTP/1.0\r\n\r\n")
+			resp, err := http.ReadResponse(cl.br, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if resp.ContentLength != -1 || !resp.Close {
+				t.Fatalf("length %d close %v, want an answer ended by the close", resp.ContentLength, resp.Close)
+			}
+			if b, err := io.ReadAll(resp.Body); err == nil {
+				t.Fatalf("read %d bytes and a clean end: the part looks whole", len(b))
+			} else if tc.name == "plain" && !errors.Is(err, syscall.ECONNRESET) {
+				t.Fatalf("read %d bytes, then %v: want a reset", len(b), err)
 			}
 		})
 	}

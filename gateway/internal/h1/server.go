@@ -319,6 +319,7 @@ func (c *conn) serve() {
 	var inflight *response
 	handedOff := false
 	linger := false // the client may still be sending: lingerClose
+	reset := false  // an aborted answer that only the close would end: resetClose
 	defer func() {
 		if err := recover(); err != nil && err != http.ErrAbortHandler {
 			const size = 64 << 10
@@ -332,13 +333,17 @@ func (c *conn) serve() {
 			if !c.hijacked {
 				c.watchStop()
 				linger = inflight.unfinishedBody()
+				reset = inflight.closeDelimited()
 			}
 		}
 		if !c.hijacked && !handedOff {
 			c.release(inflight == nil)
-			if linger {
+			switch {
+			case reset:
+				resetClose(c.rwc)
+			case linger:
 				lingerClose(c.rwc)
-			} else {
+			default:
 				_ = c.rwc.Close()
 			}
 		}
@@ -533,6 +538,26 @@ func lingerClose(c net.Conn) {
 	}
 	drain(r)
 	_ = c.Close()
+}
+
+// resetClose ends c with a reset: a handler that panicked (the relay's
+// http.ErrAbortHandler when its upstream body breaks) after part of an
+// answer delimited by the close went out must not let the client take
+// that part for the whole answer, which a FIN, or under TLS a
+// close_notify, would. The TCP connection is closed with SO_LINGER 0,
+// under TLS without the close_notify.
+func resetClose(c net.Conn) {
+	raw := c
+	if fc := asFramed(c); fc != nil {
+		raw = fc.Conn
+		if fc.raw != nil {
+			raw = fc.raw
+		}
+	}
+	if tc, ok := raw.(*net.TCPConn); ok {
+		_ = tc.SetLinger(0)
+	}
+	_ = raw.Close()
 }
 
 // drain reads and drops what r receives until it ends, fails, or a bound

@@ -336,6 +336,12 @@ func (w *response) unfinishedBody() bool {
 	return false
 }
 
+// closeDelimited: the header went out with neither a length nor chunking,
+// so only the connection's close ends the answer.
+func (w *response) closeDelimited() bool {
+	return w.sent && !w.chunking && w.contentLength == -1 && w.req.Method != "HEAD" && bodyAllowedForStatus(w.status)
+}
+
 // header fields writeFields leaves out
 type excl uint8
 
