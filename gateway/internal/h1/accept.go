@@ -242,13 +242,8 @@ func (l *Listener) SetOnPark(f func()) {
 // connState tells a framedConn when net/http waits for its next request
 // and when it hijacked the connection.
 func ConnState(c net.Conn, s http.ConnState) {
-	var fc *framedConn
-	switch t := c.(type) {
-	case *framedConn:
-		fc = t
-	case framedTLSConn:
-		fc = t.framedConn
-	default:
+	fc := asFramed(c)
+	if fc == nil {
 		return
 	}
 	switch s {
@@ -258,6 +253,17 @@ func ConnState(c net.Conn, s http.ConnState) {
 	case http.StateHijacked:
 		fc.settle(true)
 	}
+}
+
+// asFramed returns the framedConn c is, or nil.
+func asFramed(c net.Conn) *framedConn {
+	switch t := c.(type) {
+	case *framedConn:
+		return t
+	case framedTLSConn:
+		return t.framedConn
+	}
+	return nil
 }
 
 // handshakeTimeout is net/http's bound for a TLS handshake: the smallest

@@ -339,8 +339,9 @@ func (c *framedConn) CloseWrite() error {
 // Close closes the connection. After a refusal, the client may still be
 // sending what followed the refused head; closing with unread bytes makes
 // the kernel send a reset that can destroy the 400 in flight, so the
-// connection is half-closed and drained briefly first (as net/http does
-// after a 431).
+// connection closes lingering (lingerClose, on a goroutine of its own).
+// Server answers the refusal and lingers itself; this is for any other
+// user of the connection.
 func (c *framedConn) Close() error {
 	if c.parking.CompareAndSwap(true, false) {
 		c.home.park(c)
@@ -349,13 +350,14 @@ func (c *framedConn) Close() error {
 	if !c.refused.CompareAndSwap(true, false) {
 		return c.Conn.Close()
 	}
-	_ = c.CloseWrite()
-	go func() {
-		_ = c.Conn.SetReadDeadline(time.Now().Add(lingerAfterRefusal))
-		_, _ = io.CopyN(io.Discard, c.Conn, 256<<10)
-		_ = c.Conn.Close()
-	}()
+	go lingerClose(c.outerConn())
 	return nil
 }
 
-const lingerAfterRefusal = 500 * time.Millisecond
+// outerConn is the connection as the listener hands it out.
+func (c *framedConn) outerConn() net.Conn {
+	if c.outer != nil {
+		return c.outer
+	}
+	return c
+}

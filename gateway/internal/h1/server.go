@@ -318,6 +318,8 @@ func (c *conn) serve() {
 	s := c.srv
 	var inflight *response
 	handedOff := false
+	linger := false // the client may still be sending: lingerClose
+	reset := false  // an aborted answer that only the close would end: resetClose
 	defer func() {
 		if err := recover(); err != nil && err != http.ErrAbortHandler {
 			const size = 64 << 10
@@ -330,11 +332,20 @@ func (c *conn) serve() {
 			inflight.disableContinue()
 			if !c.hijacked {
 				c.watchStop()
+				linger = inflight.unfinishedBody()
+				reset = inflight.closeDelimited()
 			}
 		}
 		if !c.hijacked && !handedOff {
 			c.release(inflight == nil)
-			_ = c.rwc.Close()
+			switch {
+			case reset:
+				resetClose(c.rwc)
+			case linger:
+				lingerClose(c.rwc)
+			default:
+				_ = c.rwc.Close()
+			}
 		}
 		s.untrack(c)
 	}()
@@ -368,7 +379,7 @@ func (c *conn) serve() {
 		c.state.Store(stActive)
 		w, err := c.readRequest()
 		if err != nil {
-			handedOff = c.replyError(err)
+			linger = c.replyError(err)
 			return
 		}
 		if w.req.Header["Expect"] != nil {
@@ -381,6 +392,7 @@ func (c *conn) serve() {
 				w.Header().Set("Connection", "close")
 				w.WriteHeader(http.StatusExpectationFailed)
 				w.finish()
+				linger = w.unfinishedBody()
 				return
 			}
 		}
@@ -403,11 +415,7 @@ func (c *conn) serve() {
 		w.finish()
 		_ = c.rwc.SetWriteDeadline(time.Time{})
 		if !w.reuse() {
-			if w.lingerClose() {
-				handedOff = true
-				c.release(true)
-				c.closeWriteAndLinger()
-			}
+			linger = w.werr == nil && (w.unfinishedBody() || c.br.Buffered() > 0)
 			return
 		}
 		ConnState(c.rwc, http.StateIdle)
@@ -484,37 +492,108 @@ func (p *prefaceConn) Read(b []byte) (int, error) {
 	return p.Conn.Read(b)
 }
 
-// closeWriteAndLinger ends a connection whose request body was left
-// unread: the client may still be sending it, and a close with unread
-// bytes makes the kernel send a reset that can destroy the response, so
-// the write side is closed first and the rest read and dropped for a
-// while (net/http's closeWriteAndWait).
-func (c *conn) closeWriteAndLinger() {
-	if cw, ok := c.rwc.(interface{ CloseWrite() error }); ok {
-		_ = cw.CloseWrite()
+// A connection the server ends while its client may still be sending (a
+// request body left unread, bytes after a request it refused) is closed
+// lingering. A close with unread bytes makes the kernel answer with a
+// reset: what the server had not sent yet is dropped, the client's next
+// read or write fails (an answer delimited by the close ends in an error),
+// and a Go client whose body is still being written fails the request
+// with that write error (EPIPE or ECONNRESET) when it sees it before the
+// answer it already has, which a starved client often does. So the write
+// side is shut first (the answer, then a FIN), and what still comes is
+// read and dropped until the client closes, bounded like nginx's lingering
+// close: lingerIdle without a byte, lingerTotal in all, lingerMaxBytes
+// read. net/http reads up to 256 KiB of an unread body first and, beyond
+// that, waits 500 ms after the FIN without reading; so did this server
+// (500 ms, 256 KiB), and hey -c 400 beside two CPU hogs lost 14 of 10 000
+// POSTs of 300 KiB answered 429 early, 500 of 2 MiB (issue 32, defect 6).
+// It runs on the connection's goroutine (its buffers back in their pools):
+// Shutdown waits for it, Close ends it.
+const (
+	lingerIdle     = 2 * time.Second
+	lingerTotal    = 10 * time.Second
+	lingerMaxBytes = 8 << 20
+)
+
+type closeWriter interface{ CloseWrite() error }
+
+// lingerClose shuts c's write side, drains what the client still sends
+// (within the bounds above), then closes c. A framedConn is drained under
+// its framer (which may have ended its stream at the refused bytes), from
+// the TCP connection: under TLS, after the close_notify, the FIN.
+func lingerClose(c net.Conn) {
+	r := c
+	if cw, ok := c.(closeWriter); ok {
+		_ = cw.CloseWrite() // TCP: FIN; TLS: close_notify
 	}
-	go func() {
-		_ = c.rwc.SetReadDeadline(time.Now().Add(lingerAfterRefusal))
-		_, _ = io.CopyN(io.Discard, c.rwc, maxPostHandlerReadBytes)
-		_ = c.rwc.Close()
-	}()
+	if fc := asFramed(c); fc != nil {
+		fc.refused.Store(false) // this is the linger its Close would do
+		r = fc.Conn
+		if fc.raw != nil && fc.raw != fc.Conn {
+			r = fc.raw
+			if cw, ok := r.(closeWriter); ok {
+				_ = cw.CloseWrite()
+			}
+		}
+	}
+	drain(r)
+	_ = c.Close()
+}
+
+// resetClose ends c with a reset: a handler that panicked (the relay's
+// http.ErrAbortHandler when its upstream body breaks) after part of an
+// answer delimited by the close went out must not let the client take
+// that part for the whole answer, which a FIN, or under TLS a
+// close_notify, would. The TCP connection is closed with SO_LINGER 0,
+// under TLS without the close_notify.
+func resetClose(c net.Conn) {
+	raw := c
+	if fc := asFramed(c); fc != nil {
+		raw = fc.Conn
+		if fc.raw != nil {
+			raw = fc.raw
+		}
+	}
+	if tc, ok := raw.(*net.TCPConn); ok {
+		_ = tc.SetLinger(0)
+	}
+	_ = raw.Close()
+}
+
+// drain reads and drops what r receives until it ends, fails, or a bound
+// of the lingering close is reached.
+func drain(r net.Conn) {
+	var buf [8 << 10]byte // io.Discard's size; the goroutine may linger for seconds
+	end := time.Now().Add(lingerTotal)
+	for n := 0; n < lingerMaxBytes; {
+		dl := time.Now().Add(lingerIdle)
+		if dl.After(end) {
+			dl = end
+		}
+		if r.SetReadDeadline(dl) != nil {
+			return
+		}
+		m, err := r.Read(buf[:])
+		n += m
+		if err != nil {
+			return
+		}
+	}
 }
 
 const errorHeaders = "\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n"
 
 // replyError answers a request that could not be read as net/http does,
-// or not at all when the client went away or timed out; true: the
-// connection is lingering (closed by closeWriteAndLinger).
+// or not at all when the client went away or timed out; true: it was
+// answered, and the connection closes lingering (the client may be
+// sending the rest of the request: net/http closes at once, and the
+// answer is lost to the reset).
 func (c *conn) replyError(err error) bool {
 	var se statusError
 	switch {
 	case err == errTooLarge:
 		const publicErr = "431 Request Header Fields Too Large"
 		_, _ = c.bw.WriteString("HTTP/1.1 " + publicErr + errorHeaders + publicErr)
-		_ = c.bw.Flush()
-		c.release(false)
-		c.closeWriteAndLinger()
-		return true
 	case err == errUnsupported:
 		_, _ = fmt.Fprintf(c.bw, "HTTP/1.1 %d %s%sUnsupported transfer encoding", http.StatusNotImplemented, http.StatusText(http.StatusNotImplemented), errorHeaders)
 	case isCommonNetReadError(err):
@@ -525,8 +604,7 @@ func (c *conn) replyError(err error) bool {
 		const publicErr = "400 Bad Request"
 		_, _ = c.bw.WriteString("HTTP/1.1 " + publicErr + errorHeaders + publicErr)
 	}
-	_ = c.bw.Flush()
-	return false
+	return c.bw.Flush() == nil
 }
 
 // isCommonNetReadError: the client went away or timed out (no answer).

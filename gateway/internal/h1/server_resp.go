@@ -322,17 +322,24 @@ func (w *response) reuse() bool {
 	return true
 }
 
-// lingerClose: the request body was left unread, so the close lingers.
-func (w *response) lingerClose() bool {
+// unfinishedBody: the request body was not read to its end (left unread,
+// refused, or its read failed), so the client may still be sending it.
+func (w *response) unfinishedBody() bool {
 	if w.bodyTooBig {
 		return true
 	}
 	if w.body != nil {
 		w.body.mu.Lock()
 		defer w.body.mu.Unlock()
-		return w.body.early
+		return !w.body.sawEOF
 	}
 	return false
+}
+
+// closeDelimited: the header went out with neither a length nor chunking,
+// so only the connection's close ends the answer.
+func (w *response) closeDelimited() bool {
+	return w.sent && !w.chunking && w.contentLength == -1 && w.req.Method != "HEAD" && bodyAllowedForStatus(w.status)
 }
 
 // header fields writeFields leaves out
