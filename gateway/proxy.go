@@ -275,11 +275,16 @@ func (g *Gateway) finish(rec *recorder, r *http.Request, st *reqState, start tim
 	if status == http.StatusSwitchingProtocols {
 		kind = outcome.Success
 	}
-	if v := rec.Header()[outcome.HeaderOutcome]; status >= 500 && len(v) > 0 {
+	if status >= 500 {
 		// the gateway's own refusals say what they were (upstream_unavailable,
-		// connect_refused, ...), which the status alone does not
-		if k, err := outcome.ParseKind(v[0]); err == nil {
-			kind = k
+		// connect_refused, ...), which the status alone does not. Only
+		// then: Header() after WriteHeader makes the HTTP/1 server keep a
+		// copy of the header (net/http's rule: later changes are not sent),
+		// which every answer would pay for.
+		if v := rec.Header()[outcome.HeaderOutcome]; len(v) > 0 {
+			if k, err := outcome.ParseKind(v[0]); err == nil {
+				kind = k
+			}
 		}
 	}
 	if st.route != nil {

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/http/httptrace"
 	"net/textproto"
 	"slices"
@@ -290,5 +291,40 @@ func TestRelayInterim(t *testing.T) {
 		if len(got) > 0 && links[0] != "</s.css>; rel=preload" {
 			t.Errorf("103 without its Link: %q", links[0])
 		}
+	}
+}
+
+// headerWatch counts the Header calls made after WriteHeader: each makes
+// the HTTP/1 server copy the header (net/http's rule that later changes
+// are not sent).
+type headerWatch struct {
+	http.ResponseWriter
+	wrote, late int
+}
+
+func (h *headerWatch) Header() http.Header {
+	if h.wrote > 0 {
+		h.late++
+	}
+	return h.ResponseWriter.Header()
+}
+
+func (h *headerWatch) WriteHeader(code int) { h.wrote++; h.ResponseWriter.WriteHeader(code) }
+
+// TestRelayHeaderNotReadAfterAnswer: a relayed answer's header is not
+// read after its WriteHeader (finish reads it only for a 5xx, whose
+// Veer-Outcome it reports), and a refusal's outcome is still counted by
+// its kind.
+func TestRelayHeaderNotReadAfterAnswer(t *testing.T) {
+	up := upstream(t, func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok") })
+	g := startGatewayOpts(t, parseConfig(t, fill(`
+routes: [{name: r, clusters: [{name: c}]}]
+clusters: [{name: c, backends: [{address: U}]}]
+retry: {disabled: true}
+`, "U", up)), Options{})
+	w := &headerWatch{ResponseWriter: httptest.NewRecorder()}
+	g.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "http://x/a", nil))
+	if rec := w.ResponseWriter.(*httptest.ResponseRecorder); rec.Code != 200 || w.wrote != 1 || w.late != 0 {
+		t.Fatalf("status %d, WriteHeader %d times, Header read %d times after it; want 200, 1, 0", rec.Code, w.wrote, w.late)
 	}
 }
