@@ -317,8 +317,11 @@ func (pc *h1Conn) roundTrip(req *http.Request, deadline time.Time) (resp *http.R
 		if _, err := pc.br.Peek(1); err != nil {
 			return fail(replayable(req), err)
 		}
-		resp, err := http.ReadResponse(pc.br, req)
-		if err != nil {
+		var resp *http.Response
+		own := fastResponse(pc.br, req) // readresp.go; nil: not the common kind
+		if own != nil {
+			resp = &own.resp
+		} else if resp, err = http.ReadResponse(pc.br, req); err != nil {
 			return fail(false, err)
 		}
 		if resp.StatusCode >= 100 && resp.StatusCode < 200 && resp.StatusCode != http.StatusSwitchingProtocols {
@@ -341,7 +344,12 @@ func (pc *h1Conn) roundTrip(req *http.Request, deadline time.Time) (resp *http.R
 			pc.done(stop, keep)
 			return resp, false, nil
 		}
-		resp.Body = &h1Body{rc: resp.Body, pc: pc, stop: stop, keep: keep}
+		b := &h1Body{}
+		if own != nil {
+			b = &own.h1 // allocated with the response
+		}
+		b.rc, b.pc, b.stop, b.keep = resp.Body, pc, stop, keep
+		resp.Body = b
 		return resp, false, nil
 	}
 }
