@@ -110,6 +110,8 @@ type exchange struct {
 	ctx relayCtx
 	url url.URL
 	fwd interim
+	// vals holds the header values the relay sets (outHeader)
+	vals [7]string
 }
 
 // bufferBody reads a body of at most max bytes so that it can be replayed.
@@ -170,25 +172,26 @@ func (t *table) fillKeys(r *http.Request, rt *route, keys []string) {
 	}
 }
 
-// forwarded is the Forwarded value to send: this hop's RFC 7239 element,
+// appendForwarded appends the Forwarded value to send: this hop's RFC
+// 7239 element for the client at host (its address without the port),
 // after the caller's elements when the caller is trusted.
-func forwarded(in *http.Request, trusted bool) string {
-	host, _, err := net.SplitHostPort(in.RemoteAddr)
-	if err != nil {
-		host = in.RemoteAddr
+func appendForwarded(b []byte, in *http.Request, trusted bool, host string) []byte {
+	if prev := in.Header["Forwarded"]; trusted && len(prev) > 0 {
+		for _, p := range prev {
+			b = append(append(b, p...), ", "...)
+		}
 	}
+	b = append(b, "for="...)
 	if strings.Contains(host, ":") {
-		host = `"[` + host + `]"`
+		b = append(append(append(b, `"[`...), host...), `]"`...)
+	} else {
+		b = append(b, host...)
 	}
-	proto := "http"
+	b = appendQuotedForwarded(append(b, ";host="...), in.Host)
 	if in.TLS != nil {
-		proto = "https"
+		return append(b, ";proto=https"...)
 	}
-	el := "for=" + host + ";host=" + quoteForwarded(in.Host) + ";proto=" + proto
-	if prev := in.Header.Values("Forwarded"); trusted && len(prev) > 0 {
-		el = strings.Join(prev, ", ") + ", " + el
-	}
-	return el
+	return append(b, ";proto=http"...)
 }
 
 // via is this hop's Via entry (RFC 9110 §7.6.3, which a gateway MUST send
@@ -216,18 +219,23 @@ func upgradesToH2C(v string) bool {
 	return false
 }
 
-var forwardedEscaper = strings.NewReplacer(`\`, `\\`, `"`, `\"`)
-
-// quoteForwarded returns s as an RFC 7239 value: a token, or a quoted
-// string.
-func quoteForwarded(s string) string {
+// appendQuotedForwarded appends s as an RFC 7239 value: a token, or a
+// quoted string.
+func appendQuotedForwarded(b []byte, s string) []byte {
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		if !(c == '.' || c == '-' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z') {
-			return `"` + forwardedEscaper.Replace(s) + `"`
+			b = append(b, '"')
+			for j := 0; j < len(s); j++ {
+				if s[j] == '\\' || s[j] == '"' {
+					b = append(b, '\\')
+				}
+				b = append(b, s[j])
+			}
+			return append(b, '"')
 		}
 	}
-	return s
+	return append(b, s...)
 }
 
 // recorder notes the status written; Unwrap lets http.ResponseController

@@ -87,7 +87,7 @@ func (g *Gateway) relay(w *recorder, in *http.Request, x *exchange) {
 		defer b.Close()
 		out.Body = b
 	}
-	upType, err := g.outHeader(out, in, st)
+	upType, err := g.outHeader(out, in, x)
 	if err != nil {
 		g.relayError(w, out, err)
 		return
@@ -109,7 +109,8 @@ func (g *Gateway) relay(w *recorder, in *http.Request, x *exchange) {
 
 // outHeader fills out's header from in's (see the list above) and returns
 // the protocol out asks to switch to ("" when none).
-func (g *Gateway) outHeader(out, in *http.Request, st *reqState) (string, error) {
+func (g *Gateway) outHeader(out, in *http.Request, x *exchange) (string, error) {
+	st := &x.st
 	ih := in.Header
 	conn := ih["Connection"]
 	upType := ""
@@ -126,9 +127,10 @@ func (g *Gateway) outHeader(out, in *http.Request, st *reqState) (string, error)
 		}
 		h[k] = vv
 	}
-	// the values this hop sets, in one allocation; each slice is capped so
-	// that an Add elsewhere copies rather than writes into its neighbour
-	vals := make([]string, 0, 7)
+	// the values this hop sets: the ones it builds made one string, and
+	// their slices in the exchange's array, each capped so that an Add
+	// elsewhere copies rather than writes into its neighbour
+	vals := x.vals[:0]
 	set := func(k, v string) {
 		vals = append(vals, v)
 		h[k] = vals[len(vals)-1 : len(vals) : len(vals)]
@@ -144,14 +146,33 @@ func (g *Gateway) outHeader(out, in *http.Request, st *reqState) (string, error)
 	} else {
 		upType = ""
 	}
-	// X-Forwarded-*: httputil's SetXForwarded, after the caller's chain
+	var sb [256]byte
+	b := sb[:0]
+	// X-Forwarded-For: httputil's SetXForwarded, after the caller's chain
 	// when the caller is trusted (an untrusted caller's chain is its own
 	// claim)
-	if clientIP, _, err := net.SplitHostPort(in.RemoteAddr); err == nil {
+	clientIP, _, err := net.SplitHostPort(in.RemoteAddr)
+	xff := err == nil
+	if xff {
 		if prior := ih["X-Forwarded-For"]; st.trusted && len(prior) > 0 {
-			clientIP = strings.Join(prior, ", ") + ", " + clientIP
+			for _, p := range prior {
+				b = append(append(b, p...), ", "...)
+			}
 		}
-		set("X-Forwarded-For", clientIP)
+		b = append(b, clientIP...)
+	} else {
+		clientIP = in.RemoteAddr
+	}
+	xffEnd := len(b)
+	b = appendForwarded(b, in, st.trusted, clientIP)
+	fwdEnd := len(b)
+	rnd := g.rng()
+	var valid bool // the caller's traceparent
+	b, st.hop, valid = appendTraceparent(b, in, rnd, g.opts.SampleNewTraces)
+	g.rngs.Put(rnd)
+	v := string(b) // the one allocation for the three
+	if xff {
+		set("X-Forwarded-For", v[:xffEnd])
 	}
 	set("X-Forwarded-Host", in.Host)
 	if in.TLS == nil {
@@ -159,7 +180,7 @@ func (g *Gateway) outHeader(out, in *http.Request, st *reqState) (string, error)
 	} else {
 		h["X-Forwarded-Proto"] = protoHTTPS
 	}
-	set("Forwarded", forwarded(in, st.trusted))
+	set("Forwarded", v[xffEnd:fwdEnd])
 	if prev := h["Via"]; len(prev) > 0 {
 		h["Via"] = append(prev[:len(prev):len(prev)], via(in))
 	} else {
@@ -169,11 +190,11 @@ func (g *Gateway) outHeader(out, in *http.Request, st *reqState) (string, error)
 		// no User-Agent of the gateway's own (net/http would send Go's)
 		h["User-Agent"] = emptyValue
 	}
-	rnd := g.rng()
-	var tp string
-	st.hop, tp = traceHop(in, h, rnd, g.opts.SampleNewTraces)
-	g.rngs.Put(rnd)
-	set("Traceparent", tp)
+	if !valid {
+		delete(h, "Tracestate") // it belongs to the invalid traceparent
+	}
+	st.hop.setIDs(v[fwdEnd:])
+	set("Traceparent", v[fwdEnd:])
 	out.Header = h
 	if hr := st.route.cfg.HostRewrite; hr != "" {
 		out.Host = hr

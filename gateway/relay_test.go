@@ -13,6 +13,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/veerhq/veer/obs"
 )
 
 // oneRoute starts a gateway with one route to the backend at addr, with
@@ -326,5 +330,58 @@ retry: {disabled: true}
 	g.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "http://x/a", nil))
 	if rec := w.ResponseWriter.(*httptest.ResponseRecorder); rec.Code != 200 || w.wrote != 1 || w.late != 0 {
 		t.Fatalf("status %d, WriteHeader %d times, Header read %d times after it; want 200, 1, 0", rec.Code, w.wrote, w.late)
+	}
+}
+
+// TestRelayForwardingValues: the values this hop sets, built in one
+// buffer: X-Forwarded-For after a trusted caller's chain, Forwarded with
+// an IPv6 client quoted and a Host that is not a token escaped, a
+// traceparent whose ids are the hop's; an untrusted caller's chains are
+// dropped; an address without a port is used as it is.
+func TestRelayForwardingValues(t *testing.T) {
+	g, err := New(parseConfig(t, "listen: {addr: 'off'}\nroutes: [{name: r, clusters: [{name: c}]}]\nclusters: [{name: c, backends: [{address: '127.0.0.1:1'}]}]\n"), Options{Logger: obs.Discard, Registerer: prometheus.NewRegistry()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	for _, tc := range []struct {
+		remote, host string
+		trusted      bool
+		xff, fwd     string // sent by the caller
+		wantXFF      []string
+		wantFwd      string
+	}{
+		{"192.0.2.1:5", "example.com", false, "203.0.113.9", "for=203.0.113.9", []string{"192.0.2.1"}, "for=192.0.2.1;host=example.com;proto=http"},
+		{"192.0.2.1:5", "example.com:8080", true, "203.0.113.9", "for=203.0.113.9", []string{"203.0.113.9, 192.0.2.1"}, `for=203.0.113.9, for=192.0.2.1;host="example.com:8080";proto=http`},
+		{"[2001:db8::1]:5", `a"b\c`, false, "", "", []string{"2001:db8::1"}, `for="[2001:db8::1]";host="a\"b\\c";proto=http`},
+		{"@", "h", false, "", "", nil, "for=@;host=h;proto=http"},
+	} {
+		in := httptest.NewRequest(http.MethodGet, "http://x/", nil)
+		in.RemoteAddr, in.Host = tc.remote, tc.host
+		if tc.xff != "" {
+			in.Header["X-Forwarded-For"] = []string{tc.xff}
+			in.Header["Forwarded"] = []string{tc.fwd}
+		}
+		in.Header["Tracestate"] = []string{"k=v"}
+		x := &exchange{st: reqState{input: input{route: g.snap.Load().routes[0]}, trusted: tc.trusted}}
+		out := in.WithContext(in.Context())
+		if _, err := g.outHeader(out, in, x); err != nil {
+			t.Fatal(err)
+		}
+		h := out.Header
+		if !slices.Equal(h["X-Forwarded-For"], tc.wantXFF) || h.Get("Forwarded") != tc.wantFwd || h.Get("X-Forwarded-Host") != tc.host {
+			t.Errorf("%s %q trusted %v: X-Forwarded-For %q, Forwarded %q, X-Forwarded-Host %q; want %q, %q", tc.remote, tc.host, tc.trusted,
+				h["X-Forwarded-For"], h.Get("Forwarded"), h.Get("X-Forwarded-Host"), tc.wantXFF, tc.wantFwd)
+		}
+		tp := h.Get("Traceparent")
+		if id, _, ok := parseTraceparent(tp); !ok || id != x.st.hop.traceID || tp[36:52] != x.st.hop.spanID || x.st.hop.parentID != "" {
+			t.Errorf("traceparent %q, hop %+v", tp, x.st.hop)
+		}
+		if _, ok := h["Tracestate"]; ok {
+			t.Error("the tracestate of a trace the gateway started was forwarded")
+		}
+		if got := in.Header.Get("X-Forwarded-For"); got != tc.xff {
+			t.Errorf("the incoming X-Forwarded-For changed to %q", got)
+		}
 	}
 }
