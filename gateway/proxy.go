@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/veerhq/veer/gateway/internal/h1"
 	"github.com/veerhq/veer/limit"
 	"github.com/veerhq/veer/outcome"
 	"github.com/veerhq/veer/retry"
@@ -110,8 +111,9 @@ type exchange struct {
 	ctx relayCtx
 	url url.URL
 	fwd interim
-	// vals holds the header values the relay sets (outHeader)
-	vals [7]string
+	// the fields the relay sets and their values (outHeader)
+	extra [10]h1.Field
+	vals  [7]string
 }
 
 // bufferBody reads a body of at most max bytes so that it can be replayed.

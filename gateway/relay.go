@@ -14,6 +14,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/veerhq/veer/gateway/internal/h1"
 	"github.com/veerhq/veer/outcome"
 )
 
@@ -22,11 +23,14 @@ import (
 // issue 32), with the request built by one shallow copy instead of a clone of
 // everything and no closure, trace or timer per request:
 //
-//   - the outgoing request is a copy of the incoming one with a header map
-//     of its own and its own URL; the hop-by-hop headers (RFC 9110 §7.6.1:
+//   - the outgoing request is a copy of the incoming one with its own URL,
+//     sharing the incoming header map: the client's fields it does not
+//     send are deleted from that map (after the relay, the handler's
+//     request no longer has them), and the fields this hop sets are kept
+//     beside it (outHeader); the hop-by-hop headers (RFC 9110 §7.6.1:
 //     Connection and every header it names, Proxy-Connection, Keep-Alive,
 //     Proxy-Authenticate, Proxy-Authorization, Te, Trailer,
-//     Transfer-Encoding, Upgrade) are not copied; "Te: trailers" is kept
+//     Transfer-Encoding, Upgrade) are not sent; "Te: trailers" is kept
 //     when the client sent it; an upgrade keeps "Connection: Upgrade" and
 //     its Upgrade (h2c excepted: it ends here); the caller's
 //     X-Forwarded-For (trusted callers only) gains this hop, X-Forwarded-Host
@@ -107,12 +111,22 @@ func (g *Gateway) relay(w *recorder, in *http.Request, x *exchange) {
 	g.relayResponse(w, out, resp)
 }
 
-// outHeader fills out's header from in's (see the list above) and returns
-// the protocol out asks to switch to ("" when none).
+// outHeader prepares out's header from in's (see the list above) and
+// returns the protocol out asks to switch to ("" when none). out shares
+// in's header map: the client's fields that are not sent are deleted from
+// it in place, and the fields this hop sets are not added to it but kept
+// in the exchange (st.extra): the own HTTP/1.1 client writes them after
+// the map, every other way of sending merges both into a map of its own
+// (withExtra, at the attempt). No header map per request.
 func (g *Gateway) outHeader(out, in *http.Request, x *exchange) (string, error) {
 	st := &x.st
 	ih := in.Header
+	if ih == nil {
+		ih = http.Header{}
+		in.Header = ih
+	}
 	conn := ih["Connection"]
+	named := func(k string) bool { return len(conn) > 0 && headerHasToken(conn, k) }
 	upType := ""
 	if headerHasToken(conn, "upgrade") {
 		upType = ih.Get("Upgrade")
@@ -120,37 +134,26 @@ func (g *Gateway) outHeader(out, in *http.Request, x *exchange) (string, error) 
 			return "", fmt.Errorf("client tried to switch to invalid protocol %q", upType)
 		}
 	}
-	h := make(http.Header, len(ih)+8)
-	for k, vv := range ih {
-		if hopHeader(k) || forwardingHeader(k) || len(conn) > 0 && headerHasToken(conn, k) {
-			continue
-		}
-		h[k] = vv
-	}
-	// the values this hop sets: the ones it builds made one string, and
-	// their slices in the exchange's array, each capped so that an Add
-	// elsewhere copies rather than writes into its neighbour
-	vals := x.vals[:0]
-	set := func(k, v string) {
-		vals = append(vals, v)
-		h[k] = vals[len(vals)-1 : len(vals) : len(vals)]
-	}
-	if headerHasToken(ih["Te"], "trailers") {
-		h["Te"] = teTrailers
-	}
-	if upType != "" && !upgradesToH2C(upType) {
+	if upgradesToH2C(upType) {
 		// h2c upgrades end here: relayed, a backend that upgrades would take
 		// the rest of the connection past routing and every guard
-		h["Connection"] = connUpgrade
-		set("Upgrade", upType)
-	} else {
 		upType = ""
 	}
+	// what the fields this hop sets are built from, read before the
+	// client's fields go
+	te := headerHasToken(ih["Te"], "trailers")
+	prevVia := ih["Via"]
+	if named("Via") {
+		prevVia = nil
+	}
+	_, ua := ih["User-Agent"]
+	ua = ua && !named("User-Agent")
+	// the values this hop builds, made one string: X-Forwarded-For
+	// (httputil's SetXForwarded, after the caller's chain when the caller
+	// is trusted: an untrusted caller's chain is its own claim), Forwarded,
+	// traceparent
 	var sb [256]byte
 	b := sb[:0]
-	// X-Forwarded-For: httputil's SetXForwarded, after the caller's chain
-	// when the caller is trusted (an untrusted caller's chain is its own
-	// claim)
 	clientIP, _, err := net.SplitHostPort(in.RemoteAddr)
 	xff := err == nil
 	if xff {
@@ -171,35 +174,81 @@ func (g *Gateway) outHeader(out, in *http.Request, x *exchange) (string, error) 
 	b, st.hop, valid = appendTraceparent(b, in, rnd, g.opts.SampleNewTraces)
 	g.rngs.Put(rnd)
 	v := string(b) // the one allocation for the three
-	if xff {
-		set("X-Forwarded-For", v[:xffEnd])
-	}
-	set("X-Forwarded-Host", in.Host)
-	if in.TLS == nil {
-		h["X-Forwarded-Proto"] = protoHTTP
-	} else {
-		h["X-Forwarded-Proto"] = protoHTTPS
-	}
-	set("Forwarded", v[xffEnd:fwdEnd])
-	if prev := h["Via"]; len(prev) > 0 {
-		h["Via"] = append(prev[:len(prev):len(prev)], via(in))
-	} else {
-		set("Via", via(in))
-	}
-	if _, ok := h["User-Agent"]; !ok {
-		// no User-Agent of the gateway's own (net/http would send Go's)
-		h["User-Agent"] = emptyValue
+	st.hop.setIDs(v[fwdEnd:])
+
+	// the client's fields not sent: hop-by-hop, those Connection names,
+	// those this hop sets afresh or appends to
+	for k := range ih {
+		if hopHeader(k) || forwardingHeader(k) || k == "Via" || k == "Traceparent" || named(k) {
+			delete(ih, k)
+		}
 	}
 	if !valid {
-		delete(h, "Tracestate") // it belongs to the invalid traceparent
+		delete(ih, "Tracestate") // it belongs to the invalid traceparent
 	}
-	st.hop.setIDs(v[fwdEnd:])
-	set("Traceparent", v[fwdEnd:])
-	out.Header = h
+	// the fields this hop sets; each value slice is capped so that an Add
+	// elsewhere copies rather than writes into its neighbour
+	vals := x.vals[:0]
+	extra := x.extra[:0]
+	set := func(k string, vv []string) { extra = append(extra, h1.Field{Key: k, Values: vv}) }
+	one := func(k, v string) {
+		vals = append(vals, v)
+		set(k, vals[len(vals)-1:len(vals):len(vals)])
+	}
+	if te {
+		set("Te", teTrailers)
+	}
+	if upType != "" {
+		set("Connection", connUpgrade)
+		one("Upgrade", upType)
+	}
+	if xff {
+		one("X-Forwarded-For", v[:xffEnd])
+	}
+	one("X-Forwarded-Host", in.Host)
+	if in.TLS == nil {
+		set("X-Forwarded-Proto", protoHTTP)
+	} else {
+		set("X-Forwarded-Proto", protoHTTPS)
+	}
+	one("Forwarded", v[xffEnd:fwdEnd])
+	if len(prevVia) > 0 {
+		set("Via", append(prevVia[:len(prevVia):len(prevVia)], via(in)))
+	} else {
+		one("Via", via(in))
+	}
+	if !ua {
+		// no User-Agent of the gateway's own (net/http would send Go's)
+		set("User-Agent", emptyValue)
+	}
+	one("Traceparent", v[fwdEnd:])
+	st.extra, st.upgrade = extra, upType != ""
+	out.Header = ih
 	if hr := st.route.cfg.HostRewrite; hr != "" {
 		out.Host = hr
 	}
 	return upType, nil
+}
+
+// withExtra returns req with its extra fields in its header: req itself
+// when there are none, else a copy with a header map of its own (for the
+// ways of sending that take a header map only: http.Transport, an
+// upgrade).
+func withExtra(req *http.Request, extra []h1.Field) *http.Request {
+	if len(extra) == 0 {
+		return req
+	}
+	h := make(http.Header, len(req.Header)+len(extra))
+	for k, vv := range req.Header {
+		h[k] = vv
+	}
+	for _, f := range extra {
+		h[f.Key] = f.Values
+	}
+	r := new(http.Request)
+	*r = *req
+	r.Header = h
+	return r
 }
 
 // Values shared by every outgoing request (never written in place: a

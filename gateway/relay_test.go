@@ -368,7 +368,7 @@ func TestRelayForwardingValues(t *testing.T) {
 		if _, err := g.outHeader(out, in, x); err != nil {
 			t.Fatal(err)
 		}
-		h := out.Header
+		h := withExtra(out, x.st.extra).Header
 		if !slices.Equal(h["X-Forwarded-For"], tc.wantXFF) || h.Get("Forwarded") != tc.wantFwd || h.Get("X-Forwarded-Host") != tc.host {
 			t.Errorf("%s %q trusted %v: X-Forwarded-For %q, Forwarded %q, X-Forwarded-Host %q; want %q, %q", tc.remote, tc.host, tc.trusted,
 				h["X-Forwarded-For"], h.Get("Forwarded"), h.Get("X-Forwarded-Host"), tc.wantXFF, tc.wantFwd)
@@ -380,8 +380,73 @@ func TestRelayForwardingValues(t *testing.T) {
 		if _, ok := h["Tracestate"]; ok {
 			t.Error("the tracestate of a trace the gateway started was forwarded")
 		}
-		if got := in.Header.Get("X-Forwarded-For"); got != tc.xff {
-			t.Errorf("the incoming X-Forwarded-For changed to %q", got)
+		for _, f := range x.st.extra {
+			if _, ok := out.Header[f.Key]; ok {
+				t.Errorf("%s both in the header map and among the extra fields", f.Key)
+			}
+		}
+	}
+}
+
+// TestRelayFieldsEveryTransport: the fields the relay sets (kept out of
+// the client's header map, written by the own HTTP/1.1 client after it)
+// reach the backend the same way through http.Transport (a body too large
+// for the own client) and through an h2c cluster: hop-by-hop fields
+// and those Connection names removed, Te: trailers kept, Via appended to,
+// X-Forwarded-* and Forwarded this hop's, a traceparent, no User-Agent of
+// the gateway's own, no field twice.
+func TestRelayFieldsEveryTransport(t *testing.T) {
+	seen := make(chan http.Header, 1)
+	h := func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		seen <- r.Header.Clone()
+		_, _ = io.WriteString(w, "ok")
+	}
+	h1addr := upstream(t, h)
+	h2 := httptest.NewUnstartedServer(http.HandlerFunc(h))
+	h2.Config.Protocols = new(http.Protocols)
+	h2.Config.Protocols.SetUnencryptedHTTP2(true)
+	h2.Start()
+	t.Cleanup(h2.Close)
+	_, base := startGateway(t, fill(`
+routes: [{name: r, clusters: [{name: c}]}, {name: r2, path_prefix: /h2, clusters: [{name: c2}]}]
+clusters:
+  - {name: c, backends: [{address: U}]}
+  - {name: c2, protocol: h2c, backends: [{address: U2}]}
+retry: {disabled: true}
+`, "U2", strings.TrimPrefix(h2.URL, "http://"), "U", h1addr))
+	addr := strings.TrimPrefix(base, "http://")
+	head := "Host: x\r\nConnection: X-Hop, close\r\nX-Hop: secret\r\nTe: trailers\r\nVia: 1.0 far\r\n" +
+		"X-Forwarded-For: 203.0.113.9\r\nForwarded: for=203.0.113.9\r\nTraceparent: 00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01\r\nX-End: kept\r\n"
+	big := strings.Repeat("b", 20<<10)
+	var got []http.Header
+	for _, raw := range []string{
+		"GET /a HTTP/1.1\r\n" + head + "\r\n",                                 // the own client
+		"POST /a HTTP/1.1\r\n" + head + "Content-Length: 20480\r\n\r\n" + big, // http.Transport
+		"GET /h2/a HTTP/1.1\r\n" + head + "\r\n",                              // HTTP/2
+	} {
+		if out := rawRequest(t, addr, raw+""); !strings.HasPrefix(out, "HTTP/1.1 200") {
+			t.Fatalf("answer %q", out)
+		}
+		got = append(got, <-seen)
+	}
+	for i, h := range got {
+		want := map[string]string{
+			"Te": "trailers", "Via": "1.0 far, 1.1 veer", "X-Forwarded-For": "127.0.0.1", "X-Forwarded-Host": "x",
+			"X-Forwarded-Proto": "http", "Forwarded": "for=127.0.0.1;host=x;proto=http", "X-End": "kept", "User-Agent": "",
+		}
+		for k, v := range want {
+			if g := strings.Join(h.Values(k), ", "); g != v {
+				t.Errorf("request %d: %s %q, want %q", i, k, g, v)
+			}
+		}
+		for _, k := range []string{"Connection", "X-Hop", "Keep-Alive"} {
+			if _, ok := h[k]; ok {
+				t.Errorf("request %d: %s sent", i, k)
+			}
+		}
+		if tp := h.Values("Traceparent"); len(tp) != 1 || !strings.HasPrefix(tp[0], "00-0af7651916cd43dd8448eb211c80319c-") || strings.Contains(tp[0], "b7ad6b7169203331") {
+			t.Errorf("request %d: traceparent %q", i, tp)
 		}
 	}
 }

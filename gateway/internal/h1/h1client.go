@@ -125,7 +125,7 @@ func (t *Client) RoundTrip(req *http.Request) (*http.Response, error) {
 	if !t.Handles(req) {
 		return t.fallback.RoundTrip(req)
 	}
-	return t.RoundTripUntil(req, time.Time{})
+	return t.RoundTripUntil(req, nil, time.Time{})
 }
 
 // errTryTimeout: the attempt's deadline passed before the response head
@@ -138,14 +138,14 @@ var ErrTryTimeout = errors.New("gateway: attempt timed out")
 // context. An attempt that ran out of time fails with an error that is
 // errTryTimeout. The body that follows has no deadline; cancelling req's
 // context ends it.
-func (t *Client) RoundTripUntil(req *http.Request, deadline time.Time) (*http.Response, error) {
+func (t *Client) RoundTripUntil(req *http.Request, extra []Field, deadline time.Time) (*http.Response, error) {
 	pool := t.pool(req.URL.Host)
 	for try := 0; ; try++ {
 		pc, err := t.conn(req, pool, try > 0, deadline)
 		if err != nil {
 			return nil, err
 		}
-		resp, again, err := pc.roundTrip(req, deadline)
+		resp, again, err := pc.roundTrip(req, extra, deadline)
 		if err == nil {
 			return resp, nil
 		}
@@ -279,7 +279,7 @@ var aLongTimeAgo = time.Unix(1, 0)
 // again reports a failure before any byte of the response arrived after
 // which req may be sent once more on another connection: nothing was
 // written, or req is replayable.
-func (pc *h1Conn) roundTrip(req *http.Request, deadline time.Time) (resp *http.Response, again bool, err error) {
+func (pc *h1Conn) roundTrip(req *http.Request, extra []Field, deadline time.Time) (resp *http.Response, again bool, err error) {
 	ctx := req.Context()
 	if !deadline.IsZero() {
 		_ = pc.c.SetDeadline(deadline)
@@ -300,7 +300,7 @@ func (pc *h1Conn) roundTrip(req *http.Request, deadline time.Time) (resp *http.R
 		return nil, again, err
 	}
 	written := pc.c.written.Load()
-	err = writeRequest(pc.bw, req)
+	err = writeRequestWith(pc.bw, req, extra)
 	if err == nil {
 		err = pc.bw.Flush()
 	}

@@ -367,7 +367,7 @@ func TestH1ClientDeadline(t *testing.T) {
 	}()
 	c := testH1Client(t)
 	req, _ := http.NewRequest("GET", "http://"+silent.Addr().String()+"/", nil)
-	if _, err := c.RoundTripUntil(req, time.Now().Add(50*time.Millisecond)); !errors.Is(err, ErrTryTimeout) {
+	if _, err := c.RoundTripUntil(req, nil, time.Now().Add(50*time.Millisecond)); !errors.Is(err, ErrTryTimeout) {
 		t.Fatalf("err %v, want errTryTimeout", err)
 	}
 	(<-held).Close()
@@ -377,7 +377,7 @@ func TestH1ClientDeadline(t *testing.T) {
 	be := newRawBackend(t, func(*http.Request) (string, bool) { return "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", false })
 	for range 2 {
 		req, _ := http.NewRequest("GET", "http://"+be.addr()+"/", nil)
-		resp, err := c.RoundTripUntil(req, time.Now().Add(5*time.Second))
+		resp, err := c.RoundTripUntil(req, nil, time.Now().Add(5*time.Second))
 		if err != nil {
 			t.Fatal(err)
 		}

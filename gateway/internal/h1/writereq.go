@@ -32,7 +32,22 @@ func invalid(what string) error { return &invalidRequestError{what} }
 // it empty when the client sent none).
 const defaultUserAgent = "Go-http-client/1.1"
 
-// writeRequest writes req to bw as HTTP/1.1, with the framing
+// Field is a header field an outgoing request carries besides its Header
+// (the gateway's relay keeps the fields it sets out of the client's header
+// map: no map of its own per request). Key is canonical and is not a key
+// of the request's Header.
+type Field struct {
+	Key    string
+	Values []string
+}
+
+// writeRequest writes req with the extra fields to bw as HTTP/1.1 (see
+// writeRequestWith).
+func writeRequest(bw *bufio.Writer, req *http.Request) error {
+	return writeRequestWith(bw, req, nil)
+}
+
+// writeRequestWith writes req to bw as HTTP/1.1, with the framing
 // (*http.Request).Write gives it, without its formatting, sorting and
 // per-request allocations: the request line, Host (req.Host, else the
 // URL's; an IPv6 zone removed), User-Agent (Go's when the header has none,
@@ -40,7 +55,8 @@ const defaultUserAgent = "Go-http-client/1.1"
 // Transfer-Encoding: chunked, Trailer (the announced names, sorted; a body
 // that is not chunked has no trailers), the
 // header fields in map order (values trimmed of surrounding spaces and
-// tabs), then the body: exactly ContentLength bytes, or chunked with the
+// tabs) followed by extra's, which count as header fields for every rule
+// here (User-Agent, Connection), then the body: exactly ContentLength bytes, or chunked with the
 // trailers after it. Body rules as net/http's: no body (nil or NoBody) is
 // Content-Length 0 for POST, PUT and PATCH and nothing otherwise; a body
 // with ContentLength 0 is of unknown length and goes chunked (net/http
@@ -60,7 +76,7 @@ const defaultUserAgent = "Go-http-client/1.1"
 // body or with a ContentLength. A refused head is never ended (a head
 // longer than bw's buffer may have been partly flushed): the caller closes
 // the connection.
-func writeRequest(bw *bufio.Writer, req *http.Request) (err error) {
+func writeRequestWith(bw *bufio.Writer, req *http.Request, extra []Field) (err error) {
 	closed := false
 	defer func() {
 		if !closed && req.Body != nil {
@@ -124,7 +140,7 @@ func writeRequest(bw *bufio.Writer, req *http.Request) (err error) {
 		}
 	}
 	ua := defaultUserAgent
-	if v, ok := req.Header["User-Agent"]; ok {
+	if v, ok := field(req.Header, extra, "User-Agent"); ok {
 		ua = ""
 		if len(v) > 0 {
 			ua = v[0]
@@ -148,7 +164,7 @@ func writeRequest(bw *bufio.Writer, req *http.Request) (err error) {
 		bw.WriteString(ua)
 		bw.WriteString("\r\n")
 	}
-	if req.Close && !hasSpacedToken(firstValue(req.Header, "Connection"), "close") {
+	if conn, _ := field(req.Header, extra, "Connection"); req.Close && (len(conn) == 0 || !hasSpacedToken(conn[0], "close")) {
 		bw.WriteString("Connection: close\r\n")
 	}
 	switch {
@@ -167,11 +183,12 @@ func writeRequest(bw *bufio.Writer, req *http.Request) (err error) {
 		bw.WriteString("\r\n")
 	}
 	for k, vv := range req.Header {
-		switch k {
-		case "Host", "User-Agent", "Content-Length", "Transfer-Encoding", "Trailer":
-			continue // written above from the request's fields, or not at all
+		if err := writeHeadField(bw, k, vv); err != nil {
+			return err
 		}
-		if err := writeRequestField(bw, k, vv); err != nil {
+	}
+	for _, f := range extra {
+		if err := writeHeadField(bw, f.Key, f.Values); err != nil {
 			return err
 		}
 	}
@@ -234,6 +251,30 @@ func writeTarget(bw *bufio.Writer, req *http.Request, method, host string) error
 		bw.WriteString(u.RawQuery)
 	}
 	return nil
+}
+
+// writeHeadField writes a field of the head unless the head's framing
+// lines stand for it.
+func writeHeadField(bw *bufio.Writer, k string, vv []string) error {
+	switch k {
+	case "Host", "User-Agent", "Content-Length", "Transfer-Encoding", "Trailer":
+		return nil // written from the request's fields, or not at all
+	}
+	return writeRequestField(bw, k, vv)
+}
+
+// field returns the values of the field k of h, or of extra when h has
+// none.
+func field(h http.Header, extra []Field, k string) ([]string, bool) {
+	if v, ok := h[k]; ok {
+		return v, true
+	}
+	for _, f := range extra {
+		if f.Key == k {
+			return f.Values, true
+		}
+	}
+	return nil, false
 }
 
 // writeRequestField writes the lines of one header field, refusing a name that is
@@ -353,13 +394,6 @@ func writeChunked(bw *bufio.Writer, req *http.Request) error {
 	}
 	_, err := bw.WriteString("\r\n")
 	return err
-}
-
-func firstValue(h http.Header, k string) string {
-	if v := h[k]; len(v) > 0 {
-		return v[0]
-	}
-	return ""
 }
 
 // hasSpacedToken is net/http's hasToken, which its request writer uses:
