@@ -287,9 +287,17 @@ func writeRequestField(bw *bufio.Writer, k string, vv []string) error {
 		if !validValue(v) {
 			return invalid("value of header " + k)
 		}
+		v = trimWS(v)
+		if len(k)+len(v)+4 <= bw.Available() {
+			// one copy into the buffer's free space, not four writes
+			b := bw.AvailableBuffer()
+			b = append(append(append(append(b, k...), ": "...), v...), "\r\n"...)
+			bw.Write(b)
+			continue
+		}
 		bw.WriteString(k)
 		bw.WriteString(": ")
-		bw.WriteString(trimWS(v))
+		bw.WriteString(v)
 		bw.WriteString("\r\n")
 	}
 	return nil
@@ -446,7 +454,25 @@ func removeZone(host string) string {
 // a tab (httpguts.ValidHeaderFieldValue): no CR, LF or NUL to end the
 // field early.
 func validValue(s string) bool {
-	for i := 0; i < len(s); i++ {
+	// eight bytes at a time: a word with no byte below 0x20 and none equal
+	// to 0x7f is valid as it is; one that has (a tab, or a control byte) is
+	// looked at byte by byte
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	i := 0
+	for ; i+8 <= len(s); i += 8 {
+		x := uint64(s[i]) | uint64(s[i+1])<<8 | uint64(s[i+2])<<16 | uint64(s[i+3])<<24 |
+			uint64(s[i+4])<<32 | uint64(s[i+5])<<40 | uint64(s[i+6])<<48 | uint64(s[i+7])<<56
+		del := x ^ 0x7f*ones
+		if (x-0x20*ones)&^x&highs == 0 && (del-ones)&^del&highs == 0 {
+			continue
+		}
+		for j := i; j < i+8; j++ {
+			if !validHeaderValueByte(s[j]) {
+				return false
+			}
+		}
+	}
+	for ; i < len(s); i++ {
 		if !validHeaderValueByte(s[i]) {
 			return false
 		}
