@@ -81,6 +81,11 @@ type h1Conn struct {
 	reused   bool
 	canceled atomic.Bool // a cancellation forced a deadline: never pooled
 	peek     *peeker     // see alive; made on first use
+	// dl is the deadline set on the connection (zero: none); an exchange
+	// whose answer was read whole with its head leaves its deadline set
+	// (roundTrip), the next one replaces it before the connection is read
+	dl       time.Time
+	onCancel func() // cancel, bound once: context.AfterFunc's callback
 }
 
 // errUnwritten marks an attempt that failed before any byte of the request
@@ -188,7 +193,7 @@ func (t *Client) pool(addr string) *h1Pool {
 // read as the next request's answer.
 func (t *Client) conn(req *http.Request, p *h1Pool, fresh bool, deadline time.Time) (*h1Conn, error) {
 	if !fresh {
-		if pc := p.get(time.Now(), t.idleTimeout); pc != nil {
+		if pc := p.get(time.Now(), t.idleTimeout, deadline); pc != nil {
 			return pc, nil
 		}
 	}
@@ -208,8 +213,9 @@ func (t *Client) conn(req *http.Request, p *h1Pool, fresh bool, deadline time.Ti
 }
 
 // get pops the most recently used idle connection, closing those idle for
-// longer than idleTimeout and those not alive.
-func (p *h1Pool) get(now time.Time, idleTimeout time.Duration) *h1Conn {
+// longer than idleTimeout and those not alive; the one it returns has
+// deadline set.
+func (p *h1Pool) get(now time.Time, idleTimeout time.Duration, deadline time.Time) *h1Conn {
 	for {
 		p.mu.Lock()
 		n := len(p.idle)
@@ -221,7 +227,14 @@ func (p *h1Pool) get(now time.Time, idleTimeout time.Duration) *h1Conn {
 		p.idle[n-1] = nil
 		p.idle = p.idle[:n-1]
 		p.mu.Unlock()
-		if idleTimeout > 0 && now.Sub(pc.idleAt) > idleTimeout || !pc.alive() {
+		if idleTimeout > 0 && now.Sub(pc.idleAt) > idleTimeout {
+			_ = pc.c.Close()
+			continue
+		}
+		// the deadline first: one left from the last exchange may have
+		// passed, and a read (the peek too) fails at once past it
+		pc.setDeadline(deadline)
+		if !pc.alive() {
 			_ = pc.c.Close()
 			continue
 		}
@@ -281,13 +294,11 @@ var aLongTimeAgo = time.Unix(1, 0)
 // written, or req is replayable.
 func (pc *h1Conn) roundTrip(req *http.Request, extra []Field, deadline time.Time) (resp *http.Response, again bool, err error) {
 	ctx := req.Context()
-	if !deadline.IsZero() {
-		_ = pc.c.SetDeadline(deadline)
+	pc.setDeadline(deadline) // a pooled connection has it already (get)
+	if pc.onCancel == nil {
+		pc.onCancel = pc.cancel
 	}
-	stop := context.AfterFunc(ctx, func() {
-		pc.canceled.Store(true)
-		_ = pc.c.SetDeadline(aLongTimeAgo)
-	})
+	stop := context.AfterFunc(ctx, pc.onCancel)
 	fail := func(again bool, err error) (*http.Response, bool, error) {
 		stop()
 		_ = pc.c.Close()
@@ -333,10 +344,13 @@ func (pc *h1Conn) roundTrip(req *http.Request, extra []Field, deadline time.Time
 		if resp.StatusCode == http.StatusSwitchingProtocols {
 			resp.Close = true // not ours to relay: the connection is not reused
 		}
-		if !deadline.IsZero() {
+		if !deadline.IsZero() && (own == nil || int64(pc.br.Buffered()) < own.resp.ContentLength) {
 			// the head is in: the body has no deadline, unless a
-			// cancellation set one meanwhile (it stores canceled first)
-			_ = pc.c.SetDeadline(time.Time{})
+			// cancellation set one meanwhile (it stores canceled first).
+			// A body already in the buffer whole is read without the
+			// connection: the deadline stays until the next exchange
+			// replaces it (get, setDeadline).
+			pc.setDeadline(time.Time{})
 			if pc.canceled.Load() {
 				_ = pc.c.SetDeadline(aLongTimeAgo)
 			}
@@ -354,6 +368,21 @@ func (pc *h1Conn) roundTrip(req *http.Request, extra []Field, deadline time.Time
 		resp.Body = b
 		return resp, false, nil
 	}
+}
+
+// setDeadline sets the connection's deadline to t unless it is set to t.
+func (pc *h1Conn) setDeadline(t time.Time) {
+	if !t.Equal(pc.dl) {
+		_ = pc.c.SetDeadline(t)
+		pc.dl = t
+	}
+}
+
+// cancel ends the exchange in flight when its request's context is done:
+// a deadline in the past ends a blocked write or read at once.
+func (pc *h1Conn) cancel() {
+	pc.canceled.Store(true)
+	_ = pc.c.SetDeadline(aLongTimeAgo)
 }
 
 // replayable reports whether req may be sent again after its connection

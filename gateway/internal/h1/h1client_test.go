@@ -429,3 +429,49 @@ func TestH1ClientStrayBytesNotRelayed(t *testing.T) {
 		t.Fatalf("second answer %q: stray bytes of the first connection were relayed", body)
 	}
 }
+
+// An exchange whose answer came whole with its head leaves its deadline on
+// the pooled connection: the deadline passing while it idles does not
+// fail the next exchange on it, and a connection the backend closed
+// meanwhile is still found dead by the peek (the next deadline is set
+// before it), so a POST is never sent on it.
+func TestH1ClientExpiredDeadlinePooled(t *testing.T) {
+	var n atomic.Int32
+	be := newRawBackend(t, func(*http.Request) (string, bool) {
+		return "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", n.Add(1) == 3 // the third answer closes
+	})
+	c := testH1Client(t)
+	send := func(method string, d time.Duration) {
+		t.Helper()
+		var body io.Reader
+		if method == "POST" {
+			body = strings.NewReader("data")
+		}
+		req, _ := http.NewRequest(method, "http://"+be.addr()+"/", body)
+		resp, err := c.RoundTripUntil(req, nil, time.Now().Add(d))
+		if err != nil {
+			t.Fatalf("%s: %v", method, err)
+		}
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil || string(b) != "ok" {
+			t.Fatalf("%s: body %q, %v", method, b, err)
+		}
+	}
+	send("GET", 30*time.Millisecond)
+	if idle := c.pool(be.addr()).idle; len(idle) != 1 || idle[0].dl.IsZero() {
+		t.Fatal("the connection was not pooled with its deadline left set")
+	}
+	time.Sleep(60 * time.Millisecond) // the deadline passes while it idles
+	send("GET", 5*time.Second)
+	if got := be.accepted.Load(); got != 1 {
+		t.Fatalf("%d connections, want 1: the idle one was not reused", got)
+	}
+	send("GET", 30*time.Millisecond) // the third: the backend closes after it
+	<-be.closed
+	time.Sleep(60 * time.Millisecond)
+	send("POST", 5*time.Second)
+	if got := be.accepted.Load(); got != 2 {
+		t.Fatalf("%d connections, want 2", got)
+	}
+}
