@@ -43,8 +43,9 @@ func (g *Gateway) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	st.route = rt
 	if st.trusted = t.trustedAddr(r.RemoteAddr); !st.trusted {
-		r.Header.Del(tier.Header)
-		r.Header.Del(tier.CallerHeader)
+		// by their canonical keys: Header.Del canonicalizes on every call
+		delete(r.Header, tierKey)
+		delete(r.Header, callerKey)
 	}
 	if err := g.body.Apply(w, r, t.cfg.Limits.MaxRequestBody); err != nil {
 		g.refuseBody(rec, t)
@@ -94,6 +95,9 @@ func (g *Gateway) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	st.idempotent = retry.Idempotent(r.Method, r.Header)
 	g.relay(rec, r, x)
 }
+
+// The canonical keys of the tier and caller fields.
+var tierKey, callerKey = http.CanonicalHeaderKey(tier.Header), http.CanonicalHeaderKey(tier.CallerHeader)
 
 // refuseBody answers 413 for a body over limits.max_request_body; the
 // answer is counted and logged by finish like every other.

@@ -129,7 +129,7 @@ func (g *Gateway) outHeader(out, in *http.Request, x *exchange) (string, error) 
 	named := func(k string) bool { return len(conn) > 0 && headerHasToken(conn, k) }
 	upType := ""
 	if headerHasToken(conn, "upgrade") {
-		upType = ih.Get("Upgrade")
+		upType = headerValue(ih, "Upgrade")
 		if !isPrint(upType) {
 			return "", fmt.Errorf("client tried to switch to invalid protocol %q", upType)
 		}
@@ -261,6 +261,15 @@ var (
 	protoHTTPS  = []string{"https"}
 	emptyValue  = []string{""}
 )
+
+// headerValue is h.Get(k) for a canonical k, without Get's
+// canonicalization of k on every call.
+func headerValue(h http.Header, k string) string {
+	if v := h[k]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
+}
 
 // hopHeader reports whether the canonical key k is a hop-by-hop header
 // that every hop removes (RFC 9110 §7.6.1, and the older ones httputil
@@ -403,7 +412,7 @@ func (g *Gateway) relayResponse(w *recorder, out *http.Request, resp *http.Respo
 		dst.Add("Trailer", strings.Join(keys, ", "))
 	}
 	w.WriteHeader(resp.StatusCode)
-	flush := resp.ContentLength == -1 || isEventStream(resp.Header.Get("Content-Type"))
+	flush := resp.ContentLength == -1 || isEventStream(headerValue(resp.Header, "Content-Type"))
 	if flush {
 		w.Flush() // the head now, not with the first piece of a stream that may be slow to come
 	}

@@ -88,7 +88,7 @@ func traceHop(in *http.Request, out http.Header, rnd *rand.Rand, sampleNew bool)
 // the values it sets); valid is false when in's traceparent was not
 // valid, whose tracestate is then not forwarded.
 func appendTraceparent(dst []byte, in *http.Request, rnd *rand.Rand, sampleNew bool) (b []byte, h hop, valid bool) {
-	tp := in.Header.Get("Traceparent")
+	tp := headerValue(in.Header, "Traceparent")
 	traceID, flags, ok := parseTraceparent(tp)
 	n := len(dst)
 	b = append(dst, "00-................................-................-.."...)

@@ -118,7 +118,13 @@ func (t *Client) Handles(req *http.Request) bool {
 		return false
 	}
 	return req.URL.Scheme == "http" && req.Method != http.MethodConnect &&
-		req.Header.Get("Upgrade") == "" && req.Header.Get("Expect") == ""
+		headerEmpty(req.Header, "Upgrade") && headerEmpty(req.Header, "Expect")
+}
+
+// headerEmpty reports whether h.Get(k) is "" for a canonical k.
+func headerEmpty(h http.Header, k string) bool {
+	v := h[k]
+	return len(v) == 0 || v[0] == ""
 }
 
 // Fallback is the http.Transport the client hands what it does not
