@@ -36,7 +36,10 @@ import (
 //
 // Failure mode: a cancelled context or an attempt deadline
 // (roundTripUntil) sets the connection's deadline, which ends a blocked
-// write or read at once; the connection is then closed, never pooled.
+// write or read at once; the connection is then closed, never pooled. The
+// cancellation is armed late (LateCancel: most exchanges end sooner and
+// pay for none); before, a cancelled exchange ends when the early
+// deadline passes, at most LateCancel after its start.
 //
 // Anything else goes to fallback (an http.Transport): Upgrade requests
 // (WebSocket), CONNECT, Expect: 100-continue, non-"http" schemes, and
@@ -86,6 +89,12 @@ type h1Conn struct {
 	// (roundTrip), the next one replaces it before the connection is read
 	dl       time.Time
 	onCancel func() // cancel, bound once: context.AfterFunc's callback
+	// the exchange in flight's cancellation (see roundTrip): stop ends the
+	// armed one (nil: none armed); lateCtx and lateDL are the context and
+	// the deadline of an exchange whose cancellation is not armed yet
+	stop    func() bool
+	lateCtx context.Context
+	lateDL  time.Time
 }
 
 // errUnwritten marks an attempt that failed before any byte of the request
@@ -151,12 +160,17 @@ var ErrTryTimeout = errors.New("gateway: attempt timed out")
 // context ends it.
 func (t *Client) RoundTripUntil(req *http.Request, extra []Field, deadline time.Time) (*http.Response, error) {
 	pool := t.pool(req.URL.Host)
+	now := time.Now()
+	dl, late := deadline, false // the connection's deadline; late: see roundTrip
+	if deadline.IsZero() || deadline.Sub(now) > LateCancel {
+		dl, late = now.Add(LateCancel), true
+	}
 	for try := 0; ; try++ {
-		pc, err := t.conn(req, pool, try > 0, deadline)
+		pc, err := t.conn(req, pool, try > 0, now, deadline, dl)
 		if err != nil {
 			return nil, err
 		}
-		resp, again, err := pc.roundTrip(req, extra, deadline)
+		resp, again, err := pc.roundTrip(req, extra, deadline, dl, late)
 		if err == nil {
 			return resp, nil
 		}
@@ -197,9 +211,9 @@ func (t *Client) pool(addr string) *h1Pool {
 // be resent, and bytes a backend sent after its last answer (which
 // http.Transport's read loop catches while the connection idles) would be
 // read as the next request's answer.
-func (t *Client) conn(req *http.Request, p *h1Pool, fresh bool, deadline time.Time) (*h1Conn, error) {
+func (t *Client) conn(req *http.Request, p *h1Pool, fresh bool, now, deadline, dl time.Time) (*h1Conn, error) {
 	if !fresh {
-		if pc := p.get(time.Now(), t.idleTimeout, deadline); pc != nil {
+		if pc := p.get(now, t.idleTimeout, dl); pc != nil {
 			return pc, nil
 		}
 	}
@@ -293,20 +307,39 @@ func (t *Client) Close() {
 // writes return at once.
 var aLongTimeAgo = time.Unix(1, 0)
 
+// LateCancel is how long an exchange runs before its request's
+// cancellation is armed (context.AfterFunc, its allocations and locks):
+// most answers come sooner, and then none is. Until then a cancellation
+// is seen when the connection's deadline, LateCancel after the start,
+// passes: it ends the exchange at most LateCancel late (an HTTP/1 client
+// that went away is not seen sooner than that by the server either).
+var LateCancel = 100 * time.Millisecond
+
 // roundTrip writes req and reads the response head on pc. The body is
 // streamed by the returned response; pc is pooled or closed when it ends.
 // again reports a failure before any byte of the response arrived after
 // which req may be sent once more on another connection: nothing was
 // written, or req is replayable.
-func (pc *h1Conn) roundTrip(req *http.Request, extra []Field, deadline time.Time) (resp *http.Response, again bool, err error) {
+//
+// The connection's deadline is dl: the attempt's own deadline, or when
+// that is later than LateCancel from the start (late), one LateCancel from
+// the start, at which the exchange's cancellation is armed (arm) if it is
+// still waiting; an answer whose body needs the connection arms it too.
+func (pc *h1Conn) roundTrip(req *http.Request, extra []Field, deadline, dl time.Time, late bool) (resp *http.Response, again bool, err error) {
 	ctx := req.Context()
-	pc.setDeadline(deadline) // a pooled connection has it already (get)
+	pc.setDeadline(dl) // a pooled connection has it already (get)
 	if pc.onCancel == nil {
 		pc.onCancel = pc.cancel
 	}
-	stop := context.AfterFunc(ctx, pc.onCancel)
+	pc.stop = nil
+	if late {
+		pc.lateCtx, pc.lateDL, pc.c.late = ctx, deadline, pc
+	}
+	defer func() { pc.lateCtx, pc.c.late = nil, nil }()
 	fail := func(again bool, err error) (*http.Response, bool, error) {
-		stop()
+		if pc.stop != nil {
+			pc.stop()
+		}
 		_ = pc.c.Close()
 		switch {
 		case ctx.Err() != nil:
@@ -350,27 +383,32 @@ func (pc *h1Conn) roundTrip(req *http.Request, extra []Field, deadline time.Time
 		if resp.StatusCode == http.StatusSwitchingProtocols {
 			resp.Close = true // not ours to relay: the connection is not reused
 		}
-		if !deadline.IsZero() && (own == nil || int64(pc.br.Buffered()) < own.resp.ContentLength) {
+		pc.c.late = nil
+		if resp.Body != http.NoBody && (own == nil || int64(pc.br.Buffered()) < own.resp.ContentLength) {
 			// the head is in: the body has no deadline, unless a
-			// cancellation set one meanwhile (it stores canceled first).
-			// A body already in the buffer whole is read without the
+			// cancellation set one meanwhile (it stores canceled first),
+			// and the body's reads end when the request is cancelled. A
+			// body already in the buffer whole is read without the
 			// connection: the deadline stays until the next exchange
-			// replaces it (get, setDeadline).
+			// replaces it (get, setDeadline), and no cancellation is armed.
 			pc.setDeadline(time.Time{})
+			if pc.stop == nil {
+				pc.stop = context.AfterFunc(ctx, pc.onCancel)
+			}
 			if pc.canceled.Load() {
 				_ = pc.c.SetDeadline(aLongTimeAgo)
 			}
 		}
 		keep := !resp.Close && !req.Close
 		if resp.Body == http.NoBody {
-			pc.done(stop, keep)
+			pc.done(pc.stop, keep)
 			return resp, false, nil
 		}
 		b := &h1Body{}
 		if own != nil {
 			b = &own.h1 // allocated with the response
 		}
-		b.rc, b.pc, b.stop, b.keep = resp.Body, pc, stop, keep
+		b.rc, b.pc, b.stop, b.keep = resp.Body, pc, pc.stop, keep
 		resp.Body = b
 		return resp, false, nil
 	}
@@ -382,6 +420,25 @@ func (pc *h1Conn) setDeadline(t time.Time) {
 		_ = pc.c.SetDeadline(t)
 		pc.dl = t
 	}
+}
+
+// arm is called when a read or a write of an exchange whose cancellation
+// is not armed yet failed with err. A timeout of the early deadline (see
+// roundTrip) while the request is live arms it (context.AfterFunc) and
+// puts the attempt's own deadline on the connection: the caller then
+// retries the read or write. A cancelled request, a passed deadline or any
+// other error end the exchange (false).
+func (pc *h1Conn) arm(err error) bool {
+	pc.c.late = nil
+	if !errors.Is(err, os.ErrDeadlineExceeded) || pc.lateCtx.Err() != nil ||
+		!pc.lateDL.IsZero() && !time.Now().Before(pc.lateDL) {
+		return false
+	}
+	// the deadline first: a cancellation that comes at once (AfterFunc
+	// runs its callback then) must not be overwritten by it
+	pc.setDeadline(pc.lateDL)
+	pc.stop = context.AfterFunc(pc.lateCtx, pc.onCancel)
+	return true
 }
 
 // cancel ends the exchange in flight when its request's context is done:
@@ -408,7 +465,7 @@ func replayable(req *http.Request) bool {
 // done ends pc's exchange: back to the pool when keep and no cancellation
 // touched it, closed otherwise.
 func (pc *h1Conn) done(stop func() bool, keep bool) {
-	if !stop() || pc.canceled.Load() {
+	if stop != nil && !stop() || pc.canceled.Load() {
 		keep = false
 	}
 	if !keep {
