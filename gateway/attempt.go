@@ -48,7 +48,7 @@ func (d *dispatcher) try(req *http.Request, st *input, n int, last *backend, c *
 	}
 	out := target(req, st, n, c, b)
 	b.begin(now)
-	a := send(c, out, st.idempotent, upgrade, now, tryFor, st.fwd)
+	a := send(c, out, st.extra, st.idempotent, upgrade, now, tryFor, st.fwd)
 	o := a.classify(req, st.route, b, now)
 	d.judge(c, b, o, a.end)
 	if done != nil {
@@ -124,12 +124,17 @@ type sent struct {
 // client (which reports h1.ErrUnwritten itself) carries a write watch, so
 // that a failure can tell whether any of it left. The attempts through
 // http.Transport forward their 1xx answers to fwd (when not nil); the own
-// client skips them.
-func send(c *cluster, out *http.Request, idempotent, upgrade bool, now time.Time, tryFor time.Duration, fwd *interim) sent {
+// client skips them. The relay's extra header fields go to the own client
+// beside the request; every other mode gets a request with them in its
+// header map (withExtra).
+func send(c *cluster, out *http.Request, extra []h1.Field, idempotent, upgrade bool, now time.Time, tryFor time.Duration, fwd *interim) sent {
 	a := sent{cancel: func() {}}
 	own, _ := c.transport.(*h1.Client)
 	if own != nil && (upgrade || !own.Handles(out)) {
 		own = nil
+	}
+	if own == nil {
+		out = withExtra(out, extra) // a header map with every field to send
 	}
 	var w *h1.WriteWatch
 	if !idempotent && own == nil {
@@ -143,7 +148,7 @@ func send(c *cluster, out *http.Request, idempotent, upgrade bool, now time.Time
 		}
 		a.resp, a.err = c.transport.RoundTrip(out)
 	case own != nil:
-		a.resp, a.err = own.RoundTripUntil(out, now.Add(tryFor))
+		a.resp, a.err = own.RoundTripUntil(out, extra, now.Add(tryFor))
 		a.timedOut = errors.Is(a.err, h1.ErrTryTimeout)
 	default:
 		var timedOut atomic.Bool

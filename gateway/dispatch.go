@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/veerhq/veer/gateway/internal/h1"
 	"github.com/veerhq/veer/outcome"
 	"github.com/veerhq/veer/retry"
 )
@@ -60,6 +61,12 @@ type input struct {
 	trailer    bool     // the buffered body came with trailers: resend it chunked, with them
 	pin        int      // a rollout's cluster (index+1) for every attempt; 0: the route's policy
 	fwd        *interim // where the 1xx answers of http.Transport attempts go; nil: dropped
+	// extra: the header fields the relay sets, not in the request's header
+	// map (the own HTTP/1.1 client writes them after it; withExtra merges
+	// them for any other transport); upgrade: the request asks to switch
+	// protocols (its Upgrade is among them)
+	extra   []h1.Field
+	upgrade bool
 }
 
 // result is what the attempts of one dispatch did, for the access log and
@@ -120,7 +127,7 @@ func (d *dispatcher) RoundTrip(req *http.Request) (*http.Response, error) {
 			sc.record(ver, status, err, time.Since(start))
 		}()
 	}
-	if c := st.route.cache; c != nil && req.Method == http.MethodGet && req.Header.Get("Upgrade") == "" {
+	if c := st.route.cache; c != nil && req.Method == http.MethodGet && !st.upgrade {
 		resp, st.res, st.stale, err = d.cached(req, &st.input)
 	} else {
 		resp, st.res, err = d.attempts(req, &st.input)
@@ -135,7 +142,7 @@ func (d *dispatcher) attempts(req *http.Request, st *input) (resp *http.Response
 	rnd := d.rng()
 	defer d.rngs.Put(rnd)
 	rt := st.route
-	upgrade := req.Header.Get("Upgrade") != ""
+	upgrade := st.upgrade
 	var call *retry.Call
 	if !st.snap.cfg.Retry.Disabled && !upgrade && st.replayable {
 		call = st.snap.retrier.Start(st.idempotent)

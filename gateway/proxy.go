@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/veerhq/veer/gateway/internal/h1"
 	"github.com/veerhq/veer/limit"
 	"github.com/veerhq/veer/outcome"
 	"github.com/veerhq/veer/retry"
@@ -42,8 +43,9 @@ func (g *Gateway) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	st.route = rt
 	if st.trusted = t.trustedAddr(r.RemoteAddr); !st.trusted {
-		r.Header.Del(tier.Header)
-		r.Header.Del(tier.CallerHeader)
+		// by their canonical keys: Header.Del canonicalizes on every call
+		delete(r.Header, tierKey)
+		delete(r.Header, callerKey)
 	}
 	if err := g.body.Apply(w, r, t.cfg.Limits.MaxRequestBody); err != nil {
 		g.refuseBody(rec, t)
@@ -94,6 +96,9 @@ func (g *Gateway) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	g.relay(rec, r, x)
 }
 
+// The canonical keys of the tier and caller fields.
+var tierKey, callerKey = http.CanonicalHeaderKey(tier.Header), http.CanonicalHeaderKey(tier.CallerHeader)
+
 // refuseBody answers 413 for a body over limits.max_request_body; the
 // answer is counted and logged by finish like every other.
 func (g *Gateway) refuseBody(w http.ResponseWriter, t *table) {
@@ -110,6 +115,9 @@ type exchange struct {
 	ctx relayCtx
 	url url.URL
 	fwd interim
+	// the fields the relay sets and their values (outHeader)
+	extra [10]h1.Field
+	vals  [7]string
 }
 
 // bufferBody reads a body of at most max bytes so that it can be replayed.
@@ -170,25 +178,26 @@ func (t *table) fillKeys(r *http.Request, rt *route, keys []string) {
 	}
 }
 
-// forwarded is the Forwarded value to send: this hop's RFC 7239 element,
+// appendForwarded appends the Forwarded value to send: this hop's RFC
+// 7239 element for the client at host (its address without the port),
 // after the caller's elements when the caller is trusted.
-func forwarded(in *http.Request, trusted bool) string {
-	host, _, err := net.SplitHostPort(in.RemoteAddr)
-	if err != nil {
-		host = in.RemoteAddr
+func appendForwarded(b []byte, in *http.Request, trusted bool, host string) []byte {
+	if prev := in.Header["Forwarded"]; trusted && len(prev) > 0 {
+		for _, p := range prev {
+			b = append(append(b, p...), ", "...)
+		}
 	}
+	b = append(b, "for="...)
 	if strings.Contains(host, ":") {
-		host = `"[` + host + `]"`
+		b = append(append(append(b, `"[`...), host...), `]"`...)
+	} else {
+		b = append(b, host...)
 	}
-	proto := "http"
+	b = appendQuotedForwarded(append(b, ";host="...), in.Host)
 	if in.TLS != nil {
-		proto = "https"
+		return append(b, ";proto=https"...)
 	}
-	el := "for=" + host + ";host=" + quoteForwarded(in.Host) + ";proto=" + proto
-	if prev := in.Header.Values("Forwarded"); trusted && len(prev) > 0 {
-		el = strings.Join(prev, ", ") + ", " + el
-	}
-	return el
+	return append(b, ";proto=http"...)
 }
 
 // via is this hop's Via entry (RFC 9110 §7.6.3, which a gateway MUST send
@@ -216,18 +225,23 @@ func upgradesToH2C(v string) bool {
 	return false
 }
 
-var forwardedEscaper = strings.NewReplacer(`\`, `\\`, `"`, `\"`)
-
-// quoteForwarded returns s as an RFC 7239 value: a token, or a quoted
-// string.
-func quoteForwarded(s string) string {
+// appendQuotedForwarded appends s as an RFC 7239 value: a token, or a
+// quoted string.
+func appendQuotedForwarded(b []byte, s string) []byte {
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		if !(c == '.' || c == '-' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z') {
-			return `"` + forwardedEscaper.Replace(s) + `"`
+			b = append(b, '"')
+			for j := 0; j < len(s); j++ {
+				if s[j] == '\\' || s[j] == '"' {
+					b = append(b, '\\')
+				}
+				b = append(b, s[j])
+			}
+			return append(b, '"')
 		}
 	}
-	return s
+	return append(b, s...)
 }
 
 // recorder notes the status written; Unwrap lets http.ResponseController
@@ -275,11 +289,16 @@ func (g *Gateway) finish(rec *recorder, r *http.Request, st *reqState, start tim
 	if status == http.StatusSwitchingProtocols {
 		kind = outcome.Success
 	}
-	if v := rec.Header()[outcome.HeaderOutcome]; status >= 500 && len(v) > 0 {
+	if status >= 500 {
 		// the gateway's own refusals say what they were (upstream_unavailable,
-		// connect_refused, ...), which the status alone does not
-		if k, err := outcome.ParseKind(v[0]); err == nil {
-			kind = k
+		// connect_refused, ...), which the status alone does not. Only
+		// then: Header() after WriteHeader makes the HTTP/1 server keep a
+		// copy of the header (net/http's rule: later changes are not sent),
+		// which every answer would pay for.
+		if v := rec.Header()[outcome.HeaderOutcome]; len(v) > 0 {
+			if k, err := outcome.ParseKind(v[0]); err == nil {
+				kind = k
+			}
 		}
 	}
 	if st.route != nil {

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/veerhq/veer/gateway/internal/h1"
 	"github.com/veerhq/veer/outcome"
 )
 
@@ -22,11 +23,14 @@ import (
 // issue 32), with the request built by one shallow copy instead of a clone of
 // everything and no closure, trace or timer per request:
 //
-//   - the outgoing request is a copy of the incoming one with a header map
-//     of its own and its own URL; the hop-by-hop headers (RFC 9110 §7.6.1:
+//   - the outgoing request is a copy of the incoming one with its own URL,
+//     sharing the incoming header map: the client's fields it does not
+//     send are deleted from that map (after the relay, the handler's
+//     request no longer has them), and the fields this hop sets are kept
+//     beside it (outHeader); the hop-by-hop headers (RFC 9110 §7.6.1:
 //     Connection and every header it names, Proxy-Connection, Keep-Alive,
 //     Proxy-Authenticate, Proxy-Authorization, Te, Trailer,
-//     Transfer-Encoding, Upgrade) are not copied; "Te: trailers" is kept
+//     Transfer-Encoding, Upgrade) are not sent; "Te: trailers" is kept
 //     when the client sent it; an upgrade keeps "Connection: Upgrade" and
 //     its Upgrade (h2c excepted: it ends here); the caller's
 //     X-Forwarded-For (trusted callers only) gains this hop, X-Forwarded-Host
@@ -87,7 +91,7 @@ func (g *Gateway) relay(w *recorder, in *http.Request, x *exchange) {
 		defer b.Close()
 		out.Body = b
 	}
-	upType, err := g.outHeader(out, in, st)
+	upType, err := g.outHeader(out, in, x)
 	if err != nil {
 		g.relayError(w, out, err)
 		return
@@ -107,78 +111,144 @@ func (g *Gateway) relay(w *recorder, in *http.Request, x *exchange) {
 	g.relayResponse(w, out, resp)
 }
 
-// outHeader fills out's header from in's (see the list above) and returns
-// the protocol out asks to switch to ("" when none).
-func (g *Gateway) outHeader(out, in *http.Request, st *reqState) (string, error) {
+// outHeader prepares out's header from in's (see the list above) and
+// returns the protocol out asks to switch to ("" when none). out shares
+// in's header map: the client's fields that are not sent are deleted from
+// it in place, and the fields this hop sets are not added to it but kept
+// in the exchange (st.extra): the own HTTP/1.1 client writes them after
+// the map, every other way of sending merges both into a map of its own
+// (withExtra, at the attempt). No header map per request.
+func (g *Gateway) outHeader(out, in *http.Request, x *exchange) (string, error) {
+	st := &x.st
 	ih := in.Header
+	if ih == nil {
+		ih = http.Header{}
+		in.Header = ih
+	}
 	conn := ih["Connection"]
+	named := func(k string) bool { return len(conn) > 0 && headerHasToken(conn, k) }
 	upType := ""
 	if headerHasToken(conn, "upgrade") {
-		upType = ih.Get("Upgrade")
+		upType = headerValue(ih, "Upgrade")
 		if !isPrint(upType) {
 			return "", fmt.Errorf("client tried to switch to invalid protocol %q", upType)
 		}
 	}
-	h := make(http.Header, len(ih)+8)
-	for k, vv := range ih {
-		if hopHeader(k) || forwardingHeader(k) || len(conn) > 0 && headerHasToken(conn, k) {
-			continue
-		}
-		h[k] = vv
-	}
-	// the values this hop sets, in one allocation; each slice is capped so
-	// that an Add elsewhere copies rather than writes into its neighbour
-	vals := make([]string, 0, 7)
-	set := func(k, v string) {
-		vals = append(vals, v)
-		h[k] = vals[len(vals)-1 : len(vals) : len(vals)]
-	}
-	if headerHasToken(ih["Te"], "trailers") {
-		h["Te"] = teTrailers
-	}
-	if upType != "" && !upgradesToH2C(upType) {
+	if upgradesToH2C(upType) {
 		// h2c upgrades end here: relayed, a backend that upgrades would take
 		// the rest of the connection past routing and every guard
-		h["Connection"] = connUpgrade
-		set("Upgrade", upType)
-	} else {
 		upType = ""
 	}
-	// X-Forwarded-*: httputil's SetXForwarded, after the caller's chain
-	// when the caller is trusted (an untrusted caller's chain is its own
-	// claim)
-	if clientIP, _, err := net.SplitHostPort(in.RemoteAddr); err == nil {
+	// what the fields this hop sets are built from, read before the
+	// client's fields go
+	te := headerHasToken(ih["Te"], "trailers")
+	prevVia := ih["Via"]
+	if named("Via") {
+		prevVia = nil
+	}
+	_, ua := ih["User-Agent"]
+	ua = ua && !named("User-Agent")
+	// the values this hop builds, made one string: X-Forwarded-For
+	// (httputil's SetXForwarded, after the caller's chain when the caller
+	// is trusted: an untrusted caller's chain is its own claim), Forwarded,
+	// traceparent
+	var sb [256]byte
+	b := sb[:0]
+	clientIP, _, err := net.SplitHostPort(in.RemoteAddr)
+	xff := err == nil
+	if xff {
 		if prior := ih["X-Forwarded-For"]; st.trusted && len(prior) > 0 {
-			clientIP = strings.Join(prior, ", ") + ", " + clientIP
+			for _, p := range prior {
+				b = append(append(b, p...), ", "...)
+			}
 		}
-		set("X-Forwarded-For", clientIP)
-	}
-	set("X-Forwarded-Host", in.Host)
-	if in.TLS == nil {
-		h["X-Forwarded-Proto"] = protoHTTP
+		b = append(b, clientIP...)
 	} else {
-		h["X-Forwarded-Proto"] = protoHTTPS
+		clientIP = in.RemoteAddr
 	}
-	set("Forwarded", forwarded(in, st.trusted))
-	if prev := h["Via"]; len(prev) > 0 {
-		h["Via"] = append(prev[:len(prev):len(prev)], via(in))
-	} else {
-		set("Via", via(in))
-	}
-	if _, ok := h["User-Agent"]; !ok {
-		// no User-Agent of the gateway's own (net/http would send Go's)
-		h["User-Agent"] = emptyValue
-	}
+	xffEnd := len(b)
+	b = appendForwarded(b, in, st.trusted, clientIP)
+	fwdEnd := len(b)
 	rnd := g.rng()
-	var tp string
-	st.hop, tp = traceHop(in, h, rnd, g.opts.SampleNewTraces)
+	var valid bool // the caller's traceparent
+	b, st.hop, valid = appendTraceparent(b, in, rnd, g.opts.SampleNewTraces)
 	g.rngs.Put(rnd)
-	set("Traceparent", tp)
-	out.Header = h
+	v := string(b) // the one allocation for the three
+	st.hop.setIDs(v[fwdEnd:])
+
+	// the client's fields not sent: hop-by-hop, those Connection names,
+	// those this hop sets afresh or appends to
+	for k := range ih {
+		if hopHeader(k) || forwardingHeader(k) || k == "Via" || k == "Traceparent" || named(k) {
+			delete(ih, k)
+		}
+	}
+	if !valid {
+		delete(ih, "Tracestate") // it belongs to the invalid traceparent
+	}
+	// the fields this hop sets; each value slice is capped so that an Add
+	// elsewhere copies rather than writes into its neighbour
+	vals := x.vals[:0]
+	extra := x.extra[:0]
+	set := func(k string, vv []string) { extra = append(extra, h1.Field{Key: k, Values: vv}) }
+	one := func(k, v string) {
+		vals = append(vals, v)
+		set(k, vals[len(vals)-1:len(vals):len(vals)])
+	}
+	if te {
+		set("Te", teTrailers)
+	}
+	if upType != "" {
+		set("Connection", connUpgrade)
+		one("Upgrade", upType)
+	}
+	if xff {
+		one("X-Forwarded-For", v[:xffEnd])
+	}
+	one("X-Forwarded-Host", in.Host)
+	if in.TLS == nil {
+		set("X-Forwarded-Proto", protoHTTP)
+	} else {
+		set("X-Forwarded-Proto", protoHTTPS)
+	}
+	one("Forwarded", v[xffEnd:fwdEnd])
+	if len(prevVia) > 0 {
+		set("Via", append(prevVia[:len(prevVia):len(prevVia)], via(in)))
+	} else {
+		one("Via", via(in))
+	}
+	if !ua {
+		// no User-Agent of the gateway's own (net/http would send Go's)
+		set("User-Agent", emptyValue)
+	}
+	one("Traceparent", v[fwdEnd:])
+	st.extra, st.upgrade = extra, upType != ""
+	out.Header = ih
 	if hr := st.route.cfg.HostRewrite; hr != "" {
 		out.Host = hr
 	}
 	return upType, nil
+}
+
+// withExtra returns req with its extra fields in its header: req itself
+// when there are none, else a copy with a header map of its own (for the
+// ways of sending that take a header map only: http.Transport, an
+// upgrade).
+func withExtra(req *http.Request, extra []h1.Field) *http.Request {
+	if len(extra) == 0 {
+		return req
+	}
+	h := make(http.Header, len(req.Header)+len(extra))
+	for k, vv := range req.Header {
+		h[k] = vv
+	}
+	for _, f := range extra {
+		h[f.Key] = f.Values
+	}
+	r := new(http.Request)
+	*r = *req
+	r.Header = h
+	return r
 }
 
 // Values shared by every outgoing request (never written in place: a
@@ -191,6 +261,15 @@ var (
 	protoHTTPS  = []string{"https"}
 	emptyValue  = []string{""}
 )
+
+// headerValue is h.Get(k) for a canonical k, without Get's
+// canonicalization of k on every call.
+func headerValue(h http.Header, k string) string {
+	if v := h[k]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
+}
 
 // hopHeader reports whether the canonical key k is a hop-by-hop header
 // that every hop removes (RFC 9110 §7.6.1, and the older ones httputil
@@ -333,7 +412,7 @@ func (g *Gateway) relayResponse(w *recorder, out *http.Request, resp *http.Respo
 		dst.Add("Trailer", strings.Join(keys, ", "))
 	}
 	w.WriteHeader(resp.StatusCode)
-	flush := resp.ContentLength == -1 || isEventStream(resp.Header.Get("Content-Type"))
+	flush := resp.ContentLength == -1 || isEventStream(headerValue(resp.Header, "Content-Type"))
 	if flush {
 		w.Flush() // the head now, not with the first piece of a stream that may be slow to come
 	}

@@ -6,12 +6,17 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/http/httptrace"
 	"net/textproto"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/veerhq/veer/obs"
 )
 
 // oneRoute starts a gateway with one route to the backend at addr, with
@@ -289,6 +294,159 @@ func TestRelayInterim(t *testing.T) {
 		}
 		if len(got) > 0 && links[0] != "</s.css>; rel=preload" {
 			t.Errorf("103 without its Link: %q", links[0])
+		}
+	}
+}
+
+// headerWatch counts the Header calls made after WriteHeader: each makes
+// the HTTP/1 server copy the header (net/http's rule that later changes
+// are not sent).
+type headerWatch struct {
+	http.ResponseWriter
+	wrote, late int
+}
+
+func (h *headerWatch) Header() http.Header {
+	if h.wrote > 0 {
+		h.late++
+	}
+	return h.ResponseWriter.Header()
+}
+
+func (h *headerWatch) WriteHeader(code int) { h.wrote++; h.ResponseWriter.WriteHeader(code) }
+
+// TestRelayHeaderNotReadAfterAnswer: a relayed answer's header is not
+// read after its WriteHeader (finish reads it only for a 5xx, whose
+// Veer-Outcome it reports), and a refusal's outcome is still counted by
+// its kind.
+func TestRelayHeaderNotReadAfterAnswer(t *testing.T) {
+	up := upstream(t, func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok") })
+	g := startGatewayOpts(t, parseConfig(t, fill(`
+routes: [{name: r, clusters: [{name: c}]}]
+clusters: [{name: c, backends: [{address: U}]}]
+retry: {disabled: true}
+`, "U", up)), Options{})
+	w := &headerWatch{ResponseWriter: httptest.NewRecorder()}
+	g.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "http://x/a", nil))
+	if rec := w.ResponseWriter.(*httptest.ResponseRecorder); rec.Code != 200 || w.wrote != 1 || w.late != 0 {
+		t.Fatalf("status %d, WriteHeader %d times, Header read %d times after it; want 200, 1, 0", rec.Code, w.wrote, w.late)
+	}
+}
+
+// TestRelayForwardingValues: the values this hop sets, built in one
+// buffer: X-Forwarded-For after a trusted caller's chain, Forwarded with
+// an IPv6 client quoted and a Host that is not a token escaped, a
+// traceparent whose ids are the hop's; an untrusted caller's chains are
+// dropped; an address without a port is used as it is.
+func TestRelayForwardingValues(t *testing.T) {
+	g, err := New(parseConfig(t, "listen: {addr: 'off'}\nroutes: [{name: r, clusters: [{name: c}]}]\nclusters: [{name: c, backends: [{address: '127.0.0.1:1'}]}]\n"), Options{Logger: obs.Discard, Registerer: prometheus.NewRegistry()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	for _, tc := range []struct {
+		remote, host string
+		trusted      bool
+		xff, fwd     string // sent by the caller
+		wantXFF      []string
+		wantFwd      string
+	}{
+		{"192.0.2.1:5", "example.com", false, "203.0.113.9", "for=203.0.113.9", []string{"192.0.2.1"}, "for=192.0.2.1;host=example.com;proto=http"},
+		{"192.0.2.1:5", "example.com:8080", true, "203.0.113.9", "for=203.0.113.9", []string{"203.0.113.9, 192.0.2.1"}, `for=203.0.113.9, for=192.0.2.1;host="example.com:8080";proto=http`},
+		{"[2001:db8::1]:5", `a"b\c`, false, "", "", []string{"2001:db8::1"}, `for="[2001:db8::1]";host="a\"b\\c";proto=http`},
+		{"@", "h", false, "", "", nil, "for=@;host=h;proto=http"},
+	} {
+		in := httptest.NewRequest(http.MethodGet, "http://x/", nil)
+		in.RemoteAddr, in.Host = tc.remote, tc.host
+		if tc.xff != "" {
+			in.Header["X-Forwarded-For"] = []string{tc.xff}
+			in.Header["Forwarded"] = []string{tc.fwd}
+		}
+		in.Header["Tracestate"] = []string{"k=v"}
+		x := &exchange{st: reqState{input: input{route: g.snap.Load().routes[0]}, trusted: tc.trusted}}
+		out := in.WithContext(in.Context())
+		if _, err := g.outHeader(out, in, x); err != nil {
+			t.Fatal(err)
+		}
+		h := withExtra(out, x.st.extra).Header
+		if !slices.Equal(h["X-Forwarded-For"], tc.wantXFF) || h.Get("Forwarded") != tc.wantFwd || h.Get("X-Forwarded-Host") != tc.host {
+			t.Errorf("%s %q trusted %v: X-Forwarded-For %q, Forwarded %q, X-Forwarded-Host %q; want %q, %q", tc.remote, tc.host, tc.trusted,
+				h["X-Forwarded-For"], h.Get("Forwarded"), h.Get("X-Forwarded-Host"), tc.wantXFF, tc.wantFwd)
+		}
+		tp := h.Get("Traceparent")
+		if id, _, ok := parseTraceparent(tp); !ok || id != x.st.hop.traceID || tp[36:52] != x.st.hop.spanID || x.st.hop.parentID != "" {
+			t.Errorf("traceparent %q, hop %+v", tp, x.st.hop)
+		}
+		if _, ok := h["Tracestate"]; ok {
+			t.Error("the tracestate of a trace the gateway started was forwarded")
+		}
+		for _, f := range x.st.extra {
+			if _, ok := out.Header[f.Key]; ok {
+				t.Errorf("%s both in the header map and among the extra fields", f.Key)
+			}
+		}
+	}
+}
+
+// TestRelayFieldsEveryTransport: the fields the relay sets (kept out of
+// the client's header map, written by the own HTTP/1.1 client after it)
+// reach the backend the same way through http.Transport (a body too large
+// for the own client) and through an h2c cluster: hop-by-hop fields
+// and those Connection names removed, Te: trailers kept, Via appended to,
+// X-Forwarded-* and Forwarded this hop's, a traceparent, no User-Agent of
+// the gateway's own, no field twice.
+func TestRelayFieldsEveryTransport(t *testing.T) {
+	seen := make(chan http.Header, 1)
+	h := func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		seen <- r.Header.Clone()
+		_, _ = io.WriteString(w, "ok")
+	}
+	h1addr := upstream(t, h)
+	h2 := httptest.NewUnstartedServer(http.HandlerFunc(h))
+	h2.Config.Protocols = new(http.Protocols)
+	h2.Config.Protocols.SetUnencryptedHTTP2(true)
+	h2.Start()
+	t.Cleanup(h2.Close)
+	_, base := startGateway(t, fill(`
+routes: [{name: r, clusters: [{name: c}]}, {name: r2, path_prefix: /h2, clusters: [{name: c2}]}]
+clusters:
+  - {name: c, backends: [{address: U}]}
+  - {name: c2, protocol: h2c, backends: [{address: U2}]}
+retry: {disabled: true}
+`, "U2", strings.TrimPrefix(h2.URL, "http://"), "U", h1addr))
+	addr := strings.TrimPrefix(base, "http://")
+	head := "Host: x\r\nConnection: X-Hop, close\r\nX-Hop: secret\r\nTe: trailers\r\nVia: 1.0 far\r\n" +
+		"X-Forwarded-For: 203.0.113.9\r\nForwarded: for=203.0.113.9\r\nTraceparent: 00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01\r\nX-End: kept\r\n"
+	big := strings.Repeat("b", 20<<10)
+	var got []http.Header
+	for _, raw := range []string{
+		"GET /a HTTP/1.1\r\n" + head + "\r\n",                                 // the own client
+		"POST /a HTTP/1.1\r\n" + head + "Content-Length: 20480\r\n\r\n" + big, // http.Transport
+		"GET /h2/a HTTP/1.1\r\n" + head + "\r\n",                              // HTTP/2
+	} {
+		if out := rawRequest(t, addr, raw+""); !strings.HasPrefix(out, "HTTP/1.1 200") {
+			t.Fatalf("answer %q", out)
+		}
+		got = append(got, <-seen)
+	}
+	for i, h := range got {
+		want := map[string]string{
+			"Te": "trailers", "Via": "1.0 far, 1.1 veer", "X-Forwarded-For": "127.0.0.1", "X-Forwarded-Host": "x",
+			"X-Forwarded-Proto": "http", "Forwarded": "for=127.0.0.1;host=x;proto=http", "X-End": "kept", "User-Agent": "",
+		}
+		for k, v := range want {
+			if g := strings.Join(h.Values(k), ", "); g != v {
+				t.Errorf("request %d: %s %q, want %q", i, k, g, v)
+			}
+		}
+		for _, k := range []string{"Connection", "X-Hop", "Keep-Alive"} {
+			if _, ok := h[k]; ok {
+				t.Errorf("request %d: %s sent", i, k)
+			}
+		}
+		if tp := h.Values("Traceparent"); len(tp) != 1 || !strings.HasPrefix(tp[0], "00-0af7651916cd43dd8448eb211c80319c-") || strings.Contains(tp[0], "b7ad6b7169203331") {
+			t.Errorf("request %d: traceparent %q", i, tp)
 		}
 	}
 }

@@ -69,26 +69,37 @@ func propagateTrace(in, out *http.Request, rnd *rand.Rand, sampleNew bool) hop {
 	return h
 }
 
-// traceHop returns the hop from in and the traceparent to send for it,
-// which the caller sets in out (the relay, with the other values it sets in
-// one allocation); an invalid traceparent's tracestate is removed from out.
+// traceHop returns the hop from in and the traceparent to send for it;
+// an invalid traceparent's tracestate is removed from out.
 func traceHop(in *http.Request, out http.Header, rnd *rand.Rand, sampleNew bool) (hop, string) {
-	tp := in.Header.Get("Traceparent")
+	var buf [traceparentLen]byte
+	b, h, valid := appendTraceparent(buf[:0], in, rnd, sampleNew)
+	if !valid {
+		delete(out, "Tracestate")
+	}
+	v := string(b)
+	h.setIDs(v)
+	return h, v
+}
+
+// appendTraceparent appends to dst the traceparent to send for the hop
+// from in and returns the hop without its own ids (setIDs fills them in
+// from the value once it is a string: the relay makes one string of all
+// the values it sets); valid is false when in's traceparent was not
+// valid, whose tracestate is then not forwarded.
+func appendTraceparent(dst []byte, in *http.Request, rnd *rand.Rand, sampleNew bool) (b []byte, h hop, valid bool) {
+	tp := headerValue(in.Header, "Traceparent")
 	traceID, flags, ok := parseTraceparent(tp)
-	var h hop
-	// the traceparent sent upstream, built in place: the hop's ids are
-	// slices of it (one allocation for the three strings)
-	var b [traceparentLen]byte
-	copy(b[:], "00-")
-	b[35], b[52] = '-', '-'
+	n := len(dst)
+	b = append(dst, "00-................................-................-.."...)
+	v := b[n:]
 	if ok {
 		h.parentID = parseTraceparentParent(tp)
-		copy(b[3:35], traceID)
+		copy(v[3:35], traceID)
 	} else {
-		delete(out, "Tracestate")
 		var id [16]byte
 		fillRandom(id[:], rnd)
-		hex.Encode(b[3:35], id[:])
+		hex.Encode(v[3:35], id[:])
 		flags = "00"
 		if sampleNew {
 			flags = "01"
@@ -96,13 +107,14 @@ func traceHop(in *http.Request, out http.Header, rnd *rand.Rand, sampleNew bool)
 	}
 	var span [8]byte
 	fillRandom(span[:], rnd)
-	hex.Encode(b[36:52], span[:])
-	copy(b[53:], flags)
-	v := string(b[:])
-	h.traceID, h.spanID = v[3:35], v[36:52]
+	hex.Encode(v[36:52], span[:])
+	copy(v[53:], flags)
 	h.sampled = flags[1]&1 == 1 // the sampled bit of the last hex digit
-	return h, v
+	return b, h, ok
 }
+
+// setIDs sets the hop's trace and span id from the traceparent v it sends.
+func (h *hop) setIDs(v string) { h.traceID, h.spanID = v[3:35], v[36:52] }
 
 // Span is the gateway's part of one request's trace, handed to
 // Options.OnSpan (gateway/gatewayotel exports it over OTLP).

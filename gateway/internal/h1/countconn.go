@@ -31,6 +31,10 @@ type countingConn struct {
 	net.Conn
 	written  atomic.Int64
 	readLeft int64
+	// late is the h1 client's exchange whose cancellation is not armed
+	// yet: a read or write that fails is handed to its arm, and retried
+	// when it armed it (only the exchange's goroutine touches it)
+	late *h1Conn
 }
 
 // maxResponseHead bounds the bytes read for one response head, interim
@@ -51,6 +55,9 @@ func (c *countingConn) Read(b []byte) (int, error) {
 		}
 	}
 	n, err := c.Conn.Read(b)
+	for n == 0 && err != nil && c.late != nil && c.late.arm(err) {
+		n, err = c.Conn.Read(b)
+	}
 	if c.readLeft >= 0 {
 		c.readLeft -= int64(n)
 	}
@@ -60,5 +67,11 @@ func (c *countingConn) Read(b []byte) (int, error) {
 func (c *countingConn) Write(b []byte) (int, error) {
 	n, err := c.Conn.Write(b)
 	c.written.Add(int64(n))
+	for err != nil && c.late != nil && c.late.arm(err) {
+		var m int
+		m, err = c.Conn.Write(b[n:])
+		c.written.Add(int64(m))
+		n += m
+	}
 	return n, err
 }

@@ -25,8 +25,10 @@ func (pc *h1Conn) alive() bool {
 		pc.peek = p
 	}
 	p := pc.peek
-	p.alive = true
-	_ = p.rc.Read(p.fn)
+	p.alive = false
+	if err := p.rc.Read(p.fn); err != nil {
+		return false // the peek did not run (closed, or a deadline passed)
+	}
 	return p.alive
 }
 

@@ -25,7 +25,9 @@ import (
 // sorting, and refused (ErrInvalidRequest) where net/http would repair a
 // field; the response is parsed by http.ReadResponse (Content-Length,
 // chunked and trailers, no body for HEAD/204/304, close-delimited bodies),
-// the functions http.Transport frames with too. What this type adds is the
+// the functions http.Transport frames with too, except the common answer
+// (one Content-Length, nothing else that frames), which fastResponse
+// (readresp.go) reads as http.ReadResponse would, with fewer allocations. What this type adds is the
 // connection's life: a connection goes back to the pool only after its
 // response body was read to its end and neither side asked to close; a body
 // closed early closes its connection; an idle connection is peeked before
@@ -34,7 +36,10 @@ import (
 //
 // Failure mode: a cancelled context or an attempt deadline
 // (roundTripUntil) sets the connection's deadline, which ends a blocked
-// write or read at once; the connection is then closed, never pooled.
+// write or read at once; the connection is then closed, never pooled. The
+// cancellation is armed late (LateCancel: most exchanges end sooner and
+// pay for none); before, a cancelled exchange ends when the early
+// deadline passes, at most LateCancel after its start.
 //
 // Anything else goes to fallback (an http.Transport): Upgrade requests
 // (WebSocket), CONNECT, Expect: 100-continue, non-"http" schemes, and
@@ -79,6 +84,17 @@ type h1Conn struct {
 	reused   bool
 	canceled atomic.Bool // a cancellation forced a deadline: never pooled
 	peek     *peeker     // see alive; made on first use
+	// dl is the deadline set on the connection (zero: none); an exchange
+	// whose answer was read whole with its head leaves its deadline set
+	// (roundTrip), the next one replaces it before the connection is read
+	dl       time.Time
+	onCancel func() // cancel, bound once: context.AfterFunc's callback
+	// the exchange in flight's cancellation (see roundTrip): stop ends the
+	// armed one (nil: none armed); lateCtx and lateDL are the context and
+	// the deadline of an exchange whose cancellation is not armed yet
+	stop    func() bool
+	lateCtx context.Context
+	lateDL  time.Time
 }
 
 // errUnwritten marks an attempt that failed before any byte of the request
@@ -111,7 +127,13 @@ func (t *Client) Handles(req *http.Request) bool {
 		return false
 	}
 	return req.URL.Scheme == "http" && req.Method != http.MethodConnect &&
-		req.Header.Get("Upgrade") == "" && req.Header.Get("Expect") == ""
+		headerEmpty(req.Header, "Upgrade") && headerEmpty(req.Header, "Expect")
+}
+
+// headerEmpty reports whether h.Get(k) is "" for a canonical k.
+func headerEmpty(h http.Header, k string) bool {
+	v := h[k]
+	return len(v) == 0 || v[0] == ""
 }
 
 // Fallback is the http.Transport the client hands what it does not
@@ -123,7 +145,7 @@ func (t *Client) RoundTrip(req *http.Request) (*http.Response, error) {
 	if !t.Handles(req) {
 		return t.fallback.RoundTrip(req)
 	}
-	return t.RoundTripUntil(req, time.Time{})
+	return t.RoundTripUntil(req, nil, time.Time{})
 }
 
 // errTryTimeout: the attempt's deadline passed before the response head
@@ -136,14 +158,19 @@ var ErrTryTimeout = errors.New("gateway: attempt timed out")
 // context. An attempt that ran out of time fails with an error that is
 // errTryTimeout. The body that follows has no deadline; cancelling req's
 // context ends it.
-func (t *Client) RoundTripUntil(req *http.Request, deadline time.Time) (*http.Response, error) {
+func (t *Client) RoundTripUntil(req *http.Request, extra []Field, deadline time.Time) (*http.Response, error) {
 	pool := t.pool(req.URL.Host)
+	now := time.Now()
+	dl, late := deadline, false // the connection's deadline; late: see roundTrip
+	if deadline.IsZero() || deadline.Sub(now) > LateCancel {
+		dl, late = now.Add(LateCancel), true
+	}
 	for try := 0; ; try++ {
-		pc, err := t.conn(req, pool, try > 0, deadline)
+		pc, err := t.conn(req, pool, try > 0, now, deadline, dl)
 		if err != nil {
 			return nil, err
 		}
-		resp, again, err := pc.roundTrip(req, deadline)
+		resp, again, err := pc.roundTrip(req, extra, deadline, dl, late)
 		if err == nil {
 			return resp, nil
 		}
@@ -184,9 +211,9 @@ func (t *Client) pool(addr string) *h1Pool {
 // be resent, and bytes a backend sent after its last answer (which
 // http.Transport's read loop catches while the connection idles) would be
 // read as the next request's answer.
-func (t *Client) conn(req *http.Request, p *h1Pool, fresh bool, deadline time.Time) (*h1Conn, error) {
+func (t *Client) conn(req *http.Request, p *h1Pool, fresh bool, now, deadline, dl time.Time) (*h1Conn, error) {
 	if !fresh {
-		if pc := p.get(time.Now(), t.idleTimeout); pc != nil {
+		if pc := p.get(now, t.idleTimeout, dl); pc != nil {
 			return pc, nil
 		}
 	}
@@ -206,8 +233,9 @@ func (t *Client) conn(req *http.Request, p *h1Pool, fresh bool, deadline time.Ti
 }
 
 // get pops the most recently used idle connection, closing those idle for
-// longer than idleTimeout and those not alive.
-func (p *h1Pool) get(now time.Time, idleTimeout time.Duration) *h1Conn {
+// longer than idleTimeout and those not alive; the one it returns has
+// deadline set.
+func (p *h1Pool) get(now time.Time, idleTimeout time.Duration, deadline time.Time) *h1Conn {
 	for {
 		p.mu.Lock()
 		n := len(p.idle)
@@ -219,7 +247,14 @@ func (p *h1Pool) get(now time.Time, idleTimeout time.Duration) *h1Conn {
 		p.idle[n-1] = nil
 		p.idle = p.idle[:n-1]
 		p.mu.Unlock()
-		if idleTimeout > 0 && now.Sub(pc.idleAt) > idleTimeout || !pc.alive() {
+		if idleTimeout > 0 && now.Sub(pc.idleAt) > idleTimeout {
+			_ = pc.c.Close()
+			continue
+		}
+		// the deadline first: one left from the last exchange may have
+		// passed, and a read (the peek too) fails at once past it
+		pc.setDeadline(deadline)
+		if !pc.alive() {
 			_ = pc.c.Close()
 			continue
 		}
@@ -272,22 +307,39 @@ func (t *Client) Close() {
 // writes return at once.
 var aLongTimeAgo = time.Unix(1, 0)
 
+// LateCancel is how long an exchange runs before its request's
+// cancellation is armed (context.AfterFunc, its allocations and locks):
+// most answers come sooner, and then none is. Until then a cancellation
+// is seen when the connection's deadline, LateCancel after the start,
+// passes: it ends the exchange at most LateCancel late (an HTTP/1 client
+// that went away is not seen sooner than that by the server either).
+var LateCancel = 100 * time.Millisecond
+
 // roundTrip writes req and reads the response head on pc. The body is
 // streamed by the returned response; pc is pooled or closed when it ends.
 // again reports a failure before any byte of the response arrived after
 // which req may be sent once more on another connection: nothing was
 // written, or req is replayable.
-func (pc *h1Conn) roundTrip(req *http.Request, deadline time.Time) (resp *http.Response, again bool, err error) {
+//
+// The connection's deadline is dl: the attempt's own deadline, or when
+// that is later than LateCancel from the start (late), one LateCancel from
+// the start, at which the exchange's cancellation is armed (arm) if it is
+// still waiting; an answer whose body needs the connection arms it too.
+func (pc *h1Conn) roundTrip(req *http.Request, extra []Field, deadline, dl time.Time, late bool) (resp *http.Response, again bool, err error) {
 	ctx := req.Context()
-	if !deadline.IsZero() {
-		_ = pc.c.SetDeadline(deadline)
+	pc.setDeadline(dl) // a pooled connection has it already (get)
+	if pc.onCancel == nil {
+		pc.onCancel = pc.cancel
 	}
-	stop := context.AfterFunc(ctx, func() {
-		pc.canceled.Store(true)
-		_ = pc.c.SetDeadline(aLongTimeAgo)
-	})
+	pc.stop = nil
+	if late {
+		pc.lateCtx, pc.lateDL, pc.c.late = ctx, deadline, pc
+	}
+	defer func() { pc.lateCtx, pc.c.late = nil, nil }()
 	fail := func(again bool, err error) (*http.Response, bool, error) {
-		stop()
+		if pc.stop != nil {
+			pc.stop()
+		}
 		_ = pc.c.Close()
 		switch {
 		case ctx.Err() != nil:
@@ -298,7 +350,7 @@ func (pc *h1Conn) roundTrip(req *http.Request, deadline time.Time) (resp *http.R
 		return nil, again, err
 	}
 	written := pc.c.written.Load()
-	err = writeRequest(pc.bw, req)
+	err = writeRequestWith(pc.bw, req, extra)
 	if err == nil {
 		err = pc.bw.Flush()
 	}
@@ -317,8 +369,11 @@ func (pc *h1Conn) roundTrip(req *http.Request, deadline time.Time) (resp *http.R
 		if _, err := pc.br.Peek(1); err != nil {
 			return fail(replayable(req), err)
 		}
-		resp, err := http.ReadResponse(pc.br, req)
-		if err != nil {
+		var resp *http.Response
+		own := fastResponse(pc.br, req) // readresp.go; nil: not the common kind
+		if own != nil {
+			resp = &own.resp
+		} else if resp, err = http.ReadResponse(pc.br, req); err != nil {
 			return fail(false, err)
 		}
 		if resp.StatusCode >= 100 && resp.StatusCode < 200 && resp.StatusCode != http.StatusSwitchingProtocols {
@@ -328,22 +383,69 @@ func (pc *h1Conn) roundTrip(req *http.Request, deadline time.Time) (resp *http.R
 		if resp.StatusCode == http.StatusSwitchingProtocols {
 			resp.Close = true // not ours to relay: the connection is not reused
 		}
-		if !deadline.IsZero() {
+		pc.c.late = nil
+		if resp.Body != http.NoBody && (own == nil || int64(pc.br.Buffered()) < own.resp.ContentLength) {
 			// the head is in: the body has no deadline, unless a
-			// cancellation set one meanwhile (it stores canceled first)
-			_ = pc.c.SetDeadline(time.Time{})
+			// cancellation set one meanwhile (it stores canceled first),
+			// and the body's reads end when the request is cancelled. A
+			// body already in the buffer whole is read without the
+			// connection: the deadline stays until the next exchange
+			// replaces it (get, setDeadline), and no cancellation is armed.
+			pc.setDeadline(time.Time{})
+			if pc.stop == nil {
+				pc.stop = context.AfterFunc(ctx, pc.onCancel)
+			}
 			if pc.canceled.Load() {
 				_ = pc.c.SetDeadline(aLongTimeAgo)
 			}
 		}
 		keep := !resp.Close && !req.Close
 		if resp.Body == http.NoBody {
-			pc.done(stop, keep)
+			pc.done(pc.stop, keep)
 			return resp, false, nil
 		}
-		resp.Body = &h1Body{rc: resp.Body, pc: pc, stop: stop, keep: keep}
+		b := &h1Body{}
+		if own != nil {
+			b = &own.h1 // allocated with the response
+		}
+		b.rc, b.pc, b.stop, b.keep = resp.Body, pc, pc.stop, keep
+		resp.Body = b
 		return resp, false, nil
 	}
+}
+
+// setDeadline sets the connection's deadline to t unless it is set to t.
+func (pc *h1Conn) setDeadline(t time.Time) {
+	if !t.Equal(pc.dl) {
+		_ = pc.c.SetDeadline(t)
+		pc.dl = t
+	}
+}
+
+// arm is called when a read or a write of an exchange whose cancellation
+// is not armed yet failed with err. A timeout of the early deadline (see
+// roundTrip) while the request is live arms it (context.AfterFunc) and
+// puts the attempt's own deadline on the connection: the caller then
+// retries the read or write. A cancelled request, a passed deadline or any
+// other error end the exchange (false).
+func (pc *h1Conn) arm(err error) bool {
+	pc.c.late = nil
+	if !errors.Is(err, os.ErrDeadlineExceeded) || pc.lateCtx.Err() != nil ||
+		!pc.lateDL.IsZero() && !time.Now().Before(pc.lateDL) {
+		return false
+	}
+	// the deadline first: a cancellation that comes at once (AfterFunc
+	// runs its callback then) must not be overwritten by it
+	pc.setDeadline(pc.lateDL)
+	pc.stop = context.AfterFunc(pc.lateCtx, pc.onCancel)
+	return true
+}
+
+// cancel ends the exchange in flight when its request's context is done:
+// a deadline in the past ends a blocked write or read at once.
+func (pc *h1Conn) cancel() {
+	pc.canceled.Store(true)
+	_ = pc.c.SetDeadline(aLongTimeAgo)
 }
 
 // replayable reports whether req may be sent again after its connection
@@ -363,7 +465,7 @@ func replayable(req *http.Request) bool {
 // done ends pc's exchange: back to the pool when keep and no cancellation
 // touched it, closed otherwise.
 func (pc *h1Conn) done(stop func() bool, keep bool) {
-	if !stop() || pc.canceled.Load() {
+	if stop != nil && !stop() || pc.canceled.Load() {
 		keep = false
 	}
 	if !keep {

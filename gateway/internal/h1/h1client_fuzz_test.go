@@ -51,7 +51,7 @@ func FuzzH1Response(f *testing.F) {
 			method = http.MethodHead
 		}
 		req, _ := http.NewRequest(method, "http://x/", nil)
-		resp, _, err := pc.roundTrip(req, time.Time{})
+		resp, _, err := pc.roundTrip(req, nil, time.Time{}, time.Time{}, false)
 		if err != nil {
 			if len(p.idle) != 0 {
 				t.Fatal("connection pooled after a failed exchange")

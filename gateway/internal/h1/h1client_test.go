@@ -367,7 +367,7 @@ func TestH1ClientDeadline(t *testing.T) {
 	}()
 	c := testH1Client(t)
 	req, _ := http.NewRequest("GET", "http://"+silent.Addr().String()+"/", nil)
-	if _, err := c.RoundTripUntil(req, time.Now().Add(50*time.Millisecond)); !errors.Is(err, ErrTryTimeout) {
+	if _, err := c.RoundTripUntil(req, nil, time.Now().Add(50*time.Millisecond)); !errors.Is(err, ErrTryTimeout) {
 		t.Fatalf("err %v, want errTryTimeout", err)
 	}
 	(<-held).Close()
@@ -377,7 +377,7 @@ func TestH1ClientDeadline(t *testing.T) {
 	be := newRawBackend(t, func(*http.Request) (string, bool) { return "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", false })
 	for range 2 {
 		req, _ := http.NewRequest("GET", "http://"+be.addr()+"/", nil)
-		resp, err := c.RoundTripUntil(req, time.Now().Add(5*time.Second))
+		resp, err := c.RoundTripUntil(req, nil, time.Now().Add(5*time.Second))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -427,5 +427,177 @@ func TestH1ClientStrayBytesNotRelayed(t *testing.T) {
 	}
 	if _, body := rt(t, c, "GET", "http://"+be.addr()+"/second", nil); body != "real" {
 		t.Fatalf("second answer %q: stray bytes of the first connection were relayed", body)
+	}
+}
+
+// An exchange whose answer came whole with its head leaves its deadline on
+// the pooled connection: the deadline passing while it idles does not
+// fail the next exchange on it, and a connection the backend closed
+// meanwhile is still found dead by the peek (the next deadline is set
+// before it), so a POST is never sent on it.
+func TestH1ClientExpiredDeadlinePooled(t *testing.T) {
+	var n atomic.Int32
+	be := newRawBackend(t, func(*http.Request) (string, bool) {
+		return "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", n.Add(1) == 3 // the third answer closes
+	})
+	c := testH1Client(t)
+	send := func(method string, d time.Duration) {
+		t.Helper()
+		var body io.Reader
+		if method == "POST" {
+			body = strings.NewReader("data")
+		}
+		req, _ := http.NewRequest(method, "http://"+be.addr()+"/", body)
+		resp, err := c.RoundTripUntil(req, nil, time.Now().Add(d))
+		if err != nil {
+			t.Fatalf("%s: %v", method, err)
+		}
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil || string(b) != "ok" {
+			t.Fatalf("%s: body %q, %v", method, b, err)
+		}
+	}
+	send("GET", 30*time.Millisecond)
+	if idle := c.pool(be.addr()).idle; len(idle) != 1 || idle[0].dl.IsZero() {
+		t.Fatal("the connection was not pooled with its deadline left set")
+	}
+	time.Sleep(60 * time.Millisecond) // the deadline passes while it idles
+	send("GET", 5*time.Second)
+	if got := be.accepted.Load(); got != 1 {
+		t.Fatalf("%d connections, want 1: the idle one was not reused", got)
+	}
+	send("GET", 30*time.Millisecond) // the third: the backend closes after it
+	<-be.closed
+	time.Sleep(60 * time.Millisecond)
+	send("POST", 5*time.Second)
+	if got := be.accepted.Load(); got != 2 {
+		t.Fatalf("%d connections, want 2", got)
+	}
+}
+
+// The request's cancellation is armed late (LateCancel): an answer that
+// comes sooner arms none; a slow head arms it at LateCancel and is not
+// failed by the early deadline; a cancellation before it ends the
+// exchange by LateCancel, one after at once; a body that needs the
+// connection arms it, so a cancellation ends a body read at once; the
+// attempt's own deadline still ends it with ErrTryTimeout.
+func TestH1ClientLateCancel(t *testing.T) {
+	defer func(d time.Duration) { LateCancel = d }(LateCancel)
+	LateCancel = 200 * time.Millisecond // the bounds below leave it half of it as margin
+	var delay atomic.Int64              // before the head, ns
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	quit := make(chan struct{})
+	var wg sync.WaitGroup
+	defer func() { close(quit); ln.Close(); wg.Wait() }()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer c.Close()
+				wg.Add(1)
+				go func() { defer wg.Done(); <-quit; c.Close() }()
+				br := bufio.NewReader(c)
+				for {
+					r, err := http.ReadRequest(br)
+					if err != nil {
+						return
+					}
+					select {
+					case <-time.After(time.Duration(delay.Load())):
+					case <-quit:
+						return
+					}
+					if r.URL.Path == "/stream" { // a head, then a body that never ends
+						_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nfirst")
+						_, _ = io.Copy(io.Discard, br)
+						return
+					}
+					_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+				}
+			}()
+		}
+	}()
+	addr := ln.Addr().String()
+	c := testH1Client(t)
+	get := func(ctx context.Context, path string, deadline time.Time) (*http.Response, error) {
+		req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+addr+path, nil)
+		return c.RoundTripUntil(req, nil, deadline)
+	}
+	whole := func(resp *http.Response, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil || string(b) != "ok" {
+			t.Fatalf("body %q, %v", b, err)
+		}
+	}
+	// a prompt answer: nothing armed, the connection pooled (three tries:
+	// a busy machine may take LateCancel for one)
+	for i := 0; ; i++ {
+		whole(get(context.Background(), "/", time.Now().Add(5*time.Second)))
+		idle := c.pool(addr).idle
+		if len(idle) != 1 {
+			t.Fatal("the connection of a prompt answer was not pooled")
+		}
+		if idle[0].stop == nil {
+			break
+		}
+		if i == 2 {
+			t.Fatal("prompt answers armed a cancellation")
+		}
+	}
+	// a slow head: armed at LateCancel, the answer still read, pooled
+	delay.Store(int64(3 * LateCancel))
+	whole(get(context.Background(), "/", time.Now().Add(5*time.Second)))
+	if idle := c.pool(addr).idle; len(idle) != 1 {
+		t.Fatal("the connection of a slow answer was not pooled")
+	}
+	// a cancellation before LateCancel: seen by LateCancel
+	delay.Store(int64(5 * time.Second))
+	for _, after := range []time.Duration{LateCancel / 5, 2 * LateCancel} {
+		ctx, cancel := context.WithCancel(context.Background())
+		time.AfterFunc(after, cancel)
+		start := time.Now()
+		_, err := get(ctx, "/", time.Now().Add(10*time.Second))
+		took := time.Since(start)
+		if !errors.Is(err, context.Canceled) || took > after+LateCancel+LateCancel/2 {
+			t.Fatalf("cancelled after %v: %v after %v", after, err, took)
+		}
+		if after > LateCancel && took > after+LateCancel/2 {
+			t.Fatalf("cancelled after arming (%v): ended after %v", after, took)
+		}
+	}
+	// the attempt's own deadline
+	start := time.Now()
+	if _, err := get(context.Background(), "/", time.Now().Add(3*LateCancel)); !errors.Is(err, ErrTryTimeout) || time.Since(start) < 3*LateCancel {
+		t.Fatalf("deadline: %v after %v", err, time.Since(start))
+	}
+	// a body that needs the connection: a cancellation ends its read
+	delay.Store(0)
+	ctx, cancel := context.WithCancel(context.Background())
+	resp, err := get(ctx, "/stream", time.Now().Add(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.AfterFunc(2*LateCancel, cancel)
+	start = time.Now()
+	_, err = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err == nil || time.Since(start) > 2*LateCancel+LateCancel/2 {
+		t.Fatalf("body read after a cancellation: %v after %v", err, time.Since(start))
 	}
 }

@@ -32,7 +32,22 @@ func invalid(what string) error { return &invalidRequestError{what} }
 // it empty when the client sent none).
 const defaultUserAgent = "Go-http-client/1.1"
 
-// writeRequest writes req to bw as HTTP/1.1, with the framing
+// Field is a header field an outgoing request carries besides its Header
+// (the gateway's relay keeps the fields it sets out of the client's header
+// map: no map of its own per request). Key is canonical and is not a key
+// of the request's Header.
+type Field struct {
+	Key    string
+	Values []string
+}
+
+// writeRequest writes req with the extra fields to bw as HTTP/1.1 (see
+// writeRequestWith).
+func writeRequest(bw *bufio.Writer, req *http.Request) error {
+	return writeRequestWith(bw, req, nil)
+}
+
+// writeRequestWith writes req to bw as HTTP/1.1, with the framing
 // (*http.Request).Write gives it, without its formatting, sorting and
 // per-request allocations: the request line, Host (req.Host, else the
 // URL's; an IPv6 zone removed), User-Agent (Go's when the header has none,
@@ -40,7 +55,8 @@ const defaultUserAgent = "Go-http-client/1.1"
 // Transfer-Encoding: chunked, Trailer (the announced names, sorted; a body
 // that is not chunked has no trailers), the
 // header fields in map order (values trimmed of surrounding spaces and
-// tabs), then the body: exactly ContentLength bytes, or chunked with the
+// tabs) followed by extra's, which count as header fields for every rule
+// here (User-Agent, Connection), then the body: exactly ContentLength bytes, or chunked with the
 // trailers after it. Body rules as net/http's: no body (nil or NoBody) is
 // Content-Length 0 for POST, PUT and PATCH and nothing otherwise; a body
 // with ContentLength 0 is of unknown length and goes chunked (net/http
@@ -60,7 +76,7 @@ const defaultUserAgent = "Go-http-client/1.1"
 // body or with a ContentLength. A refused head is never ended (a head
 // longer than bw's buffer may have been partly flushed): the caller closes
 // the connection.
-func writeRequest(bw *bufio.Writer, req *http.Request) (err error) {
+func writeRequestWith(bw *bufio.Writer, req *http.Request, extra []Field) (err error) {
 	closed := false
 	defer func() {
 		if !closed && req.Body != nil {
@@ -124,7 +140,7 @@ func writeRequest(bw *bufio.Writer, req *http.Request) (err error) {
 		}
 	}
 	ua := defaultUserAgent
-	if v, ok := req.Header["User-Agent"]; ok {
+	if v, ok := field(req.Header, extra, "User-Agent"); ok {
 		ua = ""
 		if len(v) > 0 {
 			ua = v[0]
@@ -148,7 +164,7 @@ func writeRequest(bw *bufio.Writer, req *http.Request) (err error) {
 		bw.WriteString(ua)
 		bw.WriteString("\r\n")
 	}
-	if req.Close && !hasSpacedToken(firstValue(req.Header, "Connection"), "close") {
+	if conn, _ := field(req.Header, extra, "Connection"); req.Close && (len(conn) == 0 || !hasSpacedToken(conn[0], "close")) {
 		bw.WriteString("Connection: close\r\n")
 	}
 	switch {
@@ -167,11 +183,12 @@ func writeRequest(bw *bufio.Writer, req *http.Request) (err error) {
 		bw.WriteString("\r\n")
 	}
 	for k, vv := range req.Header {
-		switch k {
-		case "Host", "User-Agent", "Content-Length", "Transfer-Encoding", "Trailer":
-			continue // written above from the request's fields, or not at all
+		if err := writeHeadField(bw, k, vv); err != nil {
+			return err
 		}
-		if err := writeRequestField(bw, k, vv); err != nil {
+	}
+	for _, f := range extra {
+		if err := writeHeadField(bw, f.Key, f.Values); err != nil {
 			return err
 		}
 	}
@@ -236,6 +253,30 @@ func writeTarget(bw *bufio.Writer, req *http.Request, method, host string) error
 	return nil
 }
 
+// writeHeadField writes a field of the head unless the head's framing
+// lines stand for it.
+func writeHeadField(bw *bufio.Writer, k string, vv []string) error {
+	switch k {
+	case "Host", "User-Agent", "Content-Length", "Transfer-Encoding", "Trailer":
+		return nil // written from the request's fields, or not at all
+	}
+	return writeRequestField(bw, k, vv)
+}
+
+// field returns the values of the field k of h, or of extra when h has
+// none.
+func field(h http.Header, extra []Field, k string) ([]string, bool) {
+	if v, ok := h[k]; ok {
+		return v, true
+	}
+	for _, f := range extra {
+		if f.Key == k {
+			return f.Values, true
+		}
+	}
+	return nil, false
+}
+
 // writeRequestField writes the lines of one header field, refusing a name that is
 // not a token and a value with a control byte other than a tab.
 func writeRequestField(bw *bufio.Writer, k string, vv []string) error {
@@ -246,9 +287,17 @@ func writeRequestField(bw *bufio.Writer, k string, vv []string) error {
 		if !validValue(v) {
 			return invalid("value of header " + k)
 		}
+		v = trimWS(v)
+		if len(k)+len(v)+4 <= bw.Available() {
+			// one copy into the buffer's free space, not four writes
+			b := bw.AvailableBuffer()
+			b = append(append(append(append(b, k...), ": "...), v...), "\r\n"...)
+			bw.Write(b)
+			continue
+		}
 		bw.WriteString(k)
 		bw.WriteString(": ")
-		bw.WriteString(trimWS(v))
+		bw.WriteString(v)
 		bw.WriteString("\r\n")
 	}
 	return nil
@@ -355,13 +404,6 @@ func writeChunked(bw *bufio.Writer, req *http.Request) error {
 	return err
 }
 
-func firstValue(h http.Header, k string) string {
-	if v := h[k]; len(v) > 0 {
-		return v[0]
-	}
-	return ""
-}
-
 // hasSpacedToken is net/http's hasToken, which its request writer uses:
 // whether the comma- or space-separated v holds token (lower case), ASCII
 // case-insensitively (hasToken, the server's, splits at commas only).
@@ -412,7 +454,25 @@ func removeZone(host string) string {
 // a tab (httpguts.ValidHeaderFieldValue): no CR, LF or NUL to end the
 // field early.
 func validValue(s string) bool {
-	for i := 0; i < len(s); i++ {
+	// eight bytes at a time: a word with no byte below 0x20 and none equal
+	// to 0x7f is valid as it is; one that has (a tab, or a control byte) is
+	// looked at byte by byte
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	i := 0
+	for ; i+8 <= len(s); i += 8 {
+		x := uint64(s[i]) | uint64(s[i+1])<<8 | uint64(s[i+2])<<16 | uint64(s[i+3])<<24 |
+			uint64(s[i+4])<<32 | uint64(s[i+5])<<40 | uint64(s[i+6])<<48 | uint64(s[i+7])<<56
+		del := x ^ 0x7f*ones
+		if (x-0x20*ones)&^x&highs == 0 && (del-ones)&^del&highs == 0 {
+			continue
+		}
+		for j := i; j < i+8; j++ {
+			if !validHeaderValueByte(s[j]) {
+				return false
+			}
+		}
+	}
+	for ; i < len(s); i++ {
 		if !validHeaderValueByte(s[i]) {
 			return false
 		}

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"reflect"
@@ -86,9 +87,46 @@ func FuzzWriteRequest(f *testing.F) {
 			return
 		}
 		theirs, _ := fuzzRequest(method, target, host, header, trailer, body, bodyMode, close)
+		checkWrite(t, mine, nil, theirs, method, header, body, bodyMode)
+	})
+}
+
+// FuzzWriteRequestExtra is FuzzWriteRequest with some of the fields given
+// as extra fields (writeRequestWith; extra holds them as header does,
+// their names canonical and not in header): the request is written as if
+// they were in its header.
+func FuzzWriteRequestExtra(f *testing.F) {
+	f.Add("GET", "/a", "example.com", "Accept\x1f*/*", "X-Forwarded-For\x1f192.0.2.1\x1eVia\x1f1.1 a\x1eVia\x1f1.1 veer\x1eUser-Agent\x1f", []byte(nil), uint8(0), false)
+	f.Add("POST", "/a", "h", "User-Agent\x1fcurl", "Connection\x1fclose\x1eX-Bad\x1fa\nb", []byte("xy"), uint8(2), true)
+	f.Add("GET", "/a", "h", "", "Connection\x1fkeep-alive", []byte(nil), uint8(0), true)
+	f.Fuzz(func(t *testing.T, method, target, host, header, extra string, body []byte, bodyMode uint8, close bool) {
+		mine, ok := fuzzRequest(method, target, host, header, "", body, bodyMode, close)
+		if !ok {
+			return
+		}
+		theirs, _ := fuzzRequest(method, target, host, header, "", body, bodyMode, close)
+		var ef []Field
+		for k, vv := range fields(extra) {
+			k = http.CanonicalHeaderKey(k)
+			if slices.ContainsFunc(slices.Collect(maps.Keys(mine.Header)), func(hk string) bool { return http.CanonicalHeaderKey(hk) == k }) ||
+				slices.ContainsFunc(ef, func(f Field) bool { return f.Key == k }) {
+				continue
+			}
+			ef = append(ef, Field{k, vv})
+			theirs.Header[k] = vv
+		}
+		checkWrite(t, mine, ef, theirs, method, header+"\x1e"+extra, body, bodyMode)
+	})
+}
+
+// checkWrite is the check of FuzzWriteRequest: mine with extra written by
+// writeRequestWith against theirs written by net/http.
+func checkWrite(t *testing.T, mine *http.Request, extra []Field, theirs *http.Request, method, header string, body []byte, bodyMode uint8) {
+	t.Helper()
+	{
 		var mb, tb bytes.Buffer
 		bw := bufio.NewWriter(&mb)
-		merr := writeRequest(bw, mine)
+		merr := writeRequestWith(bw, mine, extra)
 		if merr == nil {
 			merr = bw.Flush()
 		}
@@ -144,7 +182,7 @@ func FuzzWriteRequest(f *testing.F) {
 		case !probed && !reflect.DeepEqual(mp.Trailer, tp.Trailer):
 			t.Fatalf("trailers differ: %v / %v\nours   %q\ntheirs %q", mp.Trailer, tp.Trailer, mb.Bytes(), tb.Bytes())
 		}
-	})
+	}
 }
 
 // sortCollisions sorts the values of the fields whose names the fuzz input

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/url"
@@ -152,5 +153,42 @@ func BenchmarkWriteRequest(b *testing.B) {
 				_ = bw.Flush()
 			}
 		})
+	}
+}
+
+// TestValidValue: the word-at-a-time check agrees with the byte check for
+// every byte value at every position of values up to 20 bytes long.
+func TestValidValue(t *testing.T) {
+	for n := 1; n <= 20; n++ {
+		for pos := 0; pos < n; pos++ {
+			b := []byte(strings.Repeat("a", n))
+			for c := 0; c < 256; c++ {
+				b[pos] = byte(c)
+				want := validHeaderValueByte(byte(c))
+				if got := validValue(string(b)); got != want {
+					t.Fatalf("%q: %v, want %v", b, got, want)
+				}
+			}
+		}
+	}
+	rnd := rand.New(rand.NewPCG(1, 2))
+	alphabet := []byte{0, '\t', '\n', '\r', 0x1f, ' ', 'a', '~', 0x7f, 0x80, 0xff}
+	for range 20000 {
+		b := make([]byte, rnd.IntN(40))
+		for i := range b {
+			b[i] = alphabet[rnd.IntN(len(alphabet))]
+		}
+		want := true
+		for _, c := range b {
+			want = want && validHeaderValueByte(c)
+		}
+		if got := validValue(string(b)); got != want {
+			t.Fatalf("%q: %v, want %v", b, got, want)
+		}
+	}
+	for _, s := range []string{"\t\ttab\tstart and end\t", "\x80\xff\xfe high bytes \xc3\xa9", "a b~c!#$%&'*+-.^_`|~ and more"} {
+		if !validValue(s) {
+			t.Errorf("%q refused", s)
+		}
 	}
 }
