@@ -44,12 +44,14 @@ const consoleTable = `{
   "rules": [{"name": "shift", "bucket": {"by": "device", "from": 0, "to": 10}, "site": "b"}]
 }`
 
-// buildVeer builds the veer binary once per test binary run.
+// buildVeer builds the veer binary once per test binary run, in builtDir
+// (TestMain removes it).
 var buildVeer = sync.OnceValues(func() (string, error) {
 	dir, err := os.MkdirTemp("", "veer-bin-")
 	if err != nil {
 		return "", err
 	}
+	builtDir.Store(&dir)
 	bin := filepath.Join(dir, "veer")
 	cmd := exec.Command("go", "build", "-o", bin, "./cmd/veer")
 	cmd.Dir = ".."
@@ -253,7 +255,8 @@ control_store: {endpoints: [%[3]q]}
 		chromedp.ExecPath(chromium), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU,
 		chromedp.NoFirstRun, chromedp.Flag("disable-background-networking", true),
 		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true),
-		chromedp.Flag("disable-quic", true), chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1280, 800))
+		chromedp.Flag("disable-quic", true), chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1280, 800),
+		chromedp.Env("TMPDIR="+t.TempDir())) // its singleton socket's dir, else left in /tmp
 	defer cancelA()
 	bctx, cancelB := chromedp.NewContext(actx)
 	defer cancelB()

@@ -88,7 +88,8 @@ clusters: [{name: b, backends: [{address: %q}]}]
 		chromedp.Flag("enable-quic", true),
 		chromedp.Flag("origin-to-force-quic-on", addr),
 		chromedp.Flag("ignore-certificate-errors-spki-list", spki),
-		chromedp.UserDataDir(t.TempDir()))
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.Env("TMPDIR="+t.TempDir())) // its singleton socket's dir, else left in /tmp
 	defer cancelA()
 	bctx, cancelB := chromedp.NewContext(actx)
 	defer cancelB()
