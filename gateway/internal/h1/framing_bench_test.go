@@ -6,17 +6,8 @@ import (
 	"net"
 	"net/http"
 	"runtime"
-	"syscall"
 	"testing"
-	"time"
 )
-
-// cpuTime is the process's user + system CPU time.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
 
 const benchStream = "GET /api/v1/items?id=42 HTTP/1.1\r\nHost: api.example.com\r\nUser-Agent: bench/1.0\r\nAccept: */*\r\n" +
 	"Accept-Encoding: gzip\r\nX-Request-Id: 0123456789abcdef\r\nTraceparent: 00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01\r\n\r\n" +
