@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -443,7 +444,7 @@ func runFrozenOrKilled(ctx context.Context, c *Chaos, r *Result, kill bool) erro
 		if err != nil {
 			return err
 		}
-		defer heal() //nolint:errcheck // also on an early return (a second heal finds nothing to undo)
+		defer heal() //nolint:errcheck // also on an early return (heal runs once: a second call returns the first result)
 		undo, ended = heal, healed
 	}
 	on, after, err := c.detectBackup(ctx, r, fmt.Sprintf("all %d of site a's devices", n), "the fault", before.RequestTimeout)
@@ -504,7 +505,7 @@ func (c *Chaos) blackhole(ctx context.Context, r *Result, pid int, addrs []strin
 		if err == nil {
 			r.Mechanism = fmt.Sprintf("nftables: every TCP and UDP packet to and from site a's gateway (%s) dropped on the output hook: SYNs unanswered, data on open connections lost", strings.Join(addrs, ","))
 			fmt.Fprintf(c.out, "chaos: primary-blackhole: nftables drops %s\n", strings.Join(addrs, ","))
-			return onceErr(undo), "nftables table deleted", nil
+			return sync.OnceValue(undo), "nftables table deleted", nil
 		}
 		if c.cfg.Blackhole == BlackholeNFT {
 			return nil, "", err
@@ -516,19 +517,7 @@ func (c *Chaos) blackhole(ctx context.Context, r *Result, pid int, addrs []strin
 	if err := signal(pid, syscall.SIGSTOP); err != nil {
 		return nil, "", err
 	}
-	return onceErr(func() error { return signal(pid, syscall.SIGCONT) }), "SIGCONT", nil
-}
-
-// onceErr runs f on the first call only.
-func onceErr(f func() error) func() error {
-	done := false
-	return func() error {
-		if done {
-			return nil
-		}
-		done = true
-		return f()
-	}
+	return sync.OnceValue(func() error { return signal(pid, syscall.SIGCONT) }), "SIGCONT", nil
 }
 
 func runBlackhole(ctx context.Context, c *Chaos, r *Result) error {
