@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -198,16 +199,29 @@ func sumCounter(t *testing.T, g prometheus.Gatherer, name string) float64 {
 
 // TestDrainUnderLoad drains a backend, then a whole cluster, while 8
 // clients send requests that take a few milliseconds each: no request may
-// fail, the drained ones must stop receiving new requests, and the ones in
-// flight at the drain finish.
+// fail, the drained ones must receive no request sent after the drain, and
+// the ones in flight at the drain finish.
+//
+// Each request carries the phase it was sent in (phaseHeader: 0 before
+// any drain, 1 after a1's, 2 after cluster b's), read after the Drain that
+// began the phase returned, and the backends count their answers by it: a
+// request sent before a drain may reach the drained backend afterwards
+// (it was picked before), one sent after it may not, however long either
+// takes on a busy machine.
 func TestDrainUnderLoad(t *testing.T) {
+	const phaseHeader = "X-Test-Phase"
 	var mu sync.Mutex
-	hits := map[string]int{}
+	hits := [3]map[string]int{{}, {}, {}} // by phase, by backend
 	slow := func(name string) http.HandlerFunc {
 		return func(w http.ResponseWriter, r *http.Request) {
 			time.Sleep(3 * time.Millisecond) // the request's service time
+			p, err := strconv.Atoi(r.Header.Get(phaseHeader))
+			if err != nil || p < 0 || p >= len(hits) {
+				http.Error(w, "no phase", http.StatusBadRequest)
+				return
+			}
 			mu.Lock()
-			hits[name]++
+			hits[p][name]++
 			mu.Unlock()
 			_, _ = io.WriteString(w, name)
 		}
@@ -221,6 +235,7 @@ clusters:
   - {name: b, backends: [{address: B1}]}
 `, "A1", a1, "A2", a2, "B1", b1))
 	var reqs, fails atomic.Int64
+	var phase atomic.Int64
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	for range 8 {
@@ -235,7 +250,9 @@ clusters:
 				default:
 				}
 				reqs.Add(1)
-				resp, err := c.Get(base + "/")
+				req, _ := http.NewRequest(http.MethodGet, base+"/", nil)
+				req.Header.Set(phaseHeader, strconv.FormatInt(phase.Load(), 10))
+				resp, err := c.Do(req)
 				if err != nil {
 					fails.Add(1)
 					continue
@@ -248,46 +265,57 @@ clusters:
 			}
 		}()
 	}
-	snapshot := func() map[string]int {
+	// phaseHits returns the answers to the requests sent in phase p.
+	phaseHits := func(p int) map[string]int {
 		mu.Lock()
 		defer mu.Unlock()
 		m := map[string]int{}
-		for k, v := range hits {
+		for k, v := range hits[p] {
 			m[k] = v
 		}
 		return m
 	}
-	phase := func(d time.Duration) map[string]int {
-		before := snapshot()
-		time.Sleep(d) // load runs during the phase
-		after := snapshot()
-		for k := range after {
-			after[k] -= before[k]
+	// run lets the load run in phase p until at least n requests sent in it
+	// were answered (30 s at most: a load that stalls fails the test).
+	run := func(p, n int) map[string]int {
+		t.Helper()
+		for deadline := time.Now().Add(30 * time.Second); ; {
+			m := phaseHits(p)
+			total := 0
+			for _, v := range m {
+				total += v
+			}
+			if total >= n {
+				return m
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("phase %d: %d requests answered in 30 s, want %d (fails %d)", p, total, n, fails.Load())
+			}
+			time.Sleep(time.Millisecond) // polling the answers
 		}
-		return after
 	}
-	phase(200 * time.Millisecond)
+	run(0, 50)
 	if err := g.Drain("a", a1, true); err != nil {
 		t.Fatal(err)
 	}
-	settle := phase(50 * time.Millisecond) // requests in flight at the drain finish here
-	_ = settle
-	p1 := phase(300 * time.Millisecond)
+	phase.Store(1)
+	run(1, 100)
 	if err := g.Drain("b", "", true); err != nil {
 		t.Fatal(err)
 	}
-	phase(50 * time.Millisecond)
-	p2 := phase(300 * time.Millisecond)
+	phase.Store(2)
+	run(2, 100)
 	close(stop)
 	wg.Wait()
-	t.Logf("requests %d, failed %d; backend drained: %v; cluster drained too: %v", reqs.Load(), fails.Load(), p1, p2)
+	p1, p2 := phaseHits(1), phaseHits(2)
+	t.Logf("requests %d, failed %d; sent before the drains: %v; after draining a1: %v; after draining cluster b too: %v", reqs.Load(), fails.Load(), phaseHits(0), p1, p2)
 	if fails.Load() != 0 {
 		t.Errorf("%d of %d requests failed during drains", fails.Load(), reqs.Load())
 	}
 	if p1["a1"] != 0 || p1["a2"] == 0 || p1["b1"] == 0 {
-		t.Errorf("after draining a1: %v, want none on a1", p1)
+		t.Errorf("sent after draining a1: %v, want none on a1", p1)
 	}
 	if p2["a1"] != 0 || p2["b1"] != 0 || p2["a2"] == 0 {
-		t.Errorf("after draining cluster b: %v, want all on a2", p2)
+		t.Errorf("sent after draining cluster b: %v, want all on a2", p2)
 	}
 }
