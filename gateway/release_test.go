@@ -80,8 +80,18 @@ func TestReleaseFollowsRollout(t *testing.T) {
 	counts := st.Watch(ctx, release.CountsPrefix, 1)
 	<-applied // the first (empty) list
 
+	// The gateway counts an answer slow when it took over the plan's
+	// threshold from the request's start in the gateway to its answer's
+	// header: never longer than the client waited (took). An answer the
+	// client had within the threshold is not slow; one the backend held
+	// for 350 ms (X-Slow) is; one the client waited longer for on a busy
+	// machine may be either, and is counted in mayBeSlow.
+	const slowAt = 300 * time.Millisecond
+	var took time.Duration // the last get's, from sending the request to reading the answer
 	get := func(tenant string, hdr ...string) (string, int) {
 		t.Helper()
+		start := time.Now()
+		defer func() { took = time.Since(start) }()
 		req, _ := http.NewRequest("GET", base+"/", nil)
 		if tenant != "" {
 			req.Header.Set(DefaultTenantHeader, tenant)
@@ -115,7 +125,7 @@ func TestReleaseFollowsRollout(t *testing.T) {
 		tenants = append(tenants, fmt.Sprintf("t%d", i))
 	}
 
-	plan := release.Plan{Route: "api", From: "v1", To: "v2", CanaryTenants: []string{"acme"}, SLO: release.SLO{SlowThreshold: 300 * time.Millisecond}}
+	plan := release.Plan{Route: "api", From: "v1", To: "v2", CanaryTenants: []string{"acme"}, SLO: release.SLO{SlowThreshold: slowAt}}
 	ro, err := release.Start(plan, clk.Now(), "test")
 	if err != nil {
 		t.Fatal(err)
@@ -131,28 +141,44 @@ func TestReleaseFollowsRollout(t *testing.T) {
 		return false
 	}
 	put(ro)
+	var drainMayBeSlow int64
 	for _, tn := range tenants[:20] {
 		if got, _ := get(tn); got != "v1" {
 			t.Fatalf("draining: tenant %q on %q", tn, got)
+		}
+		if took > slowAt {
+			drainMayBeSlow++
 		}
 	}
 	if rs := g.Releases(); len(rs) != 1 || !rs[0].Draining || rs[0].Step != -1 || !v2Drained() {
 		t.Fatalf("draining: Releases() = %+v, v2 drained %v", rs, v2Drained())
 	}
+	// the publisher's ticker, made on its own goroutine, is on the clock
+	// before the clock moves (else the tick is missed and no counts come)
+	for deadline := time.Now().Add(10 * time.Second); clk.Pending() == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("no counts ticker on the clock after 10 s")
+		}
+	}
 	clk.Advance(DefaultCountsInterval)
+	drainSlow := int64(-1)
 	for ev := range counts {
 		var sc release.StepCounts
 		if err := json.Unmarshal(ev.Doc.Value, &sc); err != nil {
 			t.Fatal(err)
 		}
 		if sc.ID == ro.ID && sc.Draining && sc.Step == -1 && sc.InFlightB == 0 && sc.A.Requests == 20 {
+			drainSlow = sc.A.Slow
 			break
 		}
+	}
+	if drainSlow < 0 || drainSlow > drainMayBeSlow {
+		t.Fatalf("draining: %d slow answers, want 0 to %d (those the client waited over %v for)", drainSlow, drainMayBeSlow, slowAt)
 	}
 	if st := testutil.ToFloat64(g.m.relStep.WithLabelValues("api")); st != -1 || testutil.ToFloat64(g.m.relStatus.WithLabelValues("api", "draining")) != 1 {
 		t.Fatalf("draining: step_state %v, status_state{draining} %v", st, testutil.ToFloat64(g.m.relStatus.WithLabelValues("api", "draining")))
 	}
-	total := [2]release.Counts{{Requests: 20}} // the drain's 20 on A
+	total := [2]release.Counts{{Requests: 20, Slow: drainSlow}} // the drain's 20 on A
 	ro = ro.EndDrain(clk.Now(), "idle")
 	for step := range plan.Steps() {
 		ro.Step = step
@@ -161,6 +187,7 @@ func TestReleaseFollowsRollout(t *testing.T) {
 			t.Fatalf("step %d: v2 still drained", step)
 		}
 		var want [2]release.Counts
+		var mayBeSlow [2]int64
 		for _, tn := range tenants {
 			v := ro.Assign(tn)
 			name := map[release.Version]string{release.A: "v1", release.B: "v2"}[v]
@@ -169,6 +196,9 @@ func TestReleaseFollowsRollout(t *testing.T) {
 					t.Fatalf("step %d tenant %q: %d %q, want %q", step, tn, code, got, name)
 				}
 				want[v].Requests++
+				if took > slowAt {
+					mayBeSlow[v]++
+				}
 			}
 		}
 		// errors, slow answers and uncounted 404s on each version
@@ -176,6 +206,9 @@ func TestReleaseFollowsRollout(t *testing.T) {
 			v := ro.Assign(tn)
 			_, code := get(tn, "X-Fail", "1")
 			want[v].Requests++
+			if took > slowAt {
+				mayBeSlow[v]++
+			}
 			if (code == 500) != (v == release.B) {
 				t.Fatalf("step %d tenant %q on %v: X-Fail answered %d", step, tn, v, code)
 			}
@@ -190,6 +223,21 @@ func TestReleaseFollowsRollout(t *testing.T) {
 			get("t7", "X-Slow", "1")
 			want[ro.Assign("t7")].Requests++
 			want[ro.Assign("t7")].Slow++
+		}
+		// the slow answers: those wanted, and of the others at most those
+		// the client waited over the threshold for; the counts compared
+		// below have that number
+		if rs := g.Releases(); len(rs) == 1 {
+			for _, v := range []release.Version{release.A, release.B} {
+				got := map[release.Version]int64{release.A: rs[0].A.Slow, release.B: rs[0].B.Slow}[v]
+				if got < want[v].Slow || got > want[v].Slow+mayBeSlow[v] {
+					t.Fatalf("step %d: %d slow answers on %v, want %d (X-Slow) to %d (with those the client waited over %v for)", step, got, v, want[v].Slow, want[v].Slow+mayBeSlow[v], slowAt)
+				}
+				if mayBeSlow[v] > 0 {
+					t.Logf("step %d: the client waited over %v for %d answers on %v; the gateway counted %d slow, %d wanted", step, slowAt, mayBeSlow[v], v, got, want[v].Slow)
+				}
+				want[v].Slow = got
+			}
 		}
 
 		// the metrics: cumulative over the steps, by version; the step applied
