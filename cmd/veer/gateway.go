@@ -18,6 +18,7 @@ import (
 	"github.com/veerhq/veer/gateway/gatewayh3"
 	"github.com/veerhq/veer/gateway/gatewayotel"
 	"github.com/veerhq/veer/gateway/gatewayredis"
+	"github.com/veerhq/veer/internal/gcfloor"
 	"github.com/veerhq/veer/obs"
 	"github.com/veerhq/veer/store/storeetcd"
 )
@@ -29,6 +30,7 @@ func newGatewayCmd() *cobra.Command {
 		path      string
 		check     string
 		logFormat string
+		heapFloor int
 	)
 	cmd := &cobra.Command{
 		Use:   "gateway",
@@ -72,12 +74,22 @@ invalid document is logged and counted and the last good config stays.`,
 			if err != nil {
 				return err
 			}
+			if heapFloor < 0 {
+				return fmt.Errorf("--gc-heap-floor-mib %d: must be 0 (off) or more", heapFloor)
+			}
+			stopFloor, off := gcfloor.Start(uint64(heapFloor) << 20)
+			defer stopFloor()
+			if off != "" {
+				log.Info("GC heap floor off", "why", off)
+			}
 			return runGateway(cmd.Context(), path, cfg, log)
 		},
 	}
 	cmd.Flags().StringVar(&path, "config", "", "gateway config file (YAML)")
 	cmd.Flags().StringVar(&check, "check", "", "validate this config file and exit (status 1 and file:line: field: why when invalid)")
 	cmd.Flags().StringVar(&logFormat, "log-format", "json", "log format: json or text")
+	cmd.Flags().IntVar(&heapFloor, "gc-heap-floor-mib", gcfloor.DefaultFloor>>20,
+		"let the heap grow to this many MiB before the garbage collector runs while the live heap is small (0: GOGC's 100 always; GOGC or GOMEMLIMIT in the environment turn it off)")
 	cmd.AddCommand(newSLORulesCmd(), newDashboardCmd())
 	return cmd
 }

@@ -188,6 +188,7 @@ func (l *Listener) park(c *framedConn) {
 			l.untrack(c.raw)
 			return
 		}
+		c.rawCleared()
 		l.handOff(c.raw, c.outer)
 	}()
 }

@@ -39,8 +39,14 @@ type framedConn struct {
 	outer   net.Conn     // what net/http is handed: this, or a framedTLSConn
 	idle    atomic.Bool  // net/http waits for the next request (ConnState idle)
 	parking atomic.Bool  // Read told net/http the connection ended: Close parks it
-	rd      atomic.Int64 // the read deadline net/http set, unix ns (0: none)
+	rd      atomic.Int64 // the read deadline the server set, unix ns (0: none)
 	armed   bool         // the partial head held has the read-header deadline
+
+	// the read deadline on the connection itself, unix ns (0: none): the
+	// server records some deadlines without setting them (deferReadDeadline)
+	// and the next read puts rd on the connection (syncRD)
+	dlMu    sync.Mutex
+	applied int64
 }
 
 // framedTLSConn is a framedConn over TLS: net/http sets Request.TLS from
@@ -94,7 +100,7 @@ func (c *framedConn) Read(p []byte) (int, error) {
 			}
 		case c.lo == c.hi:
 			if c.f.open() {
-				return c.Conn.Read(p)
+				return c.connRead(p)
 			}
 			var n int
 			var err error
@@ -102,7 +108,7 @@ func (c *framedConn) Read(p []byte) (int, error) {
 			if len(p) > 1 && c.idle.Swap(false) && c.home != nil && c.home.parkAfter > 0 && c.f.st == fHead {
 				n, err, park = c.graceRead(p)
 			} else {
-				n, err = c.Conn.Read(p)
+				n, err = c.connRead(p)
 			}
 			if park {
 				c.parking.Store(true)
@@ -132,7 +138,13 @@ func (c *framedConn) Read(p []byte) (int, error) {
 			if c.hi == len(c.buf) {
 				c.buf = append(c.buf, make([]byte, len(c.buf))...)
 			}
-			n, err := c.Conn.Read(c.buf[c.hi:])
+			var n int
+			var err error
+			if c.armed {
+				n, err = c.Conn.Read(c.buf[c.hi:]) // under the read-header deadline
+			} else {
+				n, err = c.connRead(c.buf[c.hi:])
+			}
 			c.hi += n
 			if n > 0 {
 				c.scanHeld()
@@ -168,7 +180,7 @@ func (c *framedConn) await() error {
 		}
 		c.buf = append(c.buf, make([]byte, len(c.buf))...)
 	}
-	n, err := c.Conn.Read(c.buf[c.hi:])
+	n, err := c.connRead(c.buf[c.hi:])
 	c.hi += n
 	if err != nil && !c.timeout(err) {
 		c.release() // the client is gone: nothing it sent is served
@@ -204,9 +216,10 @@ func (c *framedConn) settle(hijacked bool) {
 func (c *framedConn) armHeaderTimeout() {
 	c.armed = true
 	dl := time.Now().Add(c.home.HeaderTimeout)
-	if rd := c.readDeadline(); rd.IsZero() || dl.Before(rd) {
-		_ = c.Conn.SetReadDeadline(dl)
+	if rd := c.readDeadline(); !rd.IsZero() && !dl.Before(rd) {
+		dl = rd
 	}
+	c.putRD(dl)
 }
 
 // graceRead is the read while net/http waits for the next request on a
@@ -214,47 +227,107 @@ func (c *framedConn) armHeaderTimeout() {
 // nothing came (the caller then ends the stream for net/http, and Close
 // parks the connection). A timeout leaves the connection intact (also
 // under TLS).
+//
+// The recorded deadline is not put back after the read: the next read
+// does that (syncRD), and the next request's deadlines usually replace
+// it before then.
 func (c *framedConn) graceRead(p []byte) (n int, err error, park bool) {
 	dl := c.readDeadline()
 	grace := time.Now().Add(c.home.parkAfter)
 	if !dl.IsZero() && dl.Before(grace) {
-		n, err = c.Conn.Read(p)
+		n, err = c.connRead(p)
 		return n, err, false
 	}
-	_ = c.Conn.SetReadDeadline(grace)
+	c.putRD(grace)
 	n, err = c.Conn.Read(p)
-	_ = c.Conn.SetReadDeadline(dl)
 	if n == 0 && err != nil && c.timeout(err) {
 		return 0, nil, true
 	}
 	return n, err, false
 }
 
-// SetReadDeadline records the deadline net/http sets (the idle timeout
-// carries over to a parked connection).
+// SetReadDeadline records the deadline the server sets (the idle timeout
+// carries over to a parked connection) and puts it on the connection.
 func (c *framedConn) SetReadDeadline(t time.Time) error {
+	c.dlMu.Lock()
+	defer c.dlMu.Unlock()
 	c.setRD(t)
+	c.applied = c.rd.Load()
 	return c.Conn.SetReadDeadline(t)
 }
 
 func (c *framedConn) SetDeadline(t time.Time) error {
+	c.dlMu.Lock()
+	defer c.dlMu.Unlock()
 	c.setRD(t)
+	c.applied = c.rd.Load()
 	return c.Conn.SetDeadline(t)
 }
 
-func (c *framedConn) setRD(t time.Time) {
-	var ns int64
-	if !t.IsZero() {
-		ns = t.UnixNano()
-	}
-	c.rd.Store(ns)
+// deferReadDeadline records t as the read deadline without putting it on
+// the connection: the next read does (syncRD). The server uses it between
+// requests, when no read is in flight, where it would otherwise set a
+// deadline and replace it again before any read (idle, read-header and
+// whole-request deadlines, one after the other): a deadline costs a
+// runtime timer update and its lock.
+func (c *framedConn) deferReadDeadline(t time.Time) {
+	c.dlMu.Lock()
+	c.setRD(t)
+	c.dlMu.Unlock()
 }
 
-func (c *framedConn) readDeadline() time.Time {
-	if ns := c.rd.Load(); ns != 0 {
-		return time.Unix(0, ns)
+// syncRD puts the recorded read deadline on the connection unless it is
+// there.
+func (c *framedConn) syncRD() {
+	c.dlMu.Lock()
+	if rd := c.rd.Load(); rd != c.applied {
+		c.applied = rd
+		_ = c.Conn.SetReadDeadline(nsTime(rd))
 	}
-	return time.Time{}
+	c.dlMu.Unlock()
+}
+
+// putRD puts t on the connection for the next read without recording it
+// as the server's deadline (the grace read's, the partial head's).
+func (c *framedConn) putRD(t time.Time) {
+	c.dlMu.Lock()
+	c.applied = unixNano(t)
+	_ = c.Conn.SetReadDeadline(t)
+	c.dlMu.Unlock()
+}
+
+// connRead reads from the connection with the recorded deadline on it.
+func (c *framedConn) connRead(p []byte) (int, error) {
+	c.syncRD()
+	return c.Conn.Read(p)
+}
+
+// rawCleared notes that the raw connection's read deadline was cleared
+// beneath the framedConn (waitReadable, when a parked connection wakes).
+func (c *framedConn) rawCleared() {
+	c.dlMu.Lock()
+	c.applied = 0
+	c.dlMu.Unlock()
+}
+
+func (c *framedConn) setRD(t time.Time) { c.rd.Store(unixNano(t)) }
+
+func (c *framedConn) readDeadline() time.Time { return nsTime(c.rd.Load()) }
+
+// unixNano is t in unix ns, 0 for the zero time (no deadline); nsTime is
+// its inverse.
+func unixNano(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixNano()
+}
+
+func nsTime(ns int64) time.Time {
+	if ns == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, ns)
 }
 
 // timeout reports a deadline error as net/http tests it (a type

@@ -242,6 +242,10 @@ type conn struct {
 	hijacked bool
 	pre      [preSize]byte // a response's first bytes, held until the header is written
 	watch    watcher
+
+	fc        *framedConn // rwc's framedConn, nil if it has none (deferReadDeadline)
+	wd        time.Time   // the write deadline serve put on rwc (setWriteTimeout)
+	wdTouched atomic.Bool // a handler set a write deadline since
 }
 
 // connReader is what the buffered reader reads: the connection, after the
@@ -300,7 +304,7 @@ func (s *Server) serveConn(rwc net.Conn) {
 		}
 		return
 	}
-	c := &conn{srv: s, rwc: rwc}
+	c := &conn{srv: s, rwc: rwc, fc: asFramed(rwc)}
 	c.cr.c = c
 	c.state.Store(stIdle)
 	if !s.track(c) {
@@ -375,9 +379,10 @@ func (c *conn) serve() {
 		s.HTTP2(h2)
 		return
 	}
+	t0 := time.Now()
 	for {
 		c.state.Store(stActive)
-		w, err := c.readRequest()
+		w, err := c.readRequest(t0)
 		if err != nil {
 			linger = c.replyError(err)
 			return
@@ -413,7 +418,8 @@ func (c *conn) serve() {
 		}
 		c.watchStop()
 		w.finish()
-		_ = c.rwc.SetWriteDeadline(time.Time{})
+		// the write deadline stays: no write is due until the next
+		// request, which sets its own (setWriteTimeout)
 		if !w.reuse() {
 			linger = w.werr == nil && (w.unfinishedBody() || c.br.Buffered() > 0)
 			return
@@ -424,19 +430,61 @@ func (c *conn) serve() {
 			return
 		}
 		if d := s.idleTimeout(); d > 0 {
-			_ = c.rwc.SetReadDeadline(time.Now().Add(d))
+			c.deferReadDeadline(time.Now().Add(d))
 		} else {
-			_ = c.rwc.SetReadDeadline(time.Time{})
+			c.deferReadDeadline(time.Time{})
 		}
 		if _, err := c.br.Peek(4); err != nil {
 			return
 		}
+		t0 = time.Now()
 		if d := s.readHeaderTimeout(); d > 0 {
-			_ = c.rwc.SetReadDeadline(time.Now().Add(d))
+			c.deferReadDeadline(t0.Add(d))
 		} else {
-			_ = c.rwc.SetReadDeadline(time.Time{})
+			c.deferReadDeadline(time.Time{})
 		}
 	}
+}
+
+// deferReadDeadline sets the read deadline between requests, when no
+// read is in flight: on a framedConn it is put on the connection by the
+// next read (framedConn.deferReadDeadline), so that the idle, read-header
+// and whole-request deadlines, which replace one another, cost one
+// runtime timer update per request instead of three.
+func (c *conn) deferReadDeadline(t time.Time) {
+	if c.fc != nil {
+		c.fc.deferReadDeadline(t)
+		return
+	}
+	_ = c.rwc.SetReadDeadline(t)
+}
+
+// writeSlack is how much later than WriteTimeout a response's write
+// deadline may fall: the deadline is set once per WriteTimeout/writeSlack
+// on a busy connection instead of twice per request (set with the
+// request, cleared after the answer).
+const writeSlack = 8
+
+// setWriteTimeout bounds the writing of the response to the request read
+// at now: at least d, at most d + d/writeSlack. The deadline on the
+// connection is kept when it is in that window (and no handler set
+// another meanwhile); otherwise it becomes now + d + d/writeSlack.
+func (c *conn) setWriteTimeout(now time.Time, d time.Duration) {
+	touched := c.wdTouched.Swap(false)
+	if d <= 0 {
+		if touched || !c.wd.IsZero() {
+			c.wd = time.Time{}
+			_ = c.rwc.SetWriteDeadline(c.wd)
+		}
+		return
+	}
+	lo := now.Add(d)
+	hi := lo.Add(d / writeSlack)
+	if !touched && !c.wd.Before(lo) && !c.wd.After(hi) {
+		return
+	}
+	c.wd = hi
+	_ = c.rwc.SetWriteDeadline(hi)
 }
 
 // release returns the buffers to their pools; flush sends what the writer
@@ -632,10 +680,10 @@ func (globalOptions) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// readRequest reads the next request and builds its response.
-func (c *conn) readRequest() (*response, error) {
+// readRequest reads the next request, whose first bytes came at t0, and
+// builds its response.
+func (c *conn) readRequest(t0 time.Time) (*response, error) {
 	s := c.srv
-	t0 := time.Now()
 	if c.lastPOST {
 		// RFC 7230 section 3 tolerance for old buggy clients.
 		peek, _ := c.br.Peek(4)
@@ -717,10 +765,8 @@ func (c *conn) readRequest() (*response, error) {
 	if d := s.ReadTimeout; d > 0 {
 		whole = t0.Add(d)
 	}
-	_ = c.rwc.SetReadDeadline(whole)
-	if d := s.WriteTimeout; d > 0 {
-		_ = c.rwc.SetWriteDeadline(time.Now().Add(d))
-	}
+	c.deferReadDeadline(whole)
+	c.setWriteTimeout(time.Now(), s.WriteTimeout)
 	return w, nil
 }
 

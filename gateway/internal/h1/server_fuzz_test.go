@@ -195,7 +195,7 @@ func ownRead(head string) (*http.Request, bool) {
 	c.cr.c = c
 	c.ctx = context.Background()
 	c.br = bufio.NewReader(&c.cr)
-	w, err := c.readRequest()
+	w, err := c.readRequest(time.Now())
 	if err != nil {
 		return nil, false
 	}

@@ -705,8 +705,11 @@ func (w *response) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 
 // SetReadDeadline, SetWriteDeadline and EnableFullDuplex are what
 // http.ResponseController calls.
-func (w *response) SetReadDeadline(t time.Time) error  { return w.c.rwc.SetReadDeadline(t) }
-func (w *response) SetWriteDeadline(t time.Time) error { return w.c.rwc.SetWriteDeadline(t) }
+func (w *response) SetReadDeadline(t time.Time) error { return w.c.rwc.SetReadDeadline(t) }
+func (w *response) SetWriteDeadline(t time.Time) error {
+	w.c.wdTouched.Store(true)
+	return w.c.rwc.SetWriteDeadline(t)
+}
 
 // EnableFullDuplex lets the handler read the request body while it
 // writes the response: the rest of the body is then not read before the
