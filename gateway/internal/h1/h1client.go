@@ -352,7 +352,8 @@ func (pc *h1Conn) roundTrip(req *http.Request, extra []Field, deadline, dl time.
 	written := pc.c.written.Load()
 	err = writeRequestWith(pc.bw, req, extra)
 	if err == nil {
-		err = pc.bw.Flush()
+		// flush may also wait for the answer (h1alive_unix.go)
+		err = pc.flush(late, pc.c.written.Load() == written)
 	}
 	if err != nil {
 		if errors.Is(err, ErrInvalidRequest) {
