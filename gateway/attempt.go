@@ -148,7 +148,7 @@ func send(c *cluster, out *http.Request, extra []h1.Field, idempotent, upgrade b
 		}
 		a.resp, a.err = c.transport.RoundTrip(out)
 	case own != nil:
-		a.resp, a.err = own.RoundTripUntil(out, extra, now.Add(tryFor))
+		a.resp, a.err = own.RoundTripAt(out, extra, now, now.Add(tryFor))
 		a.timedOut = errors.Is(a.err, h1.ErrTryTimeout)
 	default:
 		var timedOut atomic.Bool

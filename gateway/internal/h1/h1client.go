@@ -159,8 +159,14 @@ var ErrTryTimeout = errors.New("gateway: attempt timed out")
 // errTryTimeout. The body that follows has no deadline; cancelling req's
 // context ends it.
 func (t *Client) RoundTripUntil(req *http.Request, extra []Field, deadline time.Time) (*http.Response, error) {
+	return t.RoundTripAt(req, extra, time.Now(), deadline)
+}
+
+// RoundTripAt is RoundTripUntil for a caller that read the time already:
+// now is the attempt's start (the deadline is usually reckoned from it),
+// from which LateCancel and the idle connections' age are counted.
+func (t *Client) RoundTripAt(req *http.Request, extra []Field, now, deadline time.Time) (*http.Response, error) {
 	pool := t.pool(req.URL.Host)
-	now := time.Now()
 	dl, late := deadline, false // the connection's deadline; late: see roundTrip
 	if deadline.IsZero() || deadline.Sub(now) > LateCancel {
 		dl, late = now.Add(LateCancel), true
@@ -352,7 +358,8 @@ func (pc *h1Conn) roundTrip(req *http.Request, extra []Field, deadline, dl time.
 	written := pc.c.written.Load()
 	err = writeRequestWith(pc.bw, req, extra)
 	if err == nil {
-		err = pc.bw.Flush()
+		// flush may also wait for the answer (h1alive_unix.go)
+		err = pc.flush(late, pc.c.written.Load() == written)
 	}
 	if err != nil {
 		if errors.Is(err, ErrInvalidRequest) {
