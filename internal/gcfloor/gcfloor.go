@@ -27,7 +27,7 @@ import (
 )
 
 // DefaultFloor is the floor veer's processes use unless told otherwise.
-const DefaultFloor = 32 << 20
+const DefaultFloor = 16 << 20
 
 // maxPercent bounds the GC percent when the live heap is tiny.
 const maxPercent = 10000
