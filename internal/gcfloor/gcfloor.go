@@ -7,7 +7,7 @@
 // (GOGC=100), and a proxy's live heap is a few MiB (its memory is the
 // connections' buffers and the kernel's), so at GOGC=100 it collects after
 // every few MiB of garbage: about every 800 proxied requests for veer's
-// gateway, where the collection and its write barriers were a sixth of the
+// gateway, where the collection and its write barriers were a fifth of the
 // gateway's own instructions per request. The cost of a floor is memory:
 // up to the floor of heap, and never more than max(floor, 2 × live).
 //

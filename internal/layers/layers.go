@@ -31,6 +31,7 @@ var Table = map[string]int{
 	"internal/rolling":    0, // the rolling window of breaker and retry
 	"internal/atomicfile": 0, // durable file replacement for failover and lastmile
 	"internal/listenpair": 0, // TCP and UDP on one port: control, the DNS server, test servers
+	"internal/gcfloor":    0, // the gateway process's GC heap floor
 	"routing/schedule":    0, // the scheduling API's wire schema, client (lastmile) and server (control)
 	"internal/selfsigned": 1, // the self-signed certificate of the gateway and the control plane
 	"internal/localca":    1, // the local CA of `veer up` (issue 27)
@@ -68,7 +69,7 @@ var Table = map[string]int{
 
 // StdlibOnly lists packages that may import nothing outside the standard
 // library (sub-packages excepted).
-var StdlibOnly = []string{"clock", "outcome", "tier", "internal/rolling", "internal/atomicfile", "internal/listenpair", "routing/schedule", "gateway/internal/h1"}
+var StdlibOnly = []string{"clock", "outcome", "tier", "internal/rolling", "internal/atomicfile", "internal/listenpair", "internal/gcfloor", "routing/schedule", "gateway/internal/h1"}
 
 // Heavy names the third-party dependencies a library user should not pay for
 // unless the library needs them, by module path prefix.
