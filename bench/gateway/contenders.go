@@ -66,8 +66,15 @@ clusters: [{name: c, max_idle_per_backend: 256, backends: [{address: '%s'}]}]
 			return pinned(veer, "gateway", "--config", path, "--log-format", "text"), nil
 		}
 	}
+	bareProtos := []string{"h1", "h2", "h3"}
+	switch {
+	case os.Getenv("GATEWAYBENCH_VEER_NO_TLS") != "":
+		bareProtos = bareProtos[:1] // no TLS listener: neither h2 nor h3
+	case os.Getenv("GATEWAYBENCH_VEER_NO_H3") != "":
+		bareProtos = bareProtos[:2]
+	}
 	return []Contender{
-		{Name: "veer bare", Protos: []string{"h1", "h2", "h3"}, Start: veerCfg(false)},
+		{Name: "veer bare", Protos: bareProtos, Start: veerCfg(false)},
 		{Name: "veer guards", Protos: []string{"h1"}, Start: veerCfg(true)},
 		{Name: "go-reverseproxy", Protos: []string{"h1"}, Start: func(dir, backend string, plain, _ int) (*exec.Cmd, error) {
 			return pinned(self, "-role", "reverseproxy", "-listen", fmt.Sprintf("127.0.0.1:%d", plain), "-backend", backend), nil
