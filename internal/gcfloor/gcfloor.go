@@ -9,7 +9,8 @@
 // every few MiB of garbage: about every 800 proxied requests for veer's
 // gateway, where the collection and its write barriers were a fifth of the
 // gateway's own instructions per request. The cost of a floor is memory:
-// up to the floor of heap, and never more than max(floor, 2 × live).
+// a heap goal of at most max(floor, 2 × live) (the runtime's own minimum
+// goal, which grows with the percent, is kept under the floor too).
 //
 // The GC percent is recomputed after every collection from the live heap
 // it measured, so a heap that grows is bounded at the next collection, not
@@ -23,27 +24,31 @@ import (
 	"runtime/debug"
 	"runtime/metrics"
 	"sync"
-	"sync/atomic"
 )
 
-// DefaultFloor is the floor veer's processes use unless told otherwise.
+// DefaultFloor is `veer gateway`'s floor unless --gc-heap-floor-mib says
+// otherwise.
 const DefaultFloor = 16 << 20
 
-// maxPercent bounds the GC percent when the live heap is tiny.
-const maxPercent = 10000
+// runtimeHeapMinimum is the Go runtime's smallest heap goal at GOGC=100
+// (defaultHeapMinimum); it scales with the GC percent, so a percent over
+// floor × 100 / runtimeHeapMinimum would put the goal above the floor.
+const runtimeHeapMinimum = 4 << 20
 
 // Percent is the GC percent that puts the heap goal, live × (1 +
-// percent/100), at floor: never below 100 (GOGC's default) and never above
-// maxPercent. A live heap of 0 (no collection yet) gives 100.
+// percent/100), at floor: never below 100 (GOGC's default), and never so
+// high that the runtime's own minimum goal, which grows with the percent,
+// passes the floor (a tiny live heap). A live heap of 0 (no collection
+// yet) gives 100.
 func Percent(live, floor uint64) int {
 	if live == 0 || floor <= 2*live {
 		return 100
 	}
 	p := (floor - live) * 100 / live
-	if p > maxPercent {
-		return maxPercent
+	if most := floor * 100 / runtimeHeapMinimum; p > most {
+		p = most
 	}
-	return int(p)
+	return int(max(p, 100))
 }
 
 // Start keeps the heap floor until stop is called; stop restores the GC
@@ -78,8 +83,8 @@ type tuner struct {
 	read    func() uint64 // the live heap after the last collection
 	set     func(int) int // debug.SetGCPercent
 	after   func(int)     // tests: called after each adjustment
-	mu      sync.Mutex    // adjust and stop
-	stopped atomic.Bool
+	mu      sync.Mutex    // the fields below
+	stopped bool
 	cur     int // the percent set, 0 before the first
 	prev    int
 }
@@ -91,19 +96,18 @@ type sentinel struct {
 
 func (t *tuner) arm() {
 	runtime.AddCleanup(&sentinel{}, func(t *tuner) {
-		if t.stopped.Load() {
-			return
+		if t.adjust() {
+			t.arm()
 		}
-		t.adjust()
-		t.arm()
 	}, t)
 }
 
-func (t *tuner) adjust() {
+// adjust sets the percent the live heap calls for; false once stopped.
+func (t *tuner) adjust() bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.stopped.Load() {
-		return
+	if t.stopped {
+		return false
 	}
 	p := Percent(t.read(), t.floor)
 	if p != t.cur {
@@ -113,12 +117,14 @@ func (t *tuner) adjust() {
 	if t.after != nil {
 		t.after(p)
 	}
+	return true
 }
 
 func (t *tuner) stop() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if !t.stopped.Swap(true) {
+	if !t.stopped {
+		t.stopped = true
 		t.set(t.prev)
 	}
 }

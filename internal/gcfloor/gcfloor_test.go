@@ -14,14 +14,18 @@ func TestPercent(t *testing.T) {
 		want        int
 	}{
 		{0, 32 * mib, 100},           // no collection yet
-		{3 * mib, 32 * mib, 966},     // goal 3 × 10.66 = 32 MiB
-		{8 * mib, 32 * mib, 300},     // goal 32 MiB
+		{8 * mib, 32 * mib, 300},     // goal 8 × 4 = 32 MiB
+		{10 * mib, 30*mib + 10, 200}, // rounded down
 		{16 * mib, 32 * mib, 100},    // twice the live heap is the floor
 		{100 * mib, 32 * mib, 100},   // over the floor: GOGC's own
-		{1024, 32 * mib, maxPercent}, // tiny: bounded
-		{3 * mib, 0, 100},            // no floor
 		{16*mib - 1, 32 * mib, 100},  // just under half the floor
-		{10 * mib, 30*mib + 10, 200}, // rounded down
+		{3 * mib, 0, 100},            // no floor
+		// the runtime's minimum goal, 4 MiB × percent/100, stays under the floor
+		{3 * mib, 16 * mib, 400}, // 433 would make that minimum 17.3 MiB
+		{3 * mib, 32 * mib, 800}, // 966: 38.6 MiB
+		{1024, 32 * mib, 800},    // a tiny live heap
+		{3 * mib, 4 * mib, 100},  // the floor is the minimum itself: never under 100
+		{1 * mib, 6 * mib, 150},  // (6-1)/1 = 500, bounded by 6/4
 	} {
 		if got := Percent(c.live, c.floor); got != c.want {
 			t.Errorf("Percent(%d, %d) = %d, want %d", c.live, c.floor, got, c.want)
@@ -51,7 +55,7 @@ func TestTunerSteps(t *testing.T) {
 		want []int // percents set by the step
 	}{
 		{"no collection yet", 0, false, []int{100}},
-		{"small heap", 3 * mib, false, []int{966}},
+		{"small heap", 3 * mib, false, []int{800}},
 		{"same heap: nothing", 3 * mib, false, nil},
 		{"grown", 8 * mib, false, []int{300}},
 		{"over half the floor", 20 * mib, false, []int{100}},
