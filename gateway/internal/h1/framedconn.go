@@ -246,6 +246,15 @@ func (c *framedConn) graceRead(p []byte) (n int, err error, park bool) {
 	return n, err, false
 }
 
+// tcp is the connection beneath the framer and any TLS: raw when the
+// listener set it, else the framed connection itself.
+func (c *framedConn) tcp() net.Conn {
+	if c.raw != nil {
+		return c.raw
+	}
+	return c.Conn
+}
+
 // SetReadDeadline records the deadline the server sets (the idle timeout
 // carries over to a parked connection) and puts it on the connection.
 func (c *framedConn) SetReadDeadline(t time.Time) error {

@@ -271,21 +271,31 @@ func silentBackend(t *testing.T) (*rawBackend, chan struct{}) {
 	return be, got
 }
 
-// An attempt's deadline that passes while the exchange waits on a quiet
-// connection ends it with ErrTryTimeout: the early deadline ends the wait,
-// arm puts the attempt's, and the read after ends with it.
-func TestH1ClientQuietDeadline(t *testing.T) {
-	defer func(d time.Duration) { LateCancel = d }(LateCancel)
-	LateCancel = 50 * time.Millisecond
-	be, got := silentBackend(t)
-	var n quietCounts
-	c := newTestClient(quietDial(&n), 4)
-	defer c.Close()
-	url := "http://" + be.addr()
+// quietAfterFirst sets LateCancel to late for the test, starts a
+// silentBackend and a client that counts into n, and makes the first
+// exchange: the connection is pooled and quiet for the next.
+func quietAfterFirst(t *testing.T, late time.Duration) (c *Client, url string, be *rawBackend, got chan struct{}, n *quietCounts) {
+	t.Helper()
+	old := LateCancel
+	LateCancel = late
+	t.Cleanup(func() { LateCancel = old })
+	be, got = silentBackend(t)
+	n = &quietCounts{}
+	c = newTestClient(quietDial(n), 4)
+	t.Cleanup(c.Close)
+	url = "http://" + be.addr()
 	if body, err := quietExchange(context.Background(), c, url+"/", "", 0); err != nil || body != "ok" {
 		t.Fatalf("first: %q, %v", body, err)
 	}
 	<-got
+	return c, url, be, got, n
+}
+
+// An attempt's deadline that passes while the exchange waits on a quiet
+// connection ends it with ErrTryTimeout: the early deadline ends the wait,
+// arm puts the attempt's, and the read after ends with it.
+func TestH1ClientQuietDeadline(t *testing.T) {
+	c, url, be, _, n := quietAfterFirst(t, 50*time.Millisecond)
 	before := n.rawReads.Load()
 	start := time.Now()
 	_, err := quietExchange(context.Background(), c, url+"/silent", "", 3*LateCancel)
@@ -307,17 +317,7 @@ func TestH1ClientQuietDeadline(t *testing.T) {
 // as an armed cancellation does) while the exchange waits on a quiet
 // connection ends the wait at once, and the exchange with it.
 func TestH1ClientQuietCancel(t *testing.T) {
-	defer func(d time.Duration) { LateCancel = d }(LateCancel)
-	LateCancel = time.Minute // the wait would last that long
-	be, got := silentBackend(t)
-	var n quietCounts
-	c := newTestClient(quietDial(&n), 4)
-	defer c.Close()
-	url := "http://" + be.addr()
-	if body, err := quietExchange(context.Background(), c, url+"/", "", 0); err != nil || body != "ok" {
-		t.Fatalf("first: %q, %v", body, err)
-	}
-	<-got
+	c, url, be, got, n := quietAfterFirst(t, time.Minute) // the wait would last that long
 	pc := c.pool(be.addr()).idle[0]
 	before := n.rawReads.Load()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -348,17 +348,7 @@ func TestH1ClientQuietCancel(t *testing.T) {
 // wait is seen at the early deadline (which ends the wait), and a head
 // that comes after it is still read.
 func TestH1ClientQuietLateCancel(t *testing.T) {
-	defer func(d time.Duration) { LateCancel = d }(LateCancel)
-	LateCancel = 100 * time.Millisecond
-	be, got := silentBackend(t)
-	var n quietCounts
-	c := newTestClient(quietDial(&n), 4)
-	defer c.Close()
-	url := "http://" + be.addr()
-	if body, err := quietExchange(context.Background(), c, url+"/", "", 0); err != nil || body != "ok" {
-		t.Fatalf("first: %q, %v", body, err)
-	}
-	<-got
+	c, url, _, got, _ := quietAfterFirst(t, 100*time.Millisecond)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	start := time.Now()

@@ -576,9 +576,8 @@ func lingerClose(c net.Conn) {
 	}
 	if fc := asFramed(c); fc != nil {
 		fc.refused.Store(false) // this is the linger its Close would do
-		r = fc.Conn
-		if fc.raw != nil && fc.raw != fc.Conn {
-			r = fc.raw
+		r = fc.tcp()
+		if r != fc.Conn { // under TLS: the FIN after the close_notify
 			if cw, ok := r.(closeWriter); ok {
 				_ = cw.CloseWrite()
 			}
@@ -597,10 +596,7 @@ func lingerClose(c net.Conn) {
 func resetClose(c net.Conn) {
 	raw := c
 	if fc := asFramed(c); fc != nil {
-		raw = fc.Conn
-		if fc.raw != nil {
-			raw = fc.raw
-		}
+		raw = fc.tcp()
 	}
 	if tc, ok := raw.(*net.TCPConn); ok {
 		_ = tc.SetLinger(0)
