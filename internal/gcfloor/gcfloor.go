@@ -9,8 +9,11 @@
 // every few MiB of garbage: about every 800 proxied requests for veer's
 // gateway, where the collection and its write barriers were a fifth of the
 // gateway's own instructions per request. The cost of a floor is memory:
-// a heap goal of at most max(floor, 2 × live) (the runtime's own minimum
-// goal, which grows with the percent, is kept under the floor too).
+// a heap goal of about max(floor, 2 × live). The runtime's own minimum
+// goal, which grows with the percent, is kept under the floor; the
+// runtime adds the goroutine stacks and globals to the live heap, so the
+// goal comes out a little over the floor (18-19 MiB at 16 MiB for the
+// gateway).
 //
 // The GC percent is recomputed after every collection from the live heap
 // it measured, so a heap that grows is bounded at the next collection, not
